@@ -1,0 +1,54 @@
+"""Deterministic writers: the same frame gives byte-identical files, so ``dvc repro`` does not churn."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path, schema: pa.Schema | None = None) -> None:
+    """Write ``df`` without its index, with fixed writer settings and no wall-clock metadata.
+
+    Row order is the caller's responsibility: sort before writing.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df.reset_index(drop=True), schema=schema, preserve_index=False)
+    # pandas metadata embeds the pandas version only; keep it so round-trips restore dtypes.
+    pq.write_table(table, path, compression="zstd", compression_level=3,
+                   use_dictionary=True, write_statistics=True, version="2.6")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        if not math.isfinite(value):
+            return None
+        # 12 significant digits: stable across platforms' last-ulp noise, ample for reporting.
+        return float(f"{value:.12g}")
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def write_json(obj: Any, path: str | Path) -> None:
+    """Write JSON with sorted keys, NaN/inf as null and floats rounded to 12 significant digits."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False) + "\n",
+                    encoding="utf-8")
