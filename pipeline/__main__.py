@@ -6,6 +6,7 @@ A broken configuration stops the stage with a message naming the field (exit sta
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -19,9 +20,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params.yaml of the project")
 
 
-def _fail(exc: Exception) -> None:
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(code=2)
+def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
+    """Load params (failing fast on a broken file), then import and run ``module.run``."""
+    try:
+        params = load_params(params_path)
+        stage = importlib.import_module(module)
+        stage.run(params, **paths)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
 
 
 @app.command()
@@ -34,12 +41,8 @@ def ingest(
     params: Path = PARAMS,
 ) -> None:
     """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
-    from pipeline.ingest.stage import run
-    try:
-        run(load_params(params), published_dir=published, logs_dir=logs, catalog_dir=catalog,
+    _run_stage("pipeline.ingest.stage", params, published_dir=published, logs_dir=logs, catalog_dir=catalog,
             out_dir=out, metrics_path=metrics)
-    except ConfigError as exc:
-        _fail(exc)
 
 
 @app.command()
@@ -52,12 +55,8 @@ def fit(
     params: Path = PARAMS,
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    from pipeline.laws.stage import run
-    try:
-        run(load_params(params), runs_path=runs, series_path=series, out_dir=out,
+    _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series, out_dir=out,
             metrics_path=metrics, plots_dir=plots)
-    except ConfigError as exc:
-        _fail(exc)
 
 
 @app.command()
@@ -70,12 +69,8 @@ def theory(
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    from pipeline.theory.stage import run
-    try:
-        run(load_params(params), runs_path=runs, catalog_dir=catalog, out_dir=out,
+    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog, out_dir=out,
             metrics_path=metrics, plots_dir=plots)
-    except ConfigError as exc:
-        _fail(exc)
 
 
 @app.command()
@@ -88,12 +83,8 @@ def compare(
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    from pipeline.compare import run
-    try:
-        run(load_params(params), processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
+    _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
             metrics_path=metrics, plots_dir=plots)
-    except ConfigError as exc:
-        _fail(exc)
 
 
 @app.command()
@@ -104,11 +95,7 @@ def report(
     params: Path = PARAMS,
 ) -> None:
     """Render reports/report.html and reports/report.md with figures from the stage outputs."""
-    from pipeline.report.stage import run
-    try:
-        run(load_params(params), processed_dir=processed, metrics_dir=metrics_dir, out_dir=out)
-    except ConfigError as exc:
-        _fail(exc)
+    _run_stage("pipeline.report.stage", params, processed_dir=processed, metrics_dir=metrics_dir, out_dir=out)
 
 
 if __name__ == "__main__":  # pragma: no cover
