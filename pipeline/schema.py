@@ -19,7 +19,9 @@ STATUSES = ("ok", "oom", "error", "aborted", "no_run_stop")
 # Coarse strategy families, used to form series and to compare FSDP against model parallelism.
 STRATEGY_FAMILIES = ("ddp", "fsdp", "tp", "pp", "tp_pp", "hybrid_fsdp", "3d", "unknown")
 # y-metrics a series can be fitted on, in order of preference (ARCHITECTURE.md, fit stage).
-Y_METRICS = ("model_flops_per_s", "tokens_per_s", "inverse_time_to_train_per_s")
+# hardware_flops_per_s comes last: sources that report only HFU (Megatron-LM 2021) have no other.
+Y_METRICS = ("model_flops_per_s", "tokens_per_s", "inverse_time_to_train_per_s",
+             "hardware_flops_per_s")
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 
@@ -42,6 +44,8 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("accelerators_per_node", _I, "chips per node (scale-up domain when not stated otherwise)"),
     ("precision", _S, "bf16 | fp16 | fp8 | fp32 | tf32"),
     ("peak_flops_per_s_per_accelerator", _F, "catalog dense peak at `precision` (FLOP/s)"),
+    ("peak_precision", _S, "precision of the catalog peak used (differs from `precision` when "
+                           "the chip has no peak at it, e.g. V100 bf16 -> fp16)"),
     ("dp", _I, "data-parallel degree"),
     ("tp", _I, "tensor-parallel degree"),
     ("pp", _I, "pipeline-parallel degree"),
@@ -55,6 +59,7 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("tokens_per_s", _F, "whole-job training throughput (tokens/s)"),
     ("tokens_per_s_per_accelerator", _F, "tokens/s per chip"),
     ("model_flops_per_s", _F, "whole-job model FLOP/s (6N per token + attention, see derive)"),
+    ("hardware_flops_per_s", _F, "whole-job hardware FLOP/s, recompute counted (HFU x peak)"),
     ("mfu", _F, "model FLOP utilization, fraction in (0, 1]"),
     ("hfu", _F, "hardware FLOP utilization (counts recompute), fraction in (0, 1]"),
     ("step_time_s", _F, "seconds per optimizer step"),
@@ -68,6 +73,8 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("benchmark", _S, "MLPerf benchmark name (null elsewhere)"),
     ("mlperf_version", _S, "MLPerf round, e.g. v4.1"),
     ("system", _S, "MLPerf system name or cluster"),
+    ("submitter", _S, "MLPerf submitter (null elsewhere)"),
+    ("result_path", _S, "MLPerf result file within its submission (null elsewhere)"),
     ("olympic_score_s", _F, "MLPerf olympic score of the run's system (s)"),
     ("derived", _S, "';'-separated columns computed by the pipeline or at transcription"),
     ("notes", _S, "free text"),
@@ -85,3 +92,8 @@ SERIES_COLUMNS = (
     ("n_points", _I), ("n_distinct", _I), ("n_min", _I), ("n_max", _I), ("y_metric", _S),
 )
 SERIES_SCHEMA = pa.schema([pa.field(n, t) for n, t in SERIES_COLUMNS])
+
+# Per-step rows of training step logs (``steps.parquet``); parsers may add columns after these.
+STEP_COLUMNS = (("run_id", _S), ("path", _S), ("step", _I), ("step_time_s", _F),
+                ("tokens_per_s", _F))
+STEPS_SCHEMA = pa.schema([pa.field(n, t) for n, t in STEP_COLUMNS])

@@ -1,0 +1,143 @@
+"""Step-log parsing throughput and peak memory over a generated ~1 GB log set.
+
+Generates, in a temporary folder (deleted afterwards, never committed), one log per format
+(Megatron, torchtitan with ANSI colours, nanotron, NeMo 2, DeepSpeed, generic JSONL), about
+``TOTAL_BYTES`` in all, and runs ``read_logs`` over it with 2 worker processes. Two mixes:
+
+- ``realistic``: each logged step is followed by the other output a 32-rank job prints
+  meanwhile (one NCCL INFO line and one Python warning per rank, ~3.6 KB): a log only grows
+  to a gigabyte through such output, since a job logs ~10^4-10^5 steps of ~300 bytes.
+- ``step-dense``: every line a step line (JSONL: every line), the parser's worst case, on a
+  tenth of the size; its figure is printed for comparison.
+
+Printed: MB/s and steps/s, and peak resident memory (``ru_maxrss`` of this process and of the
+largest worker). Run: ``python -m benchmarks.bench_steplogs`` (``make bench`` runs it with the
+others). ``SCALEWALL_BENCH_LOG_BYTES`` changes the size.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOTAL_BYTES = int(os.environ.get("SCALEWALL_BENCH_LOG_BYTES", 1 << 30))
+NOISE = "".join(
+    f"gpu-node-{r // 8:03d}:{4000 + r}:{4100 + r} [{r % 8}] NCCL INFO Channel 03/32 : {r}[{r % 8}]"
+    f" -> {(r + 1) % 32}[{(r + 1) % 8}] via P2P/CUMEM/read\n"
+    f"[default{r}]:/usr/lib/python3/dist-packages/torch/utils/checkpoint.py:91: UserWarning: "
+    "None of the inputs have requires_grad=True. Gradients will be None\n" for r in range(32))
+
+
+def _megatron(i: int) -> str:
+    return (f" [2025-08-01 07:{(i // 60) % 60:02d}:{i % 60:02d}] iteration {i:8d}/{10**7:8d} |"
+            f" consumed samples: {i * 128:12d} | elapsed time per iteration (ms): "
+            f"{2400 + i % 17:.1f} | throughput per GPU (TFLOP/s/GPU): {108 + i % 3:.1f} |"
+            f" learning rate: {3e-4:.6E} | global batch size: {128:5d} | lm loss: "
+            f"{2.5 + (i % 7) / 10:.6E} | loss scale: 1.0 | grad norm: 0.912 | number of skipped"
+            f" iterations: {0:3d} | number of nan iterations: {0:3d} |\n")
+
+
+def _titan(i: int) -> str:
+    return (f"[rank0]:[titan] 2025-03-01 12:{(i // 60) % 60:02d}:{i % 60:02d},"
+            f"{i % 1000:03d} - root - INFO - \033[31mstep: {i:2}  \033[32mloss: "
+            f"{2.5 + (i % 7) / 10:7.4f}  \033[38;2;180;60;0mgrad_norm: {1.2345:7.4f}  "
+            f"\033[38;2;54;234;195mmemory: 40.12GiB(50.00%)  \033[34mtps: {6543 + i % 9:,}  "
+            f"\033[36mtflops: 301.12  \033[35mmfu: 30.45%\033[39m\n")
+
+
+def _nanotron(i: int) -> str:
+    return (f"12/01 10:{(i // 60) % 60:02d}:{i % 60:02d} [INFO|DP=0|PP=0|TP=0]: iteration: {i} /"
+            f" 10000000 | consumed_tokens: 1.31M | elapsed_time_per_iteration_ms: 1.23K | "
+            f"tokens_per_sec: 106K | tokens_per_sec_per_gpu: 13.3K | global_batch_size: 32 | "
+            f"lm_loss: 2.{i % 10} | lr: 0.0003 | model_tflops_per_gpu: 123 | "
+            f"hardware_tflops_per_gpu: 125 | grad_norm: 0.512\n")
+
+
+def _nemo(i: int) -> str:
+    return (f"Training epoch 0, iteration {i}/10000000 | lr: 2.999e-05 | global_batch_size: 128"
+            f" | global_step: {i} | reduced_train_loss: 2.{i % 10} | train_step_timing in s: "
+            f"{1.5 + (i % 5) / 100:.4g} | consumed_samples: {128 * (i + 1)}\n")
+
+
+def _deepspeed(i: int) -> str:
+    return (f"[2024-05-01 10:{(i // 60) % 60:02d}:{i % 60:02d},001] [INFO] [timer.py:260:stop] "
+            f"epoch=0/micro_step={i * 4}/global_step={i}, RunningAvgSamplesPerSec=63.9, "
+            f"CurrSamplesPerSec={64 + (i % 5) / 10}, MemAllocated=12.3GB, MaxMemAllocated=14.1GB\n")
+
+
+def _jsonl(i: int) -> str:
+    return (f'{{"step": {i}, "step_time_s": {3.9 + (i % 5) / 100}, "tokens_per_s": '
+            f'{268000 + i % 100}, "loss": 2.{i % 10}, "mfu": 0.41}}\n')
+
+
+WRITERS = {"megatron.log": _megatron, "torchtitan.log": _titan, "nanotron.log": _nanotron,
+           "nemo.log": _nemo, "deepspeed.log": _deepspeed, "generic.jsonl": _jsonl}
+SIDECAR = "accelerator: H100-SXM5-80GB\nn_accelerators: 64\nseq_len: 4096\nmodel: llama3-8b\n"
+
+
+def generate(folder: Path, total: int, dense: bool = False) -> int:
+    """Write the log set; returns its size in bytes.
+
+    The text formats share ``total`` equally; the JSONL log (no other output: it is written
+    by the training loop itself) gets as many steps as each text log.
+    """
+    per_file = total // (len(WRITERS) - (0 if dense else 1))
+    written, steps_per_log = 0, 0
+    for name, line in WRITERS.items():
+        sub = folder / Path(name).stem
+        sub.mkdir(parents=True)
+        (sub / "run.yaml").write_text(SIDECAR)
+        jsonl = name.endswith(".jsonl")
+        noise = "" if dense or jsonl else NOISE
+        with open(sub / name, "w", encoding="utf-8", buffering=1 << 20) as fh:
+            size, step = 0, 1
+            while (size < per_file) if (dense or not jsonl) else (step <= steps_per_log):
+                block = "".join(noise + line(i) for i in range(step, step + 200))
+                fh.write(block)
+                size += len(block)
+                step += 200
+        steps_per_log = max(steps_per_log, step - 1)
+        written += size
+    return written
+
+
+def measure(label: str, total: int, dense: bool) -> None:
+    """Generate one mix, parse it, print its figures."""
+    from pipeline.ingest.steplogs import read_logs
+
+    tmp = Path(tempfile.mkdtemp(prefix="scalewall-bench-"))
+    try:
+        t0 = time.perf_counter()
+        size = generate(tmp, total, dense)
+        gen_s = time.perf_counter() - t0
+        params = {"ingest": {"logs": {"warmup_steps": "auto", "max_warmup_fraction": 0.5,
+                                      "min_steady_steps": 3, "workers": 2}}}
+        t0 = time.perf_counter()
+        records, steps = read_logs(tmp, params)
+        parse_s = time.perf_counter() - t0
+        runs = sum(r.reason is None for r in records)
+        print(f"steplog_{label}_generate: {size / 1e6:.0f} MB in {gen_s:.1f} s "
+              f"({len(WRITERS)} formats)")
+        print(f"steplog_{label}_parse_throughput: {size / 1e6 / parse_s:.0f} MB/s "
+              f"(target: >= 100 MB/s on 2 cores; {parse_s:.1f} s, "
+              f"{len(steps) / parse_s:.0f} steps/s, {runs} runs of {len(records)} logs)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    measure("realistic", TOTAL_BYTES, dense=False)
+    measure("dense", TOTAL_BYTES // 10, dense=True)
+    self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"steplog_peak_memory: {max(self_mb, child_mb):.0f} MB (target: < 500 MB; main "
+          f"{self_mb:.0f} MB, largest worker {child_mb:.0f} MB)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

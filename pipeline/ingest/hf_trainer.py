@@ -1,0 +1,122 @@
+"""Hugging Face ``transformers.Trainer`` logs.
+
+Source of the format (huggingface/transformers v4.30 through v4.56, 2023-2025):
+``src/transformers/trainer_callback.py``, ``ProgressCallback.on_log()``, writes each logs dict
+with ``self.training_bar.write(str(logs))`` (a Python dict repr; some releases format floats as
+strings, and ``trainer_state.json``-style JSON dicts are accepted too). Per logging step:
+``{'loss': 2.345, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.01}``; at the end the
+``speed_metrics("train", ...)`` of ``src/transformers/trainer_utils.py``:
+``{'train_runtime': 1234.5, 'train_samples_per_second': 41.47, 'train_steps_per_second': 0.324,
+'train_loss': 2.12, 'epoch': 1.0}`` (``train_tokens_per_second``, tokens per second *per device*,
+with ``--include_tokens_per_second``). ``Trainer._inner_training_loop`` prints the set-up block
+``Total train batch size (w. parallel, distributed & accumulation) = 64``, ``Total optimization
+steps = 100`` and ``Number of trainable parameters = 124,439,808``.
+
+The Trainer prints no per-step time: the run's measure is its end-of-training summary, a
+whole-run average that includes warm-up (said in the run's notes). Loss dicts become step rows
+numbered in order (or by their ``step`` key when present).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+
+from pipeline.ingest.steplog_base import NAN, ParseState, lines_with, rank_of, to_float
+
+NAME = "hf_trainer"
+_BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
+_STEPS_RE = re.compile(r"Total optimization steps = ([\d,]+)")
+_PARAMS_RE = re.compile(r"Number of trainable parameters = ([\d,]+)")
+_DICT_MARKERS = ("'loss': ", '"loss": ', "train_samples_per_second")
+_SETUP_MARKERS = ("Total train batch size", "Total optimization steps",
+                  "Number of trainable parameters")
+SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                "train_tokens_per_second")
+
+
+def _dict_of(text: str) -> dict | None:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    body = text[start:end + 1]
+    for load in (ast.literal_eval, json.loads):
+        try:
+            value = load(body)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _num(value: object) -> float:
+    if isinstance(value, bool):
+        return NAN
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        return to_float(value)
+    return NAN
+
+
+def detect(sample: str) -> int:
+    """Number of Trainer log dicts in ``sample``."""
+    return (sample.count("'train_samples_per_second'") + sample.count('"train_samples_per_second"')
+            + len(re.findall(r"\{['\"]loss['\"]: ", sample)))
+
+
+class Parser:
+    """Feeds Trainer lines into a ``ParseState``; the summary lands in ``state.facts``."""
+
+    def __init__(self, state: ParseState) -> None:
+        self.state = state
+        self.n_loss = 0
+
+    def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
+        """Parse a chunk of whole lines starting at line ``first_lineno``."""
+        counts = self.state.counts
+        found: dict[int, str] = {}
+        for marker in _DICT_MARKERS:
+            for lineno, line in lines_with(text, marker, first_lineno, counts):
+                found[lineno] = line
+        for lineno in sorted(found):
+            self._dict(found[lineno], lineno)
+        if header:
+            for marker in _SETUP_MARKERS:
+                for lineno, line in lines_with(text, marker, first_lineno):
+                    self._setup(line, lineno)
+
+    def _setup(self, text: str, lineno: int) -> None:
+        if m := _BATCH_RE.search(text):
+            self.state.fact("batch_samples", int(m.group(1).replace(",", "")), lineno)
+        elif m := _STEPS_RE.search(text):
+            self.state.fact("total_steps", int(m.group(1).replace(",", "")), lineno)
+        elif m := _PARAMS_RE.search(text):
+            self.state.fact("params_b", int(m.group(1).replace(",", "")) / 1e9, lineno)
+
+    def _dict(self, text: str, lineno: int) -> None:
+        st = self.state
+        if text.count("{") > 1 and text.count("}") > 1 and text.rfind("{") > text.find("}"):
+            st.counts["garbled_step_lines"] += 1
+            return
+        logs = _dict_of(text)
+        if logs is None:
+            st.counts["unparsed_step_lines"] += 1
+            return
+        if "train_samples_per_second" in logs:
+            for key in SUMMARY_KEYS:
+                value = _num(logs.get(key))
+                if math.isfinite(value):
+                    st.fact(key, value, lineno)
+        elif "loss" in logs:
+            self.n_loss += 1
+            loss = _num(logs["loss"])
+            step = logs.get("step")
+            st.add(int(step) if isinstance(step, (int, float)) and not isinstance(step, bool)
+                   and math.isfinite(step) else self.n_loss,
+                   lineno, rank_of(text), nan_loss=not math.isfinite(loss), loss=loss)
+
+    def finish(self) -> None:
+        """Nothing is pending at the end of a Trainer log."""

@@ -1,0 +1,149 @@
+"""The generic step-log format: one JSON object per line (JSON Lines).
+
+For any framework without a parser of its own: write one object per logged step. Keys (all
+optional but ``step``; units in the names, as in ``runs.parquet``):
+
+``step`` (int, required), ``step_time_s``, ``tokens_per_s`` (whole job),
+``tokens_per_s_per_accelerator``, ``samples_per_s`` (whole job), ``batch_samples`` (sequences
+in the global batch), ``loss``, ``tflops_per_accelerator``, ``mfu`` (a fraction, not a percent),
+``time`` (Unix seconds, the wall clock when the step ended), ``rank``.
+
+An object without ``step`` whose keys are format-v1 columns (``n_accelerators``, ``tp``,
+``seq_len``, ``accelerator``, ...) states facts about the run, like a sidecar inside the log.
+Example:
+``{"n_accelerators": 64, "tp": 2, "seq_len": 4096}`` then
+``{"step": 1, "step_time_s": 3.91, "tokens_per_s": 268000, "loss": 10.9}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from pipeline.ingest.steplog_base import NAN, ParseState
+
+NAME = "jsonl"
+STEP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s",
+             "batch_samples", "loss", "tflops_per_accelerator", "mfu")
+FACT_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "n_layers", "d_model",
+             "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp", "ep",
+             "zero_stage", "precision")
+
+
+def _num(value: object) -> float:
+    if value.__class__ is float:
+        return value
+    if value.__class__ is int:
+        return float(value)
+    return NAN
+
+
+def detect(sample: str) -> int:
+    """Number of JSON step objects in ``sample``."""
+    count = 0
+    for line in sample.splitlines()[:2000]:
+        line = line.strip()
+        if line.startswith("{") and '"step"' in line:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            count += isinstance(obj, dict) and any(k in obj for k in STEP_KEYS)
+    return count
+
+
+class Parser:
+    """Feeds JSON Lines into a ``ParseState``."""
+
+    def __init__(self, state: ParseState) -> None:
+        self.state = state
+
+    def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
+        """Parse a chunk of whole lines starting at line ``first_lineno``.
+
+        Fast path: the chunk's lines are decoded as one JSON array (one C call) and kept
+        when every line is a plain step object; any other chunk goes line by line.
+        """
+        lines = text.split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        if self._fast(lines, first_lineno):
+            return
+        counts = self.state.counts
+        for offset, line in enumerate(lines):
+            stripped = line.strip()
+            if not stripped.startswith("{"):
+                if stripped:
+                    counts["non_json_lines"] += 1
+                continue
+            if "\x00" in stripped:
+                counts["garbage_step_lines"] += 1
+                continue
+            self._line(stripped, first_lineno + offset)
+
+    def _fast(self, lines: list[str], first_lineno: int) -> bool:
+        if not lines or "\x00" in lines[0]:
+            return False
+        try:
+            objs = json.loads("[" + ",".join(lines) + "]")
+        except (ValueError, RecursionError):
+            return False
+        if len(objs) != len(lines) or not all(o.__class__ is dict and o.get("step").__class__
+                                              is int and "rank" not in o for o in objs):
+            return False
+        cols = {}
+        for key in STEP_KEYS + ("time",):
+            values = [o.get(key) for o in objs]
+            if not all(v is None or v.__class__ is float or v.__class__ is int for v in values):
+                return False
+            cols[key] = values
+        st = self.state
+        for i, o in enumerate(objs):
+            loss = cols["loss"][i]
+            st.add(o["step"], first_lineno + i, -1,
+                   nan_loss=loss is not None and not math.isfinite(loss),
+                   step_time_s=_num(cols["step_time_s"][i]),
+                   tokens_per_s=_num(cols["tokens_per_s"][i]),
+                   tokens_per_s_per_accelerator=_num(cols["tokens_per_s_per_accelerator"][i]),
+                   samples_per_s=_num(cols["samples_per_s"][i]),
+                   batch_samples=_num(cols["batch_samples"][i]), loss=_num(loss),
+                   tflops_per_accelerator=_num(cols["tflops_per_accelerator"][i]),
+                   mfu=_num(cols["mfu"][i]), wall_s=_num(cols["time"][i]))
+        return True
+
+    def _line(self, stripped: str, lineno: int) -> None:
+        st = self.state
+        try:
+            obj = json.loads(stripped)
+        except (ValueError, RecursionError):
+            st.counts["garbled_step_lines" if stripped.count("{") > 1
+                      else "unparsed_step_lines"] += 1
+            return
+        if not isinstance(obj, dict):
+            st.counts["unparsed_step_lines"] += 1
+            return
+        step = obj.get("step")
+        if step is None:
+            for key in FACT_KEYS:
+                if key in obj and obj[key] is not None and not isinstance(obj[key], (dict, list)):
+                    st.fact(key, obj[key], lineno)
+            return
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or not \
+                math.isfinite(step) or step != int(step):
+            st.counts["unparsed_step_lines"] += 1
+            return
+        get = obj.get
+        rank = get("rank")
+        loss_given = get("loss") is not None
+        loss = _num(get("loss"))
+        st.add(int(step), lineno,
+               rank if isinstance(rank, int) and not isinstance(rank, bool) else -1,
+               nan_loss=loss_given and not math.isfinite(loss),
+               step_time_s=_num(get("step_time_s")), tokens_per_s=_num(get("tokens_per_s")),
+               tokens_per_s_per_accelerator=_num(get("tokens_per_s_per_accelerator")),
+               samples_per_s=_num(get("samples_per_s")), batch_samples=_num(get("batch_samples")),
+               loss=loss, tflops_per_accelerator=_num(get("tflops_per_accelerator")),
+               mfu=_num(get("mfu")), wall_s=_num(get("time")))
+
+    def finish(self) -> None:
+        """Nothing is pending at the end of a JSON Lines log."""

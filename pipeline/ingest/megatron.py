@@ -1,0 +1,117 @@
+"""Megatron-LM step lines and argument dump (also Megatron-DeepSpeed, NeMo's Megatron core,
+MindSpeed and FlagScale, which print the same line).
+
+Source of the format: ``megatron/training/training.py``, ``training_log()`` (NVIDIA/Megatron-LM,
+core_r0.6 through core_r0.14 / main of 2025), which builds the line from `` [%Y-%m-%d %H:%M:%S]``,
+`` iteration {:8d}/{:8d} |``, `` consumed samples: {:12d} |``, `` elapsed time per iteration
+(ms): {:.1f} |``, the optional `` throughput per GPU (TFLOP/s/GPU): {:.1f} |`` (``--log-throughput``),
+`` learning rate: {:.6E} |``, `` global batch size: {:5d} |``, one `` {key}: {:.6E} |`` per loss
+(``lm loss``), `` loss scale``, `` grad norm``, `` number of skipped iterations: {:3d} |`` and
+`` number of nan iterations: {:3d} |``. Older trees (``megatron/training.py``, 2021-2023) print
+the same fields without the throughput. Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed
+``megatron/training.py``) adds `` samples per second``, `` tokens per gpu per second (tgs)`` and
+`` TFLOPs: {:.2f}``, read here as the per-GPU TFLOP/s it is.
+The argument dump is ``_print_args`` in ``megatron/training/arguments.py``: between
+``---- arguments ----`` and ``---- end of arguments ----``, lines ``  {name} {dots} {value}``.
+
+Read: step = iteration; ``step_time_s`` = elapsed ms / 1000 (Megatron averages it over the
+``--log-interval`` iterations since the previous line); ``tflops_per_accelerator``; ``loss`` =
+``lm loss`` (else the first ``* loss`` key); ``batch_samples`` = global batch size; NaN loss
+when the loss prints as ``NAN`` or ``number of nan iterations`` > 0; wall clock from the stamp.
+Facts: ``tp, pp, cp, ep, dp, n_accelerators`` (``world_size``), ``seq_len, n_layers, d_model,
+micro_batch, zero_stage``, ``batch_samples`` and ``precision`` (``bf16``/``fp16``/``fp8``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pipeline.ingest.steplog_base import (
+    NAN, ParseState, int_or_none, iso_seconds, lines_with, precision_from_flags, rank_of,
+    regex_lines, to_float,
+)
+
+NAME = "megatron"
+_STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]")
+_FIELDS_RE = re.compile(r"\| (elapsed time per iteration \(ms\)|throughput per GPU \(TFLOP/s/GPU\)|"
+                        r"TFLOPs|tokens per gpu per second \(tgs\)|global batch size|lm loss|"
+                        r"number of nan iterations): *([^|]*)")
+_ANY_LOSS_RE = re.compile(r"\| ([\w ]+? loss): *([^|]*)")
+_ARG_RE = re.compile(r"^[^\S\n]*(?:\S+[^\S\n]+)?([a-z_][a-z0-9_]*) \.{3,} ([^\n]*?)[^\S\n]*$",
+                     re.MULTILINE)
+# Argument name -> format-v1 column.
+_ARGS = {
+    "tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp", "expert_model_parallel_size": "ep",
+    "data_parallel_size": "dp", "world_size": "n_accelerators", "seq_length": "seq_len",
+    "num_layers": "n_layers", "hidden_size": "d_model", "micro_batch_size": "micro_batch",
+    "zero_stage": "zero_stage", "global_batch_size": "batch_samples",
+}
+_PRECISION_ARGS = ("bf16", "fp16", "fp8")
+MARKER = "elapsed time per iteration"
+
+
+def detect(sample: str) -> int:
+    """Number of Megatron step lines in ``sample``."""
+    return sum(1 for m in _STEP_RE.finditer(sample)
+               if MARKER in sample[m.end():m.end() + 200])
+
+
+class Parser:
+    """Feeds Megatron lines into a ``ParseState``."""
+
+    def __init__(self, state: ParseState) -> None:
+        self.state = state
+        self.precision: dict[str, str] = {}
+
+    def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
+        """Parse a chunk of whole lines starting at line ``first_lineno``."""
+        for lineno, line in lines_with(text, MARKER, first_lineno, self.state.counts):
+            self._step(line, lineno)
+        if header and " ..." in text:
+            for lineno, m in regex_lines(text, _ARG_RE, first_lineno):
+                self._arg(m.group(1), m.group(2), lineno)
+
+    def _arg(self, name: str, value: str, lineno: int) -> None:
+        key = _ARGS.get(name)
+        if key is not None:
+            self.state.fact(key, int_or_none(value), lineno)
+        elif name in _PRECISION_ARGS:
+            self.precision[name] = value
+
+    def _step(self, text: str, lineno: int) -> None:
+        st = self.state
+        m = _STEP_RE.search(text)
+        if m is None or _STEP_RE.search(text, m.end()) is not None:
+            # No counter (a line cut before it), or two ranks' lines run together.
+            st.counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+            return
+        fields = dict(_FIELDS_RE.findall(text, m.end() - 1))
+        step_time_s = to_float(fields.get("elapsed time per iteration (ms)", "nan")) / 1000.0
+        if not step_time_s >= 0:
+            st.counts["unparsed_step_lines"] += 1
+            return
+        tflops = fields.get("throughput per GPU (TFLOP/s/GPU)") or fields.get("TFLOPs")
+        loss_text = fields.get("lm loss")
+        if loss_text is None:
+            other = _ANY_LOSS_RE.search(text, m.end() - 1)
+            loss_text = other.group(2) if other else None
+        loss = to_float(loss_text) if loss_text is not None else NAN
+        nan_iters = int_or_none(fields.get("number of nan iterations", "0")) or 0
+        stamp = _STAMP_RE.search(text, 0, m.start())
+        st.add(int(m.group(1)), lineno, rank_of(text),
+               nan_loss=nan_iters > 0 or (loss_text is not None and not math.isfinite(loss)),
+               step_time_s=step_time_s, loss=loss,
+               tflops_per_accelerator=to_float(tflops) if tflops else NAN,
+               tokens_per_s_per_accelerator=to_float(
+                   fields.get("tokens per gpu per second (tgs)", "nan")),
+               batch_samples=to_float(fields.get("global batch size", "nan")),
+               wall_s=iso_seconds(stamp.group(1)) if stamp else NAN)
+
+    def finish(self) -> None:
+        p = self.precision
+        precision = precision_from_flags(p.get("bf16"), p.get("fp16"), p.get("fp8"))
+        if precision:
+            self.state.fact("precision", precision, 0)

@@ -1,0 +1,102 @@
+"""nanotron step lines and config dump.
+
+Source of the format: ``src/nanotron/trainer.py``, ``DistributedTrainer.train_step_logs()``
+(huggingface/nanotron, 2024-2025), which hands ``LogItem``s to ``LoggerWriter.
+add_scalars_from_list`` in ``src/nanotron/logging/base.py`` (earlier ``src/nanotron/logging.py``):
+``iteration: {step} / {total} | consumed_tokens: 1.31M | elapsed_time_per_iteration_ms: 1.23K |
+tokens_per_sec: 106K | tokens_per_sec_per_gpu: 13.3K | global_batch_size: 64 | lm_loss: 10.4 |
+lr: 0.0003 | model_tflops_per_gpu: 123 | hardware_tflops_per_gpu: 125 | grad_norm: 5.12``.
+Current releases format every value with ``human_format`` (3 significant digits and a K/M/B/T
+suffix, so ``1234.5`` ms prints ``1.23K``: the figures read here carry that rounding); releases
+before 2024-06 print ``.1f`` / ``1.6E`` / ``.2f`` numbers. The logger prefix is
+``%m/%d %H:%M:%S [INFO|DP=0|PP=0|TP=0]: `` (older ``[%m%d %H:%M:%S|DP=0|...]: ``); no year, so
+the wall clock is only used for differences.
+Config facts from the ``Config(...)`` dump logged at start-up: ``dp=, tp=, pp=,
+expert_parallel_size=, context_parallel_size=`` (``ParallelismArgs``), ``hidden_size=``,
+``num_hidden_layers=`` (model config), ``sequence_length=`` (``TokensArgs``).
+
+Read: step = iteration; ``step_time_s`` = elapsed ms / 1000; ``tokens_per_s`` (whole job:
+``global_batch_size * sequence_length / step time``); ``tflops_per_accelerator`` =
+model_tflops_per_gpu; ``loss`` = lm_loss; ``batch_samples`` = global_batch_size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pipeline.ingest.steplog_base import NAN, ParseState, human_float, lines_with, rank_of, \
+    regex_lines
+
+NAME = "nanotron"
+_STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
+_STAMP_RE = re.compile(r"(\d\d)/?(\d\d) (\d\d):(\d\d):(\d\d)")
+_CFG_RE = re.compile(r"\b(dp|tp|pp|expert_parallel_size|context_parallel_size|hidden_size|"
+                     r"num_hidden_layers|sequence_length)=(\d+)")
+MARKER = "elapsed_time_per_iteration_ms"
+_CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
+             "context_parallel_size": "cp", "hidden_size": "d_model",
+             "num_hidden_layers": "n_layers", "sequence_length": "seq_len"}
+
+
+def detect(sample: str) -> int:
+    """Number of nanotron step lines in ``sample``."""
+    return sum(1 for m in _STEP_RE.finditer(sample)
+               if "elapsed_time_per_iteration_ms" in sample[m.end():m.end() + 200])
+
+
+def _stamp_s(text: str, end: int) -> float:
+    m = _STAMP_RE.search(text, 0, end)
+    if not m:
+        return NAN
+    mo, d, h, mi, s = (int(g) for g in m.groups())
+    # Month lengths are irrelevant to step differences within a month; across a month end
+    # the difference is flagged as a clock jump and ignored, never trusted.
+    return (((mo * 31 + d) * 24 + h) * 60 + mi) * 60.0 + s
+
+
+class Parser:
+    """Feeds nanotron lines into a ``ParseState``."""
+
+    def __init__(self, state: ParseState) -> None:
+        self.state = state
+        self.header = True
+
+    def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
+        """Parse a chunk of whole lines starting at line ``first_lineno``."""
+        if header and self.header:
+            end = text.find(MARKER)
+            for lineno, m in regex_lines(text, _CFG_RE, first_lineno, 0,
+                                         end if end >= 0 else None):
+                self.state.fact(_CFG_KEYS[m.group(1)], int(m.group(2)), lineno)
+        for lineno, line in lines_with(text, MARKER, first_lineno, self.state.counts):
+            self.header = False
+            self._step(line, lineno)
+
+    def _step(self, text: str, lineno: int) -> None:
+        st = self.state
+        m = _STEP_RE.search(text)
+        if m is None or _STEP_RE.search(text, m.end()) is not None:
+            st.counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+            return
+        fields: dict[str, float] = {}
+        for part in text[m.end():].split("|"):
+            key, sep, value = part.partition(":")
+            if sep:
+                fields[key.strip()] = human_float(value)
+        ms = fields.get("elapsed_time_per_iteration_ms", NAN)
+        if not ms > 0:
+            st.counts["unparsed_step_lines"] += 1
+            return
+        loss = fields.get("lm_loss", NAN)
+        st.add(int(m.group(1)), lineno, rank_of(text),
+               nan_loss="lm_loss" in fields and not math.isfinite(loss),
+               step_time_s=ms / 1000.0, loss=loss,
+               tokens_per_s=fields.get("tokens_per_sec", NAN),
+               tokens_per_s_per_accelerator=fields.get("tokens_per_sec_per_gpu", NAN),
+               tflops_per_accelerator=fields.get("model_tflops_per_gpu", NAN),
+               batch_samples=fields.get("global_batch_size", NAN),
+               wall_s=_stamp_s(text, m.start()))
+
+    def finish(self) -> None:
+        """Nothing is pending at the end of a nanotron log."""

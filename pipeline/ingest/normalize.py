@@ -1,0 +1,350 @@
+"""One ``Record`` -> one run row (a dict of ``schema.RUN_COLUMNS``) or a reject reason.
+
+Checks, in order (the first failure is the reject reason, ``"<code>: <detail>"``):
+
+* a ``record_kind`` other than ``run`` (claims, statistics, microbenchmarks) -> ``not_a_run``;
+* ``status`` in ``schema.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
+* required fields present: source, model, accelerator, n_accelerators, params_b (or from the
+  model catalog) and one measure -- except runs with status oom/error/aborted/no_run_stop, which
+  are kept with no measure;
+* numbers parse and are finite (``bad_value``); counts are integers in range, throughputs and
+  times are > 0 (``out_of_range``); MFU/HFU in (0, 1], a value in (1, 100] is a percentage given
+  as a fraction (``unit_slip``), above 100 ``out_of_range``;
+* the accelerator resolves in the hardware catalog (``unknown_accelerator``), never guessed.
+
+Units: ``params = params_b * 1e9``. Shapes missing from the record are filled from the model
+catalog, and derived measures come from ``derive``; both are named in ``derived``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+import pandas as pd
+
+from pipeline.ingest.derive import Reject, derive_measures, strategy_family
+from pipeline.ingest.derive import append_note as _note
+from pipeline.ingest.records import Record
+from pipeline.schema import PRECISIONS, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS, STATUSES
+
+BILLION = 1e9
+# Counts above this are not plausible inputs (and would overflow int64 downstream).
+_MAX_COUNT = 2**53
+MEASURES = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator",
+            "hardware_tflops_per_accelerator", "mfu", "hfu", "step_time_s", "time_to_train_s",
+            "model_flops_per_s", "hardware_flops_per_s", "inverse_time_to_train_per_s")
+# Statuses of runs that did not produce a measure but are kept (published sweeps, MLPerf).
+NO_MEASURE_STATUSES = frozenset(s for s in STATUSES if s != "ok")
+_TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
+         "submitter", "result_path")
+_POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
+             "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
+             "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s")
+# Integer columns and their smallest allowed value.
+_COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
+           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
+_PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+                      "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "tensorfloat32": "tf32"}
+_SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
+# Fields that identify a run within its source (run_id); path only for per-file sources.
+_ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
+              "zero_stage", "micro_batch", "global_batch_tokens", "seq_len", "strategy",
+              "precision", "benchmark", "mlperf_version", "submitter", "system", "result_path")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings of ``params.yaml`` ``ingest`` that change how a record is read."""
+
+    default_precision: str = "bf16"
+    # MFU against the peak of an *assumed* precision is only derived when that cannot be off by
+    # a precision factor: not on chips with fp8 units, where the run may have used fp8
+    # (MLPerf submissions on H100/B200 do) and a bf16 peak would double its MFU.
+    mfu_on_assumed_precision: bool = False
+    attention_flops: bool = True
+
+
+class CatalogCache:
+    """Memoized catalog look-ups: the same alias or model is resolved once per stage run."""
+
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+        self._acc: dict[str, str | None] = {}
+        self._peak: dict[tuple[str, str], tuple[float | None, str | None]] = {}
+        self._family: dict[str, str | None] = {}
+        self._model: dict[tuple[str, float | None], str | None] = {}
+        self._shape: dict[str, dict[str, Any]] = {}
+
+    def accelerator(self, name: str) -> str | None:
+        if name not in self._acc:
+            self._acc[name] = self.catalog.resolve_accelerator(name)
+        return self._acc[name]
+
+    def family(self, acc_id: str) -> str | None:
+        if acc_id not in self._family:
+            self._family[acc_id] = self.catalog.family(acc_id)
+        return self._family[acc_id]
+
+    def peak(self, acc_id: str, precision: str) -> tuple[float | None, str | None]:
+        key = (acc_id, precision)
+        if key not in self._peak:
+            self._peak[key] = self.catalog.peak_flops_per_s(acc_id, precision)
+        return self._peak[key]
+
+    def model(self, name: str, params: float | None) -> str | None:
+        key = (name, params)
+        if key not in self._model:
+            self._model[key] = self.catalog.resolve_model(name, params)
+        return self._model[key]
+
+    def shape(self, model_id: str) -> dict[str, Any]:
+        """Catalog row of ``model_id`` as plain Python values, missing ones dropped."""
+        if model_id not in self._shape:
+            models = self.catalog.models
+            row = models.loc[model_id].to_dict() if model_id in models.index else {}
+            self._shape[model_id] = {k: v for k, v in row.items() if _present(v)}
+        return self._shape[model_id]
+
+
+def _present(value: Any) -> bool:
+    """False for the missing values a catalog row may hold: None, NaN, pandas NA, ''."""
+    if value is None or value is pd.NA:
+        return False
+    if isinstance(value, Real):
+        return not math.isnan(value)
+    return value != ""
+
+
+# Field parsers ---------------------------------------------------------------------------------
+def _text(fields: Any, name: str) -> str | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    text = value.strip() if isinstance(value, str) else str(value)
+    return text or None
+
+
+def _float(fields: Any, name: str) -> float | None:
+    value = fields.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise Reject("bad_value", f"{name}={value!r} is not a number")
+    if isinstance(value, Real):
+        number = float(value)
+    else:
+        try:
+            number = float(str(value).strip())
+        except (ValueError, OverflowError):
+            raise Reject("bad_value", f"{name}={_short(value)} is not a number") from None
+    if not math.isfinite(number):
+        raise Reject("bad_value", f"{name}={_short(value)} is not a finite number")
+    return number
+
+
+def _count(fields: Any, name: str, minimum: int) -> int | None:
+    number = _float(fields, name)
+    if number is None:
+        return None
+    if number != int(number) or not minimum <= number <= _MAX_COUNT:
+        raise Reject("out_of_range", f"{name}={_short(fields.get(name))} is not an integer "
+                                     f">= {minimum}")
+    return int(number)
+
+
+def _fraction(fields: Any, name: str) -> float | None:
+    """MFU/HFU: a fraction in (0, 1]. 1 < x <= 100 is a percentage written as a fraction."""
+    number = _float(fields, name)
+    if number is None:
+        return None
+    if 1.0 < number <= 100.0:
+        raise Reject("unit_slip", f"{name}={_short(fields.get(name))} looks like a percentage; "
+                                  f"expected a fraction in (0, 1]")
+    if not 0.0 < number <= 1.0:
+        raise Reject("out_of_range", f"{name}={_short(fields.get(name))} not in (0, 1]")
+    return number
+
+
+def _positive(fields: Any, name: str) -> float | None:
+    number = _float(fields, name)
+    if number is not None and number <= 0:
+        raise Reject("out_of_range", f"{name}={_short(fields.get(name))} must be > 0")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _vocab(value: str | None, allowed: tuple[str, ...], name: str, aliases: dict[str, str]
+           ) -> str | None:
+    if value is None:
+        return None
+    key = value.lower()
+    key = aliases.get(key, key)
+    if key not in allowed:
+        raise Reject("bad_value", f"{name}={_short(value)} not one of {', '.join(allowed)}")
+    return key
+
+
+def parse_scaling(text: str | None) -> str | None:
+    """Scaling label from the source's text (``weak (model size grows)`` -> ``weak``)."""
+    if text is None:
+        return None
+    if text.lower() in SCALINGS:
+        return text.lower()
+    match = _SCALING_WORD.search(text.lower())
+    return match.group(1) if match else None
+
+
+def run_id(source: str, row: dict[str, Any], path: str | None) -> str:
+    """Stable short id: sha1 hex[:16] of the source and the fields that identify a run.
+
+    The file path is part of the identity only for per-file sources (MLPerf trees, step logs);
+    a published row keeps its id when rows are added or moved in its table.
+    """
+    parts = [source] + [_canonical(row.get(name)) for name in _ID_FIELDS]
+    if path is not None:
+        parts.append(path)
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def _canonical(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+# The record -> run conversion ------------------------------------------------------------------
+def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[str, Any]:
+    """Return the run row of ``record`` (all ``RUN_COLUMN_NAMES``, plus ``_series``).
+
+    Raises ``Reject`` with the reason when the record cannot be a run. ``run_id`` is set; the
+    series columns are filled later by ``series.assign_series``.
+    """
+    f = record.fields or {}
+    row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
+    derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
+
+    kind_of_record = _text(f, "record_kind")
+    if kind_of_record is not None and kind_of_record.lower() != "run":
+        raise Reject("not_a_run", f"record_kind={kind_of_record}")
+    status = (_text(f, "status") or "ok").lower()
+    if status == "missing_file":
+        raise Reject("missing_file", _text(f, "notes") or "listed result has no log file")
+    if status not in STATUSES:
+        raise Reject("bad_value", f"status={_short(status)} not one of {', '.join(STATUSES)}")
+    row["status"] = status
+
+    # Parsers of per-file inputs may name the source on the Record only.
+    source = _text(f, "source") if "source" in f else record.source
+    if not source:
+        raise Reject("missing_required", "source")
+    row["source"] = record.source
+    kind = _vocab(_text(f, "source_kind") or "published", SOURCE_KINDS, "source_kind", {})
+    row["source_kind"] = kind
+    for name in _TEXT:
+        if name in f:
+            row[name] = _text(f, name)
+    if row["model"] is None:
+        raise Reject("missing_required", "model")
+    acc_name = _text(f, "accelerator")
+    if acc_name is None:
+        raise Reject("missing_required", "accelerator")
+    if _text(f, "n_accelerators") is None:
+        raise Reject("missing_required", "n_accelerators")
+    n = _count(f, "n_accelerators", 1)
+    row["n_accelerators"] = n
+
+    # Only present fields are parsed (row already holds None for the others): keeps a
+    # 10k-record ingest within seconds.
+    for name, minimum in _COUNTS.items():
+        if name in f:
+            row[name] = _count(f, name, minimum)
+    if row["zero_stage"] is not None and row["zero_stage"] > 3:
+        raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
+    for name in _POSITIVE:
+        if name in f:
+            row[name] = _positive(f, name)
+    tflops = _positive(f, "tflops_per_accelerator")
+    hw_tflops = _positive(f, "hardware_tflops_per_accelerator")
+    row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")
+    row["mfu"] = _fraction(f, "mfu")
+    row["hfu"] = _fraction(f, "hfu")
+    params_b = _positive(f, "params_b")
+    active_b = _positive(f, "active_params_b")
+
+    has_measure = any(_text(f, m) is not None for m in MEASURES)
+    if not has_measure and status == "ok":
+        raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
+
+    acc_id = catalog.accelerator(acc_name)
+    if acc_id is None:
+        raise Reject("unknown_accelerator", repr(acc_name))
+    row["accelerator"] = acc_id
+    row["accelerator_family"] = catalog.family(acc_id)
+
+    precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", _PRECISION_ALIASES)
+    derive_mfu = True
+    if precision is None:
+        precision = options.default_precision
+        derived.append("precision")
+        if not options.mfu_on_assumed_precision and catalog.peak(acc_id, "fp8")[0] is not None:
+            derive_mfu = False
+    row["precision"] = precision
+    peak, peak_precision = catalog.peak(acc_id, precision)
+    row["peak_flops_per_s_per_accelerator"] = peak
+    row["peak_precision"] = peak_precision if peak is not None else None
+
+    params = params_b * BILLION if params_b is not None else None
+    model_id = catalog.model(row["model"], params)
+    row["model_id"] = model_id
+    shape = catalog.shape(model_id) if model_id is not None else {}
+    if params is None and shape.get("params"):
+        params = float(shape["params"])
+        derived.append("params")
+    if params is None:
+        raise Reject("missing_required", "params_b (model not in the catalog)")
+    row["params"] = params
+    if active_b is not None:
+        row["active_params"] = active_b * BILLION
+    elif shape.get("active_params") and float(shape["active_params"]) < params:
+        # An MoE model of the catalog: its active count, not the dense default.
+        row["active_params"] = float(shape["active_params"])
+        derived.append("active_params")
+    else:
+        row["active_params"] = params
+    if row["active_params"] > params:
+        raise Reject("out_of_range", f"active_params {row['active_params']:.4g} > params "
+                                     f"{params:.4g}")
+    for name in ("n_layers", "d_model", "seq_len"):
+        if row[name] is None and shape.get(name):
+            row[name] = int(shape[name])
+            derived.append(name)
+
+    derived += derive_measures(row, tflops, options.attention_flops, hw_tflops, derive_mfu)
+    if not derive_mfu and row["mfu"] is None and row["model_flops_per_s"] is not None:
+        row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
+                                           "has fp8 units")
+    for name in ("params", "active_params"):
+        if not math.isfinite(row[name]):
+            raise Reject("out_of_range", f"{name} = {row[name]!r}")
+
+    row["strategy_family"] = strategy_family(n, row["dp"], row["tp"], row["pp"],
+                                             row["zero_stage"], row["strategy"])
+    row["scaling"] = parse_scaling(_text(f, "scaling"))
+    row["derived"] = ";".join(dict.fromkeys(derived)) or None
+    row["provenance"] = _text(f, "provenance") or f"{record.path}:{record.line}"
+    row["run_id"] = run_id(record.source, row, record.path if kind != "published" else None)
+    row["_series"] = _text(f, "series")
+    return row
+
+

@@ -1,0 +1,169 @@
+"""Published tables (format v1, ARCHITECTURE.md): one ``Record`` per CSV data row.
+
+Rows are streamed with the standard ``csv`` module; nothing here interprets values (that is
+``normalize``'s job). A row that cannot be parsed at all becomes a reject carrying the text it
+was read from, so ``records read = runs + rejects`` holds for every file:
+
+* a file whose first 8 KiB are over 10 % NUL, control or undecodable bytes -> one
+  ``binary_file`` (UTF-16, archives, images);
+* a row with the wrong number of fields, undecodable bytes, NUL bytes, or a field over the csv
+  field-size limit -> ``malformed_row``;
+* blank lines are not records and are skipped.
+
+``line`` is the 1-based physical line where the record starts (a quoted field may span lines).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pipeline.config import PROJ_ROOT
+from pipeline.ingest.records import Record
+
+_SNIFF_BYTES = 8192
+# Share of NUL, undecodable or control bytes in the first 8 KiB above which a file is not text
+# (a text table with one corrupt row stays a table: that row alone is rejected).
+_BINARY_FRACTION = 0.1
+_TEXT_CONTROLS = {9, 10, 12, 13}
+
+
+def rel_path(path: Path, root: Path = PROJ_ROOT) -> str:
+    """``path`` relative to the project root (POSIX), or absolute when outside it."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when ``head`` (the start of a file) is not text: over 10 % junk characters."""
+    if not head:
+        return False
+    text = head.decode("utf-8", errors="replace")
+    # A multi-byte character cut at the sniff boundary is not junk: ignore the last 3 chars.
+    junk = sum(1 for ch in text[:-3] if ch == "\ufffd" or (ord(ch) < 32
+                                                          and ord(ch) not in _TEXT_CONTROLS))
+    return junk > _BINARY_FRACTION * max(len(text) - 3, 1)
+
+
+class _LineTap:
+    """Feeds lines to ``csv.reader`` while keeping the text and line number of each record."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self.buffer: list[str] = []
+        self.consumed = 0
+
+    def __iter__(self) -> "_LineTap":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.consumed += 1
+        self.buffer.append(line)
+        return line
+
+    def take(self) -> str:
+        text = "".join(self.buffer)
+        self.buffer = []
+        return text
+
+
+def _has_bad_chars(text: str) -> str | None:
+    if "\x00" in text:
+        return "NUL byte"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate escapes stand for undecodable bytes
+        return "undecodable bytes (not UTF-8)"
+    return None
+
+
+def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
+    """Yield one Record per data row of one format-v1 CSV file; never raises on bad content."""
+    rel = rel_path(path, root)
+    stem = path.stem
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as exc:
+        yield Record.reject(stem, rel, 0, "", "unreadable", exc.strerror or str(exc))
+        return
+    if looks_binary(head):
+        yield Record.reject(stem, rel, 0, repr(head[:80]), "binary_file",
+                            "NUL or undecodable bytes in the first 8 KiB")
+        return
+    try:
+        fh = path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")
+    except OSError as exc:
+        yield Record.reject(stem, rel, 0, "", "unreadable", exc.strerror or str(exc))
+        return
+    with fh:
+        tap = _LineTap(fh)
+        reader = csv.reader(tap)
+        header: list[str] | None = None
+        source_col: int | None = None
+        while True:
+            start = tap.consumed + 1
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                yield Record.reject(stem, rel, start, _clean(tap.take()), "malformed_row",
+                                    str(exc))
+                continue
+            except OSError as exc:  # pragma: no cover - I/O failure mid-file
+                yield Record.reject(stem, rel, start, tap.take(), "unreadable", str(exc))
+                return
+            raw = tap.take()
+            if not row or all(not cell.strip() for cell in row):
+                continue  # blank line: not a record
+            if header is None:
+                header = [h.strip() for h in row]
+                source_col = header.index("source") if "source" in header else None
+                bad = _has_bad_chars(raw)
+                if bad or len(set(header)) != len(header):
+                    # Without a usable header no row of this file can be read: one reject for
+                    # the header, and every data row below is rejected against it.
+                    header = []
+                    yield Record.reject(stem, rel, start, _clean(raw), "malformed_row",
+                                        f"header: {bad or 'duplicate column names'}")
+                continue
+            source = stem
+            if source_col is not None and source_col < len(row) and row[source_col].strip():
+                source = row[source_col].strip()
+            bad = _has_bad_chars(raw)
+            if bad:
+                yield Record.reject(_safe(source, stem), rel, start, _clean(raw),
+                                    "malformed_row", bad)
+                continue
+            if not header:
+                yield Record.reject(source, rel, start, raw, "malformed_row",
+                                    "the file has no usable header")
+                continue
+            if len(row) != len(header):
+                yield Record.reject(source, rel, start, raw, "malformed_row",
+                                    f"expected {len(header)} fields, got {len(row)}")
+                continue
+            fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
+            yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
+
+
+def _safe(source: str, stem: str) -> str:
+    return stem if _has_bad_chars(source) else source
+
+
+def _clean(raw: str) -> str:
+    """Printable form of a row with bad bytes, for the rejects file (valid UTF-8, no NUL)."""
+    return raw.encode("utf-8", errors="backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
+    """Yield Records for every ``*.csv`` under ``published_dir`` (recursively, sorted by path)."""
+    for path in sorted(Path(published_dir).rglob("*.csv")):
+        if path.is_file():
+            yield from read_file(path, root)

@@ -1,0 +1,140 @@
+"""Sidecar metadata for step logs: what a log does not say (accelerator, N, model, layout).
+
+A sidecar is a YAML mapping whose keys are published format-v1 column names
+(ARCHITECTURE.md), e.g. ``accelerator: H100-SXM5-80GB``, ``n_accelerators: 64``,
+``model: llama3-8b``, ``tp: 2``, plus ``format:`` to force a parser. Files, from the weakest to
+the strongest (a stronger file's key replaces a weaker one's):
+
+1. ``run.yaml`` in each folder from the logs root down to the log's own folder (a deeper
+   folder's ``run.yaml`` wins over its parents');
+2. ``<log stem>.run.yaml`` next to the log (``job64.run.yaml`` for ``job64.log``);
+3. ``<log name>.yaml`` next to the log (``job64.log.yaml``).
+
+Sidecar values are defaults: a value the log itself prints is used, and a log value that
+differs from a sidecar value rejects the log (``conflict``, both values named).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
+            "cp", "ep", "zero_stage", "accelerators_per_node")
+FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens", "tokens_per_s",
+              "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu",
+              "step_time_s", "time_to_train_s", "power_w_per_accelerator", "energy_j_per_token")
+STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
+            "series", "status", "derived", "notes", "system", "format")
+ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
+
+
+class SidecarError(Exception):
+    """A sidecar that cannot be used; ``code`` is a reject code, the message names the file."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+@dataclass
+class Sidecar:
+    """Merged sidecar values and, per key, the file that gave it."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+def sidecar_paths(log_path: Path, logs_dir: Path) -> list[Path]:
+    """Existing sidecar files for ``log_path``, weakest first (see module docstring)."""
+    log_path, logs_dir = Path(log_path), Path(logs_dir)
+    folders: list[Path] = []
+    folder = log_path.parent
+    while True:
+        folders.append(folder)
+        if folder == logs_dir or folder == folder.parent or logs_dir not in folder.parents:
+            break
+        folder = folder.parent
+    candidates = [f / "run.yaml" for f in reversed(folders)]
+    candidates += [log_path.with_name(log_path.stem + ".run.yaml"),
+                   log_path.with_name(log_path.name + ".yaml")]
+    return [p for p in candidates if p.is_file()]
+
+
+def _check(key: str, value: Any, where: str) -> Any:
+    if key not in ALLOWED_KEYS:
+        raise SidecarError("bad_value", f"sidecar {where}: unknown key '{key}' (keys are "
+                                        "format-v1 column names, see data/raw/logs/README.md)")
+    if value is None:
+        return None
+    if key in INT_KEYS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
+                                            f"integer, got {value!r}")
+    elif key in FLOAT_KEYS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
+                                            f"number, got {value!r}")
+        value = float(value)
+    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be text, got {value!r}")
+    else:
+        value = str(value)
+    return value
+
+
+def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One sidecar file as a checked mapping; raises SidecarError naming the file."""
+    if cache is not None and path in cache:
+        return cache[path]
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SidecarError("unreadable", f"sidecar {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SidecarError("malformed_row", f"sidecar {path}: not valid YAML "
+                                            f"({str(exc).splitlines()[0]})") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SidecarError("malformed_row", f"sidecar {path}: must be a mapping of column "
+                                            f"names to values, got {type(data).__name__}")
+    checked = {str(k): _check(str(k), v, str(path)) for k, v in data.items()}
+    checked = {k: v for k, v in checked.items() if v is not None}
+    if cache is not None:
+        cache[path] = checked
+    return checked
+
+
+def load_sidecar(log_path: Path, logs_dir: Path,
+                 cache: dict[Path, dict[str, Any]] | None = None,
+                 display: Any = str) -> Sidecar:
+    """Merge the sidecars of ``log_path`` (weakest first); ``display`` names files in notes."""
+    merged = Sidecar()
+    for path in sidecar_paths(log_path, logs_dir):
+        values = read_sidecar(path, cache)
+        name = display(path)
+        merged.files.append(name)
+        for key, value in values.items():
+            merged.values[key] = value
+            merged.origin[key] = name
+    return merged
+
+
+def same_value(key: str, log_value: Any, side_value: Any) -> bool:
+    """Whether a log value and a sidecar value agree (params to 2 %, text case-blind)."""
+    if isinstance(log_value, str) or isinstance(side_value, str):
+        return str(log_value).strip().lower() == str(side_value).strip().lower()
+    try:
+        a, b = float(log_value), float(side_value)
+    except (TypeError, ValueError):
+        return log_value == side_value
+    if key in ("params_b", "active_params_b"):
+        # A log counts parameters exactly; a sidecar rounds them (llama3-8b is 8.03e9).
+        return abs(a - b) <= 0.02 * max(abs(a), abs(b))
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)

@@ -1,0 +1,270 @@
+"""The ingest stage: published tables, MLPerf trees and step logs -> runs, rejects, series, steps.
+
+Every parser yields one ``Record`` per input record; each record ends as exactly one run or one
+reject, and the stage checks ``read = runs + rejects`` for every (source, file) before writing
+anything. A run seen twice in a source (same ``run_id``, or the same ``log_sha1``) is a
+``duplicate`` reject the second time. Outputs (``data/processed``): ``runs.parquet`` sorted by
+``run_id``, ``rejects.parquet`` sorted by (source, path, line), ``series.parquet`` sorted by
+``series_id``, ``steps.parquet`` sorted by (run_id, path, step); counts in
+``reports/metrics/ingest.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from tqdm import tqdm
+
+from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.ingest.derive import Reject
+from pipeline.ingest.normalize import CatalogCache, Options, normalize
+from pipeline.ingest.published import read_published, rel_path
+from pipeline.ingest.records import Record
+from pipeline.ingest.series import assign_series
+from pipeline.ingest.validate import pandas_dtype, validate_runs
+from pipeline.io import write_json, write_parquet
+from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
+                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEP_COLUMNS)
+
+REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
+
+
+def _warn(message: str) -> None:
+    print(f"ingest: warning: {message}", file=sys.stderr)
+
+
+def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
+    """Check the ``ingest`` params; a missing or wrong field is a ConfigError naming it."""
+    precision = get(params, "ingest.default_precision", str)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"params: field 'ingest.default_precision' must be one of "
+                          f"{', '.join(PRECISIONS)}, got {precision!r}")
+    attention = get(params, "ingest.attention_flops", bool)
+    roots = get(params, "ingest.mlperf_roots", list)
+    paths = []
+    for root in roots:
+        if not isinstance(root, str) or not root:
+            raise ConfigError(f"params: field 'ingest.mlperf_roots' must list folder paths, "
+                              f"got {root!r}")
+        path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
+        if not path.is_dir():
+            raise ConfigError(f"params: field 'ingest.mlperf_roots': folder {root!r} does not "
+                              f"exist")
+        paths.append(path)
+    assumed = get(params, "ingest.mfu_on_assumed_precision", bool)
+    return Options(default_precision=precision, attention_flops=attention,
+                   mfu_on_assumed_precision=assumed), paths
+
+
+def load_catalog(catalog_dir: Path) -> Any:
+    """The hardware and model catalog (``pipeline.catalog``), imported when the stage runs."""
+    from pipeline.catalog import load_catalog as _load
+    return _load(catalog_dir)
+
+
+def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
+    if not roots:
+        return
+    try:
+        from pipeline.ingest.mlperf import read_tree
+    except ImportError as exc:
+        _warn(f"MLPerf trees skipped: pipeline.ingest.mlperf not importable ({exc})")
+        return
+    for root in roots:
+        for record in read_tree(root):
+            yield _relative(record)
+
+
+def _relative(record: Record) -> Record:
+    """The record with its path relative to the project root (run ids must not depend on where
+    the checkout lies)."""
+    if not Path(record.path).is_absolute():
+        return record
+    rel = rel_path(Path(record.path))
+    fields = record.fields
+    if fields is not None and str(fields.get("provenance", "")).startswith(record.path):
+        fields = dict(fields, provenance=rel + fields["provenance"][len(record.path):])
+    return replace(record, path=rel, fields=fields)
+
+
+def _step_logs(logs_dir: Path, params: dict[str, Any]) -> tuple[list[Record], pd.DataFrame]:
+    empty = pd.DataFrame({n: pd.Series(dtype=pandas_dtype(t)) for n, t in STEP_COLUMNS})
+    if not logs_dir.is_dir():
+        _warn(f"step logs folder {logs_dir} is absent: no step logs read")
+        return [], empty
+    try:
+        from pipeline.ingest.steplogs import read_logs
+    except ImportError as exc:
+        _warn(f"step logs skipped: pipeline.ingest.steplogs not importable ({exc})")
+        return [], empty
+    return read_logs(logs_dir, params)
+
+
+_ROOT_PREFIX = f"{PROJ_ROOT.as_posix()}/"
+
+
+def _reject_row(record: Record, reason: str) -> dict[str, Any]:
+    # Parsers may quote absolute paths; rejects.parquet must not depend on the checkout's place.
+    return {"source": record.source, "path": record.path, "line": record.line,
+            "record": record.raw.replace(_ROOT_PREFIX, ""),
+            "reason": reason.replace(_ROOT_PREFIX, "")}
+
+
+def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
+    """DataFrame with the dtypes of ``columns`` (name, pyarrow type[, doc]); nullable ints."""
+    return pd.DataFrame({c[0]: pd.array([r[c[0]] for r in rows], dtype=pandas_dtype(c[1]))
+                         for c in columns})
+
+
+def convert(records: Iterator[Record], catalog: Any, options: Options
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
+    """Normalize every record: (run rows, reject rows, records read per (source, path))."""
+    cache = CatalogCache(catalog)
+    runs: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    read: Counter = Counter()
+    seen: dict[tuple[str, str], str] = {}
+    for record in records:
+        read[(record.source, record.path)] += 1
+        if record.reason is not None:
+            rejects.append(_reject_row(record, record.reason))
+            continue
+        try:
+            row = normalize(record, cache, options)
+        except Reject as exc:
+            rejects.append(_reject_row(record, str(exc)))
+            continue
+        # The same run twice: same identifying fields, or the same log file (by content hash)
+        # published again under another path (MLPerf re-publications).
+        keys = [(record.source, row["run_id"])]
+        digest = record.fields.get("log_sha1") if record.fields else None
+        if digest:
+            keys.append((record.source, f"log_sha1={digest}"))
+        first = next((seen[k] for k in keys if k in seen), None)
+        if first is not None:
+            rejects.append(_reject_row(record, f"duplicate: same run as {first}"))
+            continue
+        seen.update((k, row["provenance"]) for k in keys)
+        row["_path"] = record.path
+        runs.append(row)
+    return runs, rejects, read
+
+
+def check_accounting(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, Any]]
+                     ) -> None:
+    """Raise when some (source, file) has records that are neither a run nor a reject."""
+    ended: Counter = Counter((r["source"], r["_path"]) for r in runs)
+    ended.update((r["source"], r["path"]) for r in rejects)
+    if ended != read:
+        broken = sorted(k for k in set(read) | set(ended) if read[k] != ended[k])
+        detail = ", ".join(f"{s} {p}: read {read[(s, p)]}, ended {ended[(s, p)]}"
+                           for s, p in broken[:5])
+        raise AssertionError(f"ingest accounting broken (a bug): {detail}")
+
+
+def _metrics(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, Any]],
+             series: list[dict[str, Any]], n_steps: int) -> dict[str, Any]:
+    sources: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"read": 0, "runs": 0, "rejects": Counter(), "files": set()})
+    for (source, path), count in read.items():
+        sources[source]["read"] += count
+        sources[source]["files"].add(path)
+    for row in runs:
+        sources[row["source"]]["runs"] += 1
+    for row in rejects:
+        sources[row["source"]]["rejects"][row["reason"].split(":", 1)[0]] += 1
+    by_family = Counter(r["accelerator_family"] or "unknown" for r in runs)
+    by_code = Counter(r["reason"].split(":", 1)[0] for r in rejects)
+    return {
+        "totals": {"read": sum(read.values()), "runs": len(runs), "rejects": len(rejects),
+                   "files": len({p for _, p in read}), "series": len(series),
+                   "steps": n_steps},
+        "rejects_by_code": dict(sorted(by_code.items())),
+        "sources": {s: {"read": v["read"], "runs": v["runs"], "files": len(v["files"]),
+                        "rejects": dict(sorted(v["rejects"].items()))}
+                    for s, v in sorted(sources.items())},
+        "runs_by_accelerator_family": dict(sorted(by_family.items())),
+        "runs_by_source_kind": dict(sorted(Counter(r["source_kind"] for r in runs).items())),
+        "n_series": len(series),
+        "runs_in_series": sum(s["n_points"] for s in series),
+    }
+
+
+def _steps_frame(steps: pd.DataFrame, run_by_path: dict[str, str]
+                 ) -> tuple[pd.DataFrame, pa.Schema]:
+    """Per-step rows with the ``run_id`` of their log, and the schema to write them with.
+
+    The columns of ``STEP_COLUMNS`` come first with their schema types; a parser's other
+    columns follow in its order, typed from their values (strings for text).
+    """
+    steps = steps.copy()
+    steps["run_id"] = steps["path"].map(run_by_path) if len(steps) else pd.Series(dtype=object)
+    # Steps of a log that was rejected belong to no run; the log itself is in rejects.
+    steps = steps[steps["run_id"].notna()]
+    known = dict(STEP_COLUMNS)
+    for name, arrow_type in STEP_COLUMNS:
+        if name not in steps.columns:
+            steps[name] = pd.Series(dtype=pandas_dtype(arrow_type))
+        steps[name] = steps[name].astype(pandas_dtype(arrow_type))
+    order = [n for n, _ in STEP_COLUMNS] + [c for c in steps.columns if c not in known]
+    steps = steps[order]
+    keys = ["run_id", "path", "step"] + [c for c in ("segment", "rank", "line") if c in steps]
+    steps = steps.sort_values(keys, kind="stable").reset_index(drop=True)
+    fields = []
+    for name in order:
+        if name in known:
+            fields.append(pa.field(name, known[name]))
+        elif steps[name].dtype == object:
+            fields.append(pa.field(name, pa.string()))
+        else:
+            fields.append(pa.field(name, pa.from_numpy_dtype(steps[name].dtype)))
+    return steps, pa.schema(fields)
+
+
+def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_dir: Path,
+        out_dir: Path, metrics_path: Path) -> dict[str, Any]:
+    """Run the ingest stage; return the metrics written to ``metrics_path``."""
+    options, mlperf_roots = read_options(params)
+    catalog = load_catalog(Path(catalog_dir))
+    published_dir, logs_dir, out_dir = Path(published_dir), Path(logs_dir), Path(out_dir)
+    if not published_dir.is_dir():
+        _warn(f"published folder {published_dir} is absent: no published tables read")
+    log_records, steps = _step_logs(logs_dir, params)
+
+    def records() -> Iterator[Record]:
+        if published_dir.is_dir():
+            yield from read_published(published_dir)
+        yield from _mlperf_records(mlperf_roots)
+        yield from log_records
+
+    stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
+                  disable=not sys.stderr.isatty())
+    runs, rejects, read = convert(stream, catalog, options)
+    check_accounting(read, runs, rejects)
+
+    runs.sort(key=lambda r: r["run_id"])
+    series = assign_series(runs)
+    run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
+    rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
+
+    runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
+    write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
+    write_parquet(_frame(rejects, REJECTS_SCHEMA_COLUMNS), out_dir / "rejects.parquet",
+                  REJECTS_SCHEMA)
+    write_parquet(_frame(series, SERIES_COLUMNS), out_dir / "series.parquet", SERIES_SCHEMA)
+    steps_df, steps_schema = _steps_frame(steps, run_by_path)
+    write_parquet(steps_df, out_dir / "steps.parquet", steps_schema)
+    metrics = _metrics(read, runs, rejects, series, len(steps_df))
+    write_json(metrics, metrics_path)
+    t = metrics["totals"]
+    print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "
+          f"{t['rejects']} rejects, {t['series']} series", file=sys.stderr)
+    return metrics
+

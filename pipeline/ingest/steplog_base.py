@@ -1,0 +1,207 @@
+"""What every step-log parser shares: the per-step accumulator and cheap line helpers.
+
+A format module (``megatron``, ``torchtitan``, ...) turns the lines of one log into numbers on
+a ``ParseState``: one row per logged step (kept as ``array('d')`` columns, 8 bytes a number,
+never the lines themselves) plus the configuration facts the log states (``facts``, in
+published format-v1 column names, with the line that stated them) and counters of what was
+skipped and why (``counts``). ``pipeline.ingest.steplogs`` picks the format, drives the lines
+and reduces the steps to a run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+from functools import lru_cache
+from typing import Any, Iterator
+
+NAN = math.nan
+
+# ANSI SGR colour codes (torchtitan colours every field; nanotron dims its prefix).
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Launcher prefixes naming the rank that printed a line: torchrun ``--tee`` writes
+# ``[rank3]:`` or ``[default3]:``, ``srun --label`` writes ``3: ``, mpirun ``--tag-output``
+# writes ``[1,3]<stdout>:``.
+RANK_PREFIX_RE = re.compile(
+    r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d+): |\[\d+,(\d+)\]<std(?:out|err)>:)")
+# A number as the frameworks print it: 12936.1, 1.395349E-07, 6,543, NAN, -inf.
+NUM = r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NAN|NaN|inf|INF|Inf)"
+
+_PREFIX_START = frozenset("[0123456789 \t")
+_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def to_float(text: str) -> float:
+    """Parse a printed number (thousands commas allowed); NaN when it is not one."""
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return NAN
+
+
+def human_float(text: str) -> float:
+    """Parse nanotron's ``human_format`` numbers (``1.23K``, ``33.2M``, ``3.5B``)."""
+    text = text.strip()
+    if text and text[-1] in _SUFFIX and not text[-1].isdigit():
+        base = to_float(text[:-1])
+        return base * _SUFFIX[text[-1]]
+    return to_float(text)
+
+
+@lru_cache(maxsize=4096)
+def _day_s(y: int, m: int, d: int) -> float:
+    return date(y, m, d).toordinal() * 86400.0
+
+
+def iso_seconds(stamp: str) -> float:
+    """Seconds since an arbitrary epoch of ``YYYY-MM-DD HH:MM:SS[.,fff]``; NaN if malformed.
+
+    Hand-parsed: ``datetime.strptime`` costs ~10 us a call, a third of a step line's budget.
+    """
+    try:
+        day = _day_s(int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]))
+        return (day + int(stamp[11:13]) * 3600 + int(stamp[14:16]) * 60
+                + float(stamp[17:].replace(",", ".") or 0.0))
+    except (ValueError, IndexError):
+        return NAN
+
+
+def rank_of(text: str) -> int:
+    """Rank named by a launcher prefix, or -1 when the line carries none."""
+    if not text or text[0] not in _PREFIX_START:
+        return -1
+    m = RANK_PREFIX_RE.match(text)
+    if not m:
+        return -1
+    return int(m.group(1) or m.group(2) or m.group(3))
+
+
+def decode(raw: bytes) -> str:
+    """Decode one line; bytes that are not UTF-8 become U+FFFD (counted by the caller)."""
+    return raw.decode("utf-8", errors="replace")
+
+
+def lines_with(text: str, marker: str, first_lineno: int,
+               counts: Counter | None = None) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of each line of ``text`` that contains ``marker``, in order.
+
+    ``text`` is a chunk of whole lines whose first line is ``first_lineno``. The search runs
+    in C (``str.find``), so lines without the marker cost nothing in Python. Lines holding NUL
+    bytes (binary garbage) are skipped and counted in ``counts['garbage_step_lines']``.
+    """
+    find, rfind, count = text.find, text.rfind, text.count
+    pos = find(marker)
+    prev, lineno = 0, first_lineno
+    while pos >= 0:
+        start = rfind("\n", 0, pos) + 1
+        end = find("\n", pos)
+        if end < 0:
+            end = len(text)
+        lineno += count("\n", prev, start)
+        prev = start
+        line = text[start:end]
+        if "\x00" in line:
+            if counts is not None:
+                counts["garbage_step_lines"] += 1
+        else:
+            yield lineno, line
+        pos = find(marker, end)
+
+
+def regex_lines(text: str, pattern: re.Pattern, first_lineno: int,
+                pos: int = 0, endpos: int | None = None) -> Iterator[tuple[int, re.Match]]:
+    """``(line number, match)`` for each match of ``pattern`` in ``text`` (chunk of lines)."""
+    prev, lineno = 0, first_lineno
+    for m in pattern.finditer(text, pos, len(text) if endpos is None else endpos):
+        lineno += text.count("\n", prev, m.start())
+        prev = m.start()
+        yield lineno, m
+
+
+# Per-step columns kept for every format; NaN where the format does not print the value.
+STEP_FLOAT_COLUMNS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "loss",
+                      "tflops_per_accelerator", "mfu", "batch_samples", "samples_per_s",
+                      "wall_s")
+FLAG_NAN_LOSS = 1
+
+
+@dataclass
+class ParseState:
+    """Numbers extracted from one log, in file order."""
+
+    fmt: str
+    step: array = field(default_factory=lambda: array("q"))
+    line: array = field(default_factory=lambda: array("q"))
+    rank: array = field(default_factory=lambda: array("i"))
+    flags: array = field(default_factory=lambda: array("b"))
+    cols: dict[str, array] = field(
+        default_factory=lambda: {c: array("d") for c in STEP_FLOAT_COLUMNS})
+    facts: dict[str, Any] = field(default_factory=dict)
+    fact_lines: dict[str, int] = field(default_factory=dict)
+    counts: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    # Formats that print no step time get it from timestamps (see steplogs.reduce_steps).
+    step_time_from_wall: bool = False
+
+    def add(self, step: int, line: int, rank: int = -1, *, nan_loss: bool = False,
+            step_time_s: float = NAN, tokens_per_s: float = NAN,
+            tokens_per_s_per_accelerator: float = NAN, loss: float = NAN,
+            tflops_per_accelerator: float = NAN, mfu: float = NAN, batch_samples: float = NAN,
+            samples_per_s: float = NAN, wall_s: float = NAN) -> None:
+        """Append one logged step (NaN: not printed)."""
+        self.step.append(step)
+        self.line.append(line)
+        self.rank.append(rank)
+        self.flags.append(FLAG_NAN_LOSS if nan_loss else 0)
+        c = self.cols
+        c["step_time_s"].append(step_time_s)
+        c["tokens_per_s"].append(tokens_per_s)
+        c["tokens_per_s_per_accelerator"].append(tokens_per_s_per_accelerator)
+        c["loss"].append(loss)
+        c["tflops_per_accelerator"].append(tflops_per_accelerator)
+        c["mfu"].append(mfu)
+        c["batch_samples"].append(batch_samples)
+        c["samples_per_s"].append(samples_per_s)
+        c["wall_s"].append(wall_s)
+
+    def drop_last(self) -> None:
+        """Forget the last step (a line cut mid-way whose numbers cannot be trusted)."""
+        for arr in (self.step, self.line, self.rank, self.flags, *self.cols.values()):
+            arr.pop()
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def fact(self, key: str, value: Any, line: int) -> None:
+        """Record a configuration fact the log states; a later, different value is noted."""
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return
+        old = self.facts.get(key)
+        if old is None:
+            self.facts[key] = value
+            self.fact_lines[key] = line
+        elif old != value:
+            self.counts[f"fact_changed:{key}"] += 1
+
+
+def int_or_none(text: str) -> int | None:
+    """An integer field of a config dump (``None``, ``null`` and garbage give None)."""
+    try:
+        return int(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+def precision_from_flags(bf16: str | None, fp16: str | None, fp8: str | None) -> str | None:
+    """Megatron-style precision flags (``bf16 True``, ``fp8 hybrid``) to a v1 precision."""
+    if fp8 and fp8.strip() not in ("None", "False", "null", ""):
+        return "fp8"
+    if bf16 and bf16.strip() == "True":
+        return "bf16"
+    if fp16 and fp16.strip() == "True":
+        return "fp16"
+    return None

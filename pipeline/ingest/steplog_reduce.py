@@ -1,0 +1,244 @@
+"""From the steps of one log to one run: ranks, restarts, clock jumps, warm-up, medians.
+
+Order of work, per log:
+1. Ranks: when launcher prefixes show several ranks, the rank with the most step lines is
+   kept (ties: the lowest); the others' rows stay in ``steps.parquet`` with ``used`` false.
+2. Restarts: a step number not above the previous one starts a new segment (a job resumed
+   from a checkpoint into the same file); each segment has its own warm-up.
+3. Step time: printed where the format prints it; else from the wall-clock stamps (torchtitan):
+   seconds between logged steps over the steps between them, where a difference <= 0 or above
+   ``CLOCK_JUMP_FACTOR`` times the segment's median is a clock jump, left out and counted; else
+   ``batch_samples / samples_per_s`` (DeepSpeed). Printed times are checked against the stamps
+   too: a stamp going back or leaping ahead by more than ``CLOCK_JUMP_FACTOR`` step times
+   (plus a minute) is counted as a clock jump; the printed time is kept, the stamps are not used.
+4. Warm-up (``ingest.logs.warmup_steps``): an integer drops that many logged steps at the
+   start of each segment. ``auto`` (default) drops the first steps until the step time settles:
+   warm-up ends at the first logged step that, with the next one, lies within
+   ``max(settle_tolerance * m, 3 * 1.4826 * MAD)`` of ``m``, the median of the segment's second
+   half (MAD: its median absolute deviation), and never covers more than
+   ``max_warmup_fraction`` of the segment.
+5. Steady state: steps of the kept rank, past warm-up, with a finite step measure and a
+   finite loss (NaN-loss steps are counted and left out). Fewer than ``min_steady_steps``:
+   reject ``too_few_steps``. The run's ``step_time_s`` is their median, its interquartile range
+   goes to the notes; throughput, TFLOP/s and MFU are medians of the printed per-step values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.ingest.steplog_base import FLAG_NAN_LOSS, ParseState
+
+CLOCK_JUMP_FACTOR = 20.0
+
+
+@dataclass
+class Settings:
+    """The ``ingest.logs`` parameters, checked."""
+
+    warmup_steps: int | None  # None: auto
+    max_warmup_fraction: float
+    min_steady_steps: int
+    settle_tolerance: float
+
+
+@dataclass
+class Reduced:
+    """Per-step arrays for steps.parquet and the run-level figures."""
+
+    columns: dict[str, np.ndarray]
+    measures: dict[str, float] = field(default_factory=dict)
+    derived: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    n_steady: int = 0
+    first_line: int = 0
+    last_line: int = 0
+
+
+def _arr(a: Any, dtype: str) -> np.ndarray:
+    return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype=dtype)
+
+
+def _runs(seg: np.ndarray) -> list[np.ndarray]:
+    """Index arrays of the runs of equal values in ``seg`` (segments are contiguous)."""
+    if not len(seg):
+        return []
+    cuts = np.flatnonzero(np.diff(seg)) + 1
+    return np.split(np.arange(len(seg)), cuts)
+
+
+def _segments(step: np.ndarray) -> np.ndarray:
+    if not len(step):
+        return np.zeros(0, dtype=np.int64)
+    back = np.concatenate([[False], step[1:] <= step[:-1]])
+    return np.cumsum(back)
+
+
+def warmup_count(x: np.ndarray, s: Settings) -> int:
+    """Logged steps of one segment to drop as warm-up (see module docstring, item 4)."""
+    n = len(x)
+    if s.warmup_steps is not None:
+        return min(s.warmup_steps, n)
+    finite = np.isfinite(x)
+    tail = x[n // 2:][finite[n // 2:]]
+    if n < 2 or not len(tail):
+        return 0
+    m = float(np.median(tail))
+    band = max(s.settle_tolerance * abs(m), 3 * 1.4826 * float(np.median(np.abs(tail - m))))
+    inside = finite & (np.abs(x - m) <= band)
+    cap = int(math.floor(s.max_warmup_fraction * n))
+    for i in range(n):
+        if inside[i] and (i + 1 == n or inside[i + 1]):
+            return min(i, cap)
+    return cap
+
+
+def _wall_step_time(step: np.ndarray, wall: np.ndarray, seg: np.ndarray) -> tuple[np.ndarray, int]:
+    out = np.full(len(step), np.nan)
+    jumps = 0
+    for idx in _runs(seg):
+        if len(idx) < 2:
+            continue
+        dt = np.diff(wall[idx]) / np.diff(step[idx])
+        good = np.isfinite(dt) & (dt > 0)
+        if good.any():
+            good &= dt <= CLOCK_JUMP_FACTOR * np.median(dt[good])
+        jumps += int((np.isfinite(dt) & ~good).sum())
+        out[idx[1:]] = np.where(good, dt, np.nan)
+    return out, jumps
+
+
+def _stamp_jumps(step: np.ndarray, wall: np.ndarray, t: np.ndarray, seg: np.ndarray) -> int:
+    jumps = 0
+    for idx in _runs(seg):
+        idx = idx[np.isfinite(wall[idx])]
+        if len(idx) < 2:
+            continue
+        dt = np.diff(wall[idx])
+        expected = np.nan_to_num(t[idx[1:]], nan=0.0) * np.diff(step[idx])
+        jumps += int(((dt < 0) | (dt > CLOCK_JUMP_FACTOR * expected + 60.0)).sum())
+    return jumps
+
+
+def _median(x: np.ndarray) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.median(x)) if len(x) else math.nan
+
+
+def reduce_steps(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
+    """Reduce the steps of ``st``; ``facts`` are the merged log and sidecar values."""
+    step = _arr(st.step, "int64")
+    rank = _arr(st.rank, "int32")
+    cols = {name: _arr(col, "float64") for name, col in st.cols.items()}
+    nan_loss = (_arr(st.flags, "int8") & FLAG_NAN_LOSS) > 0
+    red = Reduced(columns={})
+    notes = red.notes
+    used = np.ones(len(step), dtype=bool)
+    if len(step) and len(np.unique(rank)) > 1:
+        ranks, counts = np.unique(rank, return_counts=True)
+        kept = int(ranks[np.argmax(counts)])
+        used = rank == kept
+        notes.append(f"lines of ranks {', '.join(map(str, ranks.tolist()))} interleaved: kept "
+                     f"rank {kept} ({int(used.sum())} steps), set aside {int((~used).sum())}")
+    seg = np.zeros(len(step), dtype=np.int64)
+    seg[used] = _segments(step[used])
+    n_restarts = int(seg.max()) if len(seg) else 0
+    if n_restarts:
+        back = np.flatnonzero(np.diff(seg[used]) > 0) + 1
+        where = ", ".join(f"line {int(_arr(st.line, 'int64')[used][i])} (step "
+                          f"{int(step[used][i - 1])} -> {int(step[used][i])})" for i in back[:5])
+        notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
+
+    t = cols["step_time_s"]
+    wall = cols["wall_s"]
+    batch = cols["batch_samples"]
+    batch_fact = facts.get("batch_samples")
+    if batch_fact and not np.isfinite(batch).any():
+        batch = np.full(len(step), float(batch_fact))
+    if st.step_time_from_wall and not np.isfinite(t[used]).any():
+        t_used, jumps = _wall_step_time(step[used], wall[used], seg[used])
+        t[used] = t_used
+        if np.isfinite(t_used).any():
+            red.derived.append("step_time_s")
+            notes.append("step time from log timestamps (the format prints none)")
+    elif not np.isfinite(t).any() and np.isfinite(cols["samples_per_s"]).any() \
+            and np.isfinite(batch).any():
+        t = batch / cols["samples_per_s"]
+        red.derived.append("step_time_s")
+        notes.append("step time = global batch / samples per second")
+        jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
+    else:
+        jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
+    if jumps:
+        notes.append(f"{jumps} clock jump(s) in the log timestamps (not used for timing)")
+
+    # The series that warm-up detection and the steady-state test look at.
+    x = t.copy()
+    for name in ("tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s"):
+        if np.isfinite(x).any():
+            break
+        x = 1.0 / cols[name]
+    warm = np.zeros(len(step), dtype=bool)
+    n_warm = 0
+    used_idx = np.flatnonzero(used)
+    for part in _runs(seg[used]):
+        idx = used_idx[part]
+        w = warmup_count(x[idx], s)
+        warm[idx[:w]] = True
+        n_warm += w
+    steady = used & ~warm & ~nan_loss & np.isfinite(x) & (x > 0)
+    n_nan = int((used & nan_loss).sum())
+    red.n_steady = int(steady.sum())
+    mode = "auto" if s.warmup_steps is None else f"fixed {s.warmup_steps}"
+    notes.insert(0, f"{int(used.sum())} steps logged, {n_warm} warm-up dropped ({mode}), "
+                    f"{red.n_steady} steady")
+    if n_nan:
+        notes.append(f"{n_nan} step(s) with NaN/inf loss left out")
+    red.columns = {"step": step, "rank": rank, "segment": seg, "line": _arr(st.line, "int64"),
+                   **cols, "step_time_s": t, "is_warmup": warm, "is_nan_loss": nan_loss,
+                   "used": steady}
+    if not red.n_steady:
+        return red
+    lines = red.columns["line"][steady]
+    red.first_line, red.last_line = int(lines.min()), int(lines.max())
+    _measures(red, cols, t, batch, steady, facts)
+    return red
+
+
+def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: np.ndarray,
+              steady: np.ndarray, facts: dict[str, Any]) -> None:
+    m = red.measures
+    ts = t[steady]
+    if np.isfinite(ts).any():
+        q25, q50, q75 = np.nanpercentile(ts, [25, 50, 75])
+        m["step_time_s"] = float(q50)
+        red.notes.append(f"step time median {q50:.6g} s, IQR {q25:.6g}-{q75:.6g} s")
+    n = facts.get("n_accelerators")
+    seq = facts.get("seq_len")
+    tps = _median(cols["tokens_per_s"][steady])
+    if not math.isfinite(tps) and n:
+        tps = _median(cols["tokens_per_s_per_accelerator"][steady]) * n
+        red.derived += ["tokens_per_s"] if math.isfinite(tps) else []
+    if not math.isfinite(tps) and seq:
+        tps = _median(cols["samples_per_s"][steady]) * seq
+        if not math.isfinite(tps):
+            tps = _median(batch[steady] * seq / t[steady])
+        red.derived += ["tokens_per_s"] if math.isfinite(tps) else []
+    if math.isfinite(tps):
+        m["tokens_per_s"] = tps
+    for name in ("tflops_per_accelerator", "mfu"):
+        value = _median(cols[name][steady])
+        if math.isfinite(value):
+            m[name] = value
+    b = _median(batch[steady])
+    if math.isfinite(b) and seq:
+        m["global_batch_tokens"] = b * seq
+        red.derived.append("global_batch_tokens")
+        bs = batch[steady][np.isfinite(batch[steady])]
+        if len(bs) and bs.min() != bs.max():
+            red.notes.append(f"global batch varies in steady state ({bs.min():g}-{bs.max():g} "
+                             "sequences, batch ramp-up?): median used")

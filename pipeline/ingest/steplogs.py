@@ -1,0 +1,358 @@
+"""Training step logs -> one run per log (``read_logs``), plus per-step rows for notebooks.
+
+Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``
+(``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary
+(1 MiB buffer), decoded line by line with ``errors="replace"``; only per-step numbers are kept.
+The format is chosen from the content (the first MiB that shows step lines of any known
+format; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides. Sidecars:
+``pipeline.ingest.sidecar``; steps -> run: ``pipeline.ingest.steplog_reduce``.
+
+Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
+(``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
+``not_a_run``, ``bad_value``, ``unreadable``). Lines skipped inside an accepted log (binary
+garbage, cut or garbled lines, other ranks, NaN losses, restarts, clock jumps) are counted in
+the run's ``notes``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.ingest import deepspeed, hf_trainer, jsonl, megatron, nanotron, nemo, torchtitan
+from pipeline.ingest.records import Record
+from pipeline.ingest.sidecar import SidecarError, load_sidecar, same_value
+from pipeline.ingest.steplog_base import ParseState
+from pipeline.ingest.steplog_reduce import Settings, reduce_steps
+from pipeline.ingest.steplog_series import assign_series
+
+FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
+                               jsonl)}
+LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
+SNIFF_BYTES = 1 << 16
+DETECT_BYTES = 1 << 18
+CHUNK_BYTES = 1 << 22
+BUFFER_BYTES = 1 << 20
+MAX_LINE_BYTES = 1 << 26
+# Start-up facts (argument and config dumps) are looked for in the first chunks only.
+HEADER_CHUNKS = 4
+# Facts a log and a sidecar must agree on (a differing pair rejects the log).
+CHECKED = ("n_accelerators", "tp", "pp", "cp", "ep", "dp", "zero_stage", "seq_len", "n_layers",
+           "d_model", "micro_batch", "params_b", "precision", "accelerator")
+RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params_b", "n_layers",
+            "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
+            "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
+            "accelerators_per_node", "system")
+STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
+                "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
+                "loss", "tflops_per_accelerator", "mfu", "wall_s", "is_warmup", "is_nan_loss",
+                "used")
+
+
+def settings(params: dict) -> Settings:
+    """Check ``ingest.logs``; a bad value stops the stage naming the field."""
+    warm = get(params, "ingest.logs.warmup_steps", (str, int), default="auto")
+    if isinstance(warm, str) and warm != "auto" or isinstance(warm, int) and warm < 0:
+        raise ConfigError("params: field 'ingest.logs.warmup_steps' must be 'auto' or a "
+                          f"non-negative integer, got {warm!r}")
+    frac = get(params, "ingest.logs.max_warmup_fraction", float, default=0.5)
+    if not 0.0 <= frac < 1.0:
+        raise ConfigError(f"params: field 'ingest.logs.max_warmup_fraction' must be in [0, 1), "
+                          f"got {frac!r}")
+    min_steps = get(params, "ingest.logs.min_steady_steps", int, default=3)
+    tol = get(params, "ingest.logs.settle_tolerance", float, default=0.05)
+    if min_steps < 1 or not tol > 0:
+        raise ConfigError("params: fields 'ingest.logs.min_steady_steps' (>= 1) and "
+                          "'ingest.logs.settle_tolerance' (> 0) out of range")
+    return Settings(None if warm == "auto" else int(warm), frac, min_steps, tol)
+
+
+def find_logs(logs_dir: Path) -> list[Path]:
+    """Log files under ``logs_dir``, sorted."""
+    if not logs_dir.is_dir():
+        return []
+    return sorted(p for p in logs_dir.rglob("*") if p.is_file()
+                  and p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+
+
+def _display(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(PROJ_ROOT)) if PROJ_ROOT in path.parents else str(path)
+
+
+def is_binary(head: bytes) -> bool:
+    """Text logs hold no NUL bytes and decode as UTF-8 nearly everywhere."""
+    if not head:
+        return False
+    if head.count(b"\x00") > len(head) // 100:
+        return True
+    text = head.decode("utf-8", errors="replace")
+    return text.count("\ufffd") > len(text) // 10
+
+
+def detect_format(text: str) -> str | None:
+    """The format whose step lines ``text`` shows most (None: none)."""
+    best, best_score = None, 0
+    for name, module in FORMATS.items():
+        score = module.detect(text)
+        if score > best_score:
+            best, best_score = name, score
+    return best
+
+
+def sniff(path: Path) -> tuple[str, str | None]:
+    """("binary" | "empty" | "text", detected format) reading only as far as needed."""
+    with open(path, "rb", buffering=BUFFER_BYTES) as fh:
+        head = fh.read(SNIFF_BYTES)
+        if not head:
+            return "empty", None
+        if is_binary(head):
+            return "binary", None
+        chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
+        while chunk:
+            cut = chunk.rfind(b"\n") + 1 or len(chunk)
+            fmt = detect_format((carry + chunk[:cut]).decode("utf-8", errors="replace"))
+            if fmt:
+                return "text", fmt
+            carry = chunk[cut:][-DETECT_BYTES:]
+            chunk = fh.read(CHUNK_BYTES)
+        return "text", None
+
+
+def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> None:
+    text = data.decode("utf-8", errors="replace")
+    if "\ufffd" in text:
+        counts["replaced_bytes"] += text.count("\ufffd")
+    if "\x00" in text:
+        pos = text.find("\x00")
+        while pos >= 0:  # count each line holding NUL bytes once
+            counts["binary_garbage_lines"] += 1
+            end = text.find("\n", pos)
+            pos = text.find("\x00", end) if end >= 0 else -1
+    parser.feed_chunk(text, lineno, header)
+
+
+def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
+    """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut).
+
+    The file is read in ``CHUNK_BYTES`` blocks cut at the last newline (the rest is carried
+    into the next block), so memory stays flat whatever the file size; a "line" longer than
+    ``MAX_LINE_BYTES`` (binary garbage without newlines) is dropped and counted.
+    """
+    state = ParseState(fmt=fmt)
+    parser = FORMATS[fmt].Parser(state)
+    counts = state.counts
+    lineno, n_chunks, carry = 1, 0, b""
+    with open(path, "rb", buffering=0) as fh:
+        while block := fh.read(CHUNK_BYTES):
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n") + 1
+            if not cut:
+                carry = data
+                if len(carry) > MAX_LINE_BYTES:
+                    counts["overlong_lines"] += 1
+                    carry = b""
+                continue
+            carry = data[cut:]
+            _feed(parser, data[:cut], lineno, n_chunks < HEADER_CHUNKS, counts)
+            lineno += data.count(b"\n", 0, cut)
+            n_chunks += 1
+    if carry:  # the last line has no newline: the file was cut (or never finished)
+        _feed(parser, carry, lineno, n_chunks < HEADER_CHUNKS, counts)
+    else:
+        lineno -= 1
+    parser.finish()
+    if carry and len(state) and state.line[-1] == lineno:
+        state.drop_last()  # its last number may be cut short (12936.1 -> 129)
+        counts["cut_step_line"] += 1
+    return state, lineno, bool(carry)
+
+
+def _count_notes(state: ParseState, cut: bool) -> list[str]:
+    labels = {"binary_garbage_lines": "line(s) of binary garbage (NUL bytes) skipped",
+              "garbage_step_lines": "step line(s) holding binary garbage skipped",
+              "overlong_lines": "run(s) of over 64 MiB without a newline skipped",
+              "replaced_bytes": "byte sequence(s) that are not UTF-8 replaced",
+              "non_json_lines": "line(s) that are not JSON objects ignored",
+              "garbled_step_lines": "step line(s) garbled by interleaved output skipped",
+              "unparsed_step_lines": "step-like line(s) that did not parse skipped",
+              "cut_step_line": "last step line cut mid-line (no newline) skipped",
+              "progress_bar_redraws": "progress-bar redraw(s) of the same step collapsed",
+              "validation_lines": "validation line(s) ignored"}
+    notes = [f"{state.counts[k]} {label}" for k, label in labels.items() if state.counts.get(k)]
+    notes += [f"log states {k.split(':', 1)[1]} more than once with different values; first "
+              "kept" for k in sorted(state.counts) if k.startswith("fact_changed:")]
+    if cut and not state.counts.get("cut_step_line"):
+        notes.append("log ends without a final newline")
+    return notes
+
+
+def _merge(state: ParseState, side: Any) -> dict[str, Any]:
+    """Log facts over sidecar defaults; raises SidecarError('conflict') on disagreement."""
+    facts = dict(side.values)
+    for key, value in state.facts.items():
+        if key in CHECKED and key in side.values and not same_value(key, value,
+                                                                    side.values[key]):
+            raise SidecarError("conflict", f"{key}: log says {value!r} (line "
+                                           f"{state.fact_lines.get(key, 0)}), sidecar "
+                                           f"{side.origin[key]} says {side.values[key]!r}")
+        if key == "model" and key in facts:
+            continue  # the sidecar's name is the one the catalog knows
+        facts[key] = value
+    if "global_batch_tokens" in side.values and "batch_samples" in facts and "seq_len" in facts:
+        log_gbt = facts["batch_samples"] * facts["seq_len"]
+        if not same_value("global_batch_tokens", log_gbt, side.values["global_batch_tokens"]):
+            raise SidecarError("conflict", f"global_batch_tokens: log says {log_gbt:g} (batch "
+                               f"{facts['batch_samples']} x seq {facts['seq_len']}), sidecar "
+                               f"{side.origin['global_batch_tokens']} says "
+                               f"{side.values['global_batch_tokens']:g}")
+    return facts
+
+
+def _hf_summary(state: ParseState, facts: dict[str, Any], s: Settings) -> tuple[dict, list[str]]:
+    f = state.facts
+    steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
+    if not steps_per_s or not runtime:
+        raise SidecarError("truncated_log", "Trainer log ends before its training summary "
+                                            "(train_samples_per_second)")
+    n_steps = steps_per_s * runtime
+    if n_steps < s.min_steady_steps:
+        raise SidecarError("too_few_steps", f"{n_steps:.0f} steps < min_steady_steps "
+                                            f"{s.min_steady_steps}")
+    out = {"step_time_s": 1.0 / steps_per_s}
+    derived = ["step_time_s"]
+    seq, n = facts.get("seq_len"), facts.get("n_accelerators")
+    if seq and f.get("train_samples_per_second"):
+        out["tokens_per_s"] = f["train_samples_per_second"] * seq
+        derived.append("tokens_per_s")
+    elif n and f.get("train_tokens_per_second"):
+        out["tokens_per_s"] = f["train_tokens_per_second"] * n
+        derived.append("tokens_per_s")
+    if seq and facts.get("batch_samples"):
+        out["global_batch_tokens"] = facts["batch_samples"] * seq
+        derived.append("global_batch_tokens")
+    return out, derived + ["notes:whole-run average from the Trainer summary, warm-up "
+                           f"included ({n_steps:.0f} steps, {runtime:g} s)"]
+
+
+def read_one(path: Path, logs_dir: Path, s: Settings,
+             cache: dict) -> tuple[dict[str, Any] | tuple[str, str], pd.DataFrame | None]:
+    """One log -> (run fields or (code, detail), its step rows)."""
+    shown = _display(path)
+    try:
+        side = load_sidecar(path, logs_dir, cache, display=_display)
+        kind, fmt = sniff(path)
+    except SidecarError as exc:
+        return (exc.code, exc.detail), None
+    except OSError as exc:
+        return ("unreadable", f"{shown}: {exc.strerror or exc}"), None
+    if kind == "empty":
+        return ("truncated_log", "empty file (0 bytes)"), None
+    if kind == "binary":
+        return ("binary_file", "NUL or non-UTF-8 bytes in the first 64 KiB: not a text log"), None
+    if "format" in side.values:
+        fmt = side.values["format"]
+        if fmt not in FORMATS:
+            return ("bad_value", f"sidecar {side.origin['format']}: format '{fmt}' is not one "
+                                 f"of {', '.join(FORMATS)}"), None
+    if fmt is None:
+        return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
+                + "); set 'format:' in a sidecar to force one"), None
+    try:
+        state, n_lines, cut = parse_file(path, fmt)
+    except OSError as exc:
+        return ("unreadable", f"{shown}: {exc.strerror or exc}"), None
+    try:
+        facts = _merge(state, side)
+    except SidecarError as exc:
+        return (exc.code, exc.detail), None
+    red = reduce_steps(state, facts, s)
+    steps = pd.DataFrame({"path": shown, "format": fmt, **red.columns}) if len(state) else None
+    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
+    measures, derived = red.measures, list(red.derived)
+    try:
+        if fmt == hf_trainer.NAME and not red.n_steady:
+            measures, extra = _hf_summary(state, facts, s)
+            red.first_line = red.last_line = state.fact_lines.get("train_steps_per_second", 0)
+            derived += [d for d in extra if not d.startswith("notes:")]
+            notes += [d[6:] for d in extra if d.startswith("notes:")]
+        elif red.n_steady < s.min_steady_steps:
+            code = "truncated_log" if cut and red.n_steady == 0 else "too_few_steps"
+            raise SidecarError(code, f"{red.n_steady} steady-state steps < min_steady_steps "
+                                     f"{s.min_steady_steps}; " + "; ".join(notes))
+    except SidecarError as exc:
+        return (exc.code, exc.detail), steps
+    missing = [k for k in ("accelerator", "n_accelerators") if not facts.get(k)]
+    if missing:
+        return ("missing_required", f"{', '.join(missing)}: neither the log nor a sidecar "
+                                    "(run.yaml) gives them"), steps
+    if "tflops_per_accelerator" not in measures and facts.get("profile_tflops_per_accelerator"):
+        measures["tflops_per_accelerator"] = facts["profile_tflops_per_accelerator"]
+        notes.append(f"TFLOP/s from the DeepSpeed flops profiler at step "
+                     f"{facts.get('profile_step')} (counts recompute)")
+    fields = {k: facts[k] for k in RUN_KEYS if facts.get(k) is not None}
+    fields.update(measures)
+    if "global_batch_tokens" in side.values:
+        fields["global_batch_tokens"] = side.values["global_batch_tokens"]
+        derived = [d for d in derived if d != "global_batch_tokens"]
+    rel = path.parent.relative_to(logs_dir).as_posix()
+    fields.update(source=side.values.get("source") or ("logs" if rel == "." else f"logs/{rel}"),
+                  citation=shown, source_kind="log", derived=";".join(dict.fromkeys(derived)),
+                  provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
+                      f" (sidecar {', '.join(side.files)})" if side.files else ""))
+    if side.values.get("notes"):
+        notes.append(side.values["notes"])
+    fields["notes"] = "; ".join(notes)
+    fields["_line"] = red.first_line
+    fields["_folder"] = rel
+    fields["_format"] = fmt
+    return fields, steps
+
+
+def _read_task(args: tuple[Path, Path, Settings]) -> tuple[Any, pd.DataFrame | None]:
+    path, logs_dir, s = args
+    return read_one(path, logs_dir, s, {})
+
+
+def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]:
+    """Every log under ``logs_dir`` -> one Record each, and the per-step rows of all logs.
+
+    ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
+    time; the result does not depend on it.
+    """
+    s = settings(params)
+    workers = get(params, "ingest.logs.workers", int, default=1)
+    if workers < 1:
+        raise ConfigError(f"params: field 'ingest.logs.workers' must be >= 1, got {workers}")
+    logs_dir = Path(logs_dir)
+    paths = find_logs(logs_dir)
+    tasks = [(p, logs_dir, s) for p in paths]
+    if workers > 1 and len(paths) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(paths))) as pool:
+            outcomes = list(pool.map(_read_task, tasks))
+    else:
+        cache: dict = {}
+        outcomes = [read_one(p, logs_dir, s, cache) for p in paths]
+    assign_series([r for r, _ in outcomes if isinstance(r, dict)])
+    records = []
+    for path, (result, _) in zip(paths, outcomes):
+        shown = _display(path)
+        if isinstance(result, dict):
+            line, fmt = result.pop("_line"), result.pop("_format")
+            result.pop("_folder")
+            records.append(Record(source=result["source"], path=shown, line=line, fields=result,
+                                  meta={"format": fmt}))
+        else:
+            rel = path.parent.relative_to(logs_dir).as_posix()
+            source = "logs" if rel == "." else f"logs/{rel}"
+            records.append(Record.reject(source, shown, 0, shown, *result))
+    frames = [steps for _, steps in outcomes if steps is not None]
+    steps_df = (pd.concat(frames, ignore_index=True) if frames
+                else pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS}))
+    steps_df = steps_df.reindex(columns=list(STEP_COLUMNS))
+    steps_df = steps_df.sort_values(["path", "step", "segment", "rank", "line"], kind="stable")
+    return records, steps_df.reset_index(drop=True)

@@ -1,0 +1,180 @@
+"""Cross-series regressions of MFU on the whole dataset (statsmodels formulas).
+
+``doubling``: ``mfu_points ~ C(scaling) + C(scaling):log2_n + C(accelerator_family) +
+C(strategy_family) + log10_params``, OLS with cluster-robust (by ``source``) standard errors:
+the ``C(scaling)[s]:log2_n`` slope is the MFU points gained (negative: lost) per doubling of N
+under strong and weak scaling, holding hardware, strategy and model size fixed.
+
+``hardware_hbm`` / ``hardware_scaleout`` (every run with MFU, single configurations
+included): ``mfu_points ~ log2_flops_per_<hbm|scaleout>_byte + log2_n + C(scaling) +
+log10_params``, peak FLOP/s (runs.parquet) over the catalog's bytes/s: Fernandez et al. 2024 (arXiv 2411.13055) argue that faster chips
+expose communication, i.e. MFU falls as peak FLOP/s outgrows the bytes/s that feed it. The
+ratios vary only between accelerator types, so there is no accelerator term here.
+
+Cluster-robust errors with few clusters are optimistic (Cameron & Miller 2015); each model
+reports its cluster count and uses t(G-1) intervals (statsmodels' default for clusters).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import statsmodels.formula.api as smf
+
+COLUMNS = ("model", "term", "estimate", "stderr", "ci_low", "ci_high", "p_value", "n_obs",
+           "n_clusters", "cov_type", "formula")
+
+
+def mfu_frame(runs: pd.DataFrame, scalings: tuple[str, ...] | None = ("strong", "weak")
+              ) -> pd.DataFrame:
+    """Finished runs with a valid MFU in (0, 1] (and the given scalings), plus model columns."""
+    df = runs[runs["status"].fillna("ok") == "ok"]
+    if scalings is not None:
+        df = df[df["scaling"].isin(scalings)]
+    df = df[pd.to_numeric(df["mfu"], errors="coerce").between(0, 1, inclusive="right")]
+    df = df[pd.to_numeric(df["n_accelerators"], errors="coerce") >= 1].copy()
+    df["mfu_points"] = 100.0 * df["mfu"].astype(float)
+    df["log2_n"] = np.log2(df["n_accelerators"].astype(float))
+    params = pd.to_numeric(df["params"], errors="coerce")
+    df["log10_params"] = np.log10(params.where(params > 0))
+    for col in ("accelerator_family", "strategy_family", "source", "scaling"):
+        df[col] = df[col].fillna("unknown").astype(str)
+    return df.dropna(subset=["log10_params"]).sort_values(["source", "n_accelerators", "run_id"])
+
+
+def _fit(name: str, formula: str, df: pd.DataFrame, alpha: float) -> tuple[list[dict], Any]:
+    groups = pd.factorize(df["source"], sort=True)[0]
+    n_clusters = int(np.unique(groups).size)
+    model = smf.ols(formula, data=df)
+    if n_clusters >= 2:
+        res = model.fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+        cov_type = "cluster(source)"
+    else:  # one source: clustering is undefined, fall back to heteroskedasticity-robust
+        res = model.fit(cov_type="HC1", use_t=True)
+        cov_type = "HC1"
+    ci = res.conf_int(alpha)
+    rows = [dict(model=name, term=term, estimate=float(res.params[term]),
+                 stderr=float(res.bse[term]), ci_low=float(ci.loc[term, 0]),
+                 ci_high=float(ci.loc[term, 1]), p_value=float(res.pvalues[term]),
+                 n_obs=int(res.nobs), n_clusters=n_clusters, cov_type=cov_type, formula=formula)
+            for term in res.params.index]
+    return rows, res
+
+
+def _terms(df: pd.DataFrame, candidates: list[str]) -> list[str]:
+    """Keep categorical terms with at least two levels (one level is the intercept)."""
+    keep = []
+    for term in candidates:
+        categorical = term.startswith("C(") and term.endswith(")") and ":" not in term
+        if not categorical or df[term[2:-1]].nunique() >= 2:
+            keep.append(term)
+    return keep
+
+
+def doubling_model(df: pd.DataFrame, alpha: float) -> tuple[list[dict], dict]:
+    """MFU points per doubling of N, by scaling mode."""
+    if len(df) < 8:
+        return [], {"note": f"only {len(df)} runs with MFU and strong/weak scaling"}
+    scalings = sorted(df["scaling"].unique())
+    slope = "C(scaling):log2_n" if len(scalings) > 1 else "log2_n"
+    rhs = _terms(df, ["C(scaling)", slope, "C(accelerator_family)", "C(strategy_family)",
+                      "log10_params"])
+    formula = "mfu_points ~ " + " + ".join(rhs)
+    rows, res = _fit("doubling", formula, df, alpha)
+    headline: dict[str, Any] = {"formula": formula, "n_obs": int(res.nobs),
+                                "n_clusters": rows[0]["n_clusters"], "cov_type": rows[0]["cov_type"]}
+    for s in scalings:
+        term = f"C(scaling)[{s}]:log2_n" if len(scalings) > 1 else "log2_n"
+        row = next(r for r in rows if r["term"] == term)
+        # "costs x points": the loss per doubling is minus the slope
+        headline[s] = {"mfu_points_per_doubling": row["estimate"], "ci_low": row["ci_low"],
+                       "ci_high": row["ci_high"], "n_obs": int((df["scaling"] == s).sum())}
+    return rows, headline
+
+
+def _spec_value(spec: Any, name: str) -> float:
+    value = spec.get(name) if isinstance(spec, dict) else getattr(spec, name, None)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
+def hardware_ratios(df: pd.DataFrame, catalog_dir: Path) -> tuple[pd.DataFrame, str]:
+    """Add peak FLOP/s per HBM byte/s and per scale-out byte/s from the hardware catalog."""
+    try:
+        from pipeline.catalog import load_catalog
+        catalog = load_catalog(catalog_dir)
+    except Exception as exc:  # the catalog is optional for this stage: say why it is missing
+        return df, f"hardware catalog unavailable ({type(exc).__name__}: {exc})"
+    hbm, scaleout = {}, {}
+    for acc in sorted(df["accelerator"].dropna().unique()):
+        try:
+            spec = catalog.spec(acc)
+        except Exception:  # unknown accelerator: no ratio for its runs
+            continue
+        hbm[acc] = _spec_value(spec, "hbm_bytes_per_s")
+        scaleout[acc] = _spec_value(spec, "scaleout_bytes_per_s")
+    peak = pd.to_numeric(df["peak_flops_per_s_per_accelerator"], errors="coerce")
+    df = df.copy()
+    df["log2_flops_per_hbm_byte"] = np.log2(peak / df["accelerator"].map(hbm))
+    df["log2_flops_per_scaleout_byte"] = np.log2(peak / df["accelerator"].map(scaleout))
+    return df, ""
+
+
+RATIOS = {"hbm": "log2_flops_per_hbm_byte", "scaleout": "log2_flops_per_scaleout_byte"}
+
+
+def hardware_models(df: pd.DataFrame, catalog_dir: Path, alpha: float
+                    ) -> tuple[list[dict], dict]:
+    """MFU against each compute-to-bandwidth ratio, one model per ratio.
+
+    One model per ratio, not both in one: the catalog lacks a scale-out bandwidth for some
+    accelerators (TPU v3/v4 have no separate scale-out network), and with a handful of
+    accelerator types the two ratios are nearly collinear.
+    """
+    df, note = hardware_ratios(df, catalog_dir)
+    if note:
+        return [], {"note": note}
+    rows: list[dict] = []
+    headline: dict[str, Any] = {}
+    for key, ratio in RATIOS.items():
+        mine = df.replace([np.inf, -np.inf], np.nan).dropna(subset=[ratio])
+        n_types = int(mine["accelerator"].nunique())
+        if len(mine) < 8 or n_types < 3:
+            headline[key] = {"note": f"{len(mine)} runs on {n_types} accelerator type(s) with a "
+                                     f"catalog {key} bandwidth: too few to estimate a slope"}
+            continue
+        rhs = _terms(mine, [ratio, "log2_n", "C(scaling)", "log10_params"])
+        formula = "mfu_points ~ " + " + ".join(rhs)
+        model_rows, res = _fit(f"hardware_{key}", formula, mine, alpha)
+        rows += model_rows
+        row = next(r for r in model_rows if r["term"] == ratio)
+        headline[key] = {"formula": formula, "n_obs": int(res.nobs),
+                         "n_accelerator_types": n_types, "n_clusters": row["n_clusters"],
+                         "mfu_points_per_doubling_of_ratio": row["estimate"],
+                         "ci_low": row["ci_low"], "ci_high": row["ci_high"]}
+    return rows, headline
+
+
+def cross_series(runs: pd.DataFrame, catalog_dir: Path, interval: float) -> tuple[pd.DataFrame, dict]:
+    """Both models: a tidy coefficient table and the headline figures for fit.json."""
+    alpha = 1.0 - interval
+    scaling_runs = mfu_frame(runs)
+    # Single-configuration runs (PaLM, BLOOM...) add accelerator types to the hardware model.
+    all_runs = mfu_frame(runs, scalings=None)
+    rows: list[dict] = []
+    headlines: dict[str, Any] = {}
+    for name, fn in (("doubling", lambda: doubling_model(scaling_runs, alpha)),
+                     ("hardware", lambda: hardware_models(all_runs, catalog_dir, alpha))):
+        try:
+            model_rows, headline = fn()
+        except (ValueError, np.linalg.LinAlgError) as exc:  # singular design and the like
+            model_rows, headline = [], {"note": f"{type(exc).__name__}: {exc}"}
+        rows += model_rows
+        headlines[name] = headline
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    return table.sort_values(["model", "term"]).reset_index(drop=True), headlines

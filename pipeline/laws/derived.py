@@ -1,0 +1,48 @@
+"""Figures read off a fitted law: where efficiency halves, and what the next doubling buys.
+
+Parallel efficiency against the smallest measured scale, ``E(N) = X(N) / (N * X(N_min) / N_min)``
+(the usual strong-scaling efficiency; for weak scaling it is per-accelerator throughput relative
+to N_min). ``n_half_efficiency`` solves ``E(N) = 0.5`` on the fitted curve (inf when E stays above
+one half up to ``N_SEARCH_MAX``); ``next_doubling_gain`` is ``X(2 N_max) / X(N_max) - 1``, the
+fractional throughput gained by doubling past the largest measured scale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import brentq
+
+from pipeline.laws.result import FitResult
+
+N_SEARCH_MAX = 1e8
+
+
+def n_half_efficiency(result: FitResult, n_min: float) -> float:
+    """N at which the fitted efficiency falls to 50% (inf if not below N_SEARCH_MAX)."""
+    x_min = float(result.fitted([n_min])[0])
+    if not np.isfinite(x_min) or x_min <= 0:
+        return np.nan
+
+    def gap(log_n: float) -> float:
+        n = np.exp(log_n)
+        return float(result.fitted([n])[0]) / (n * x_min / n_min) - 0.5
+
+    grid = np.linspace(np.log(n_min), np.log(N_SEARCH_MAX), 241)
+    n_grid = np.exp(grid)
+    values = result.fitted(n_grid) / (n_grid * x_min / n_min) - 0.5
+    below = np.flatnonzero(values < 0)
+    if not below.size:
+        return np.inf
+    i = int(below[0])
+    if i == 0:
+        return float(n_min)
+    return float(np.exp(brentq(gap, grid[i - 1], grid[i], xtol=1e-10)))
+
+
+def law_figures(result: FitResult, n_min: float, n_max: float) -> dict[str, float]:
+    """The law's own derived figures plus the efficiency-based ones above."""
+    out = result.derived()
+    out["n_half_efficiency"] = n_half_efficiency(result, n_min)
+    x_max_n, x_next = result.fitted([n_max, 2.0 * n_max])
+    out["next_doubling_gain"] = float(x_next / x_max_n - 1.0)
+    return out

@@ -1,0 +1,139 @@
+"""Extrapolation validation: refit each law without a series' largest N and predict them.
+
+For ``k`` in ``holdout_k`` the runs at the ``k`` largest distinct N form the test fold of a
+scikit-learn ``PredefinedSplit`` (everything else trains); each held-out run is scored by its
+absolute percentage error (``sklearn.metrics.mean_absolute_percentage_error`` per point) and by
+whether the law's prediction interval for one new run covers it. A fit that fails or does not
+converge predicts nothing (``predicted`` NaN, ``note`` says why) and counts as a failure.
+
+The default law is chosen on the cases every eligible law predicted (so the laws are compared on
+the same points): lowest mean over k of the median APE, among laws that predicted at least
+``min_success`` of the cases some law could predict. Coverage is reported next to it, not traded against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import mean_absolute_percentage_error
+from sklearn.model_selection import PredefinedSplit
+
+from pipeline.laws.base import LawFitError
+from pipeline.laws.nls import fit_law
+from pipeline.laws.series import SeriesPoints
+from pipeline.laws import get_law
+
+COLUMNS = ("series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "run_id",
+           "actual", "predicted", "pi_low", "pi_high", "ape", "covered", "converged", "note")
+
+
+def holdout_split(n: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of (train, test): test is every point at one of the ``k`` largest distinct N."""
+    held = np.unique(n)[-k:]
+    fold = np.where(np.isin(n, held), 0, -1)
+    train, test = next(PredefinedSplit(fold).split())
+    return train, test
+
+
+def point_ape(actual: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """Per-point absolute percentage error, as fractions (0.1 = 10%)."""
+    if actual.size == 0:
+        return np.zeros(0)
+    return mean_absolute_percentage_error(actual[None, :], predicted[None, :],
+                                          multioutput="raw_values")
+
+
+def extrapolate_series(points: SeriesPoints, source: str, laws: Sequence[str],
+                       ks: Sequence[int], *, scale: str, interval: float) -> list[dict]:
+    """Holdout rows for one series (empty when it has too few distinct N for any k)."""
+    rows: list[dict] = []
+    run_ids = (points.runs["run_id"].astype(str).to_numpy() if "run_id" in points.runs
+               else np.array([""] * points.n.size))
+    for k in ks:
+        if points.n_distinct - k < 2:
+            continue
+        train, test = holdout_split(points.n, k)
+        n_train_max = float(points.n[train].max())
+        for law in laws:
+            base = dict(series_id=points.series_id, source=source, law=law, k=int(k),
+                        n_train_max=int(n_train_max), y_metric=points.y_metric)
+            pred = pd.DataFrame({"predicted": np.nan, "pi_low": np.nan, "pi_high": np.nan},
+                                index=range(test.size))
+            note, converged = "", False
+            try:
+                res = fit_law(get_law(law), points.n[train], points.y[train], scale=scale,
+                              ctx=points.ctx)
+                converged, note = res.converged, res.note
+                if converged:
+                    pred = res.predict(points.n[test], interval=interval)
+            except LawFitError as exc:
+                note = str(exc)
+            actual = points.y[test]
+            predicted = pred["predicted"].to_numpy(float)
+            # APE is filled for all rows at once by the stage (pipeline.laws.stage._score)
+            ape = np.full(test.size, np.nan)
+            lo, hi = pred["pi_low"].to_numpy(float), pred["pi_high"].to_numpy(float)
+            for i, idx in enumerate(test):
+                rows.append(dict(base, n_target=int(points.n[idx]), run_id=run_ids[idx],
+                                 actual=float(actual[i]), predicted=float(predicted[i]),
+                                 pi_low=float(lo[i]), pi_high=float(hi[i]), ape=float(ape[i]),
+                                 covered=bool(lo[i] <= actual[i] <= hi[i]),
+                                 converged=bool(converged), note=note))
+    return rows
+
+
+def summarise(extra: pd.DataFrame, laws: Sequence[str], ks: Sequence[int],
+              min_success: float) -> dict:
+    """Per-law median/p90 APE and coverage per k, and the default law with the rule used."""
+    summary: dict = {"laws": {}, "default_law": None}
+    if extra.empty:
+        summary["default_law_reason"] = "no series with enough distinct N for extrapolation"
+        return summary
+    key = ["series_id", "k", "run_id", "n_target"]
+    # A case counts when at least one law could predict it: a 2-point training set defeats
+    # every law, and is no evidence against any of them.
+    predicted = extra[np.isfinite(extra["predicted"])]
+    n_cases = len(predicted.drop_duplicates(key))
+    success = {}
+    for law in laws:
+        mine = extra[extra["law"] == law]
+        ok = mine[np.isfinite(mine["predicted"])]
+        success[law] = len(ok) / n_cases if n_cases else 0.0
+        per_k = {}
+        for k in ks:
+            at_k = ok[ok["k"] == k]
+            per_k[f"k{k}"] = {
+                "n_predicted": int(len(at_k)),
+                "n_failed": int((mine["k"] == k).sum() - len(at_k)),
+                "median_ape": float(at_k["ape"].median()) if len(at_k) else None,
+                "p90_ape": float(at_k["ape"].quantile(0.9)) if len(at_k) else None,
+                "coverage": float(at_k["covered"].mean()) if len(at_k) else None,
+            }
+        by_source = {str(src): {f"k{k}": float(g.loc[g["k"] == k, "ape"].median())
+                                for k in ks if (g["k"] == k).any()}
+                     for src, g in ok.groupby("source")}
+        summary["laws"][law] = {"success_rate": success[law], **per_k,
+                                "median_ape_by_source": by_source}
+    eligible = [law for law in laws if success[law] >= min_success]
+    if not eligible:
+        summary["default_law_reason"] = f"no law predicted >= {min_success:.0%} of the cases"
+        return summary
+    wide = extra[extra["law"].isin(eligible)].pivot_table(
+        index=key, columns="law", values="ape", aggfunc="first")
+    common = wide.dropna()
+    scores = {}
+    for law in eligible:
+        per_k = [common[law][common.index.get_level_values("k") == k].median() for k in ks]
+        per_k = [v for v in per_k if np.isfinite(v)]
+        scores[law] = float(np.mean(per_k)) if per_k else np.inf
+    best = min(sorted(scores), key=lambda law: scores[law])
+    summary["common_cases"] = int(len(common))
+    summary["common_mean_median_ape"] = scores
+    summary["default_law"] = best if np.isfinite(scores[best]) else None
+    summary["default_law_reason"] = (
+        f"lowest mean over k={list(ks)} of the median APE on the {len(common)} held-out runs "
+        f"every law with >= {min_success:.0%} successful predictions predicted "
+        f"(eligible: {', '.join(eligible)})")
+    return summary

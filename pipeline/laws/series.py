@@ -1,0 +1,144 @@
+"""From ``runs.parquet`` rows to the points a law is fitted on, and the per-series measured figures.
+
+A series' response is its ``y_metric`` (``series.parquet``; schema.Y_METRICS order of preference:
+model FLOP/s, tokens/s, 1/time-to-train). Runs that did not finish (``status != ok``) or carry no
+positive value of the metric are dropped, and the drop is counted in the fit's ``note``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pipeline.laws.base import SeriesContext
+from pipeline.schema import Y_METRICS
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass
+class SeriesPoints:
+    """The points of one series ready for fitting, with what was dropped and why."""
+
+    series_id: str
+    y_metric: str
+    n: np.ndarray
+    y: np.ndarray
+    ctx: SeriesContext
+    runs: pd.DataFrame
+    notes: list[str]
+
+    @property
+    def n_distinct(self) -> int:
+        return int(np.unique(self.n).size)
+
+
+def _positive(values: pd.Series) -> pd.Series:
+    v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return pd.Series(np.where(np.isfinite(v) & (v > 0), v, np.nan), index=values.index)
+
+
+def choose_metric(runs: pd.DataFrame, declared: object) -> str | None:
+    """The series' declared y_metric, or the first of Y_METRICS that every finished run carries."""
+    if isinstance(declared, str) and declared in runs.columns:
+        return declared
+    for metric in Y_METRICS:
+        if metric in runs.columns and _positive(runs[metric]).notna().all() and len(runs):
+            return metric
+    return None
+
+
+def work_per_step(runs: pd.DataFrame, metric: str, scaling: str) -> float | None:
+    """Units of ``metric`` per optimizer step (per step and accelerator under weak scaling).
+
+    From step time where measured (``y * step_time_s``), else from the global batch in tokens
+    (``y * global_batch_tokens / tokens_per_s``). For 1/time-to-train the "step" is the whole
+    run, so the work is 1 and ``comm``'s terms are seconds of the run. None when unknown.
+    """
+    if metric == "inverse_time_to_train_per_s":
+        return 1.0
+    y = _positive(runs[metric])
+    work = y * _positive(runs.get("step_time_s", pd.Series(np.nan, index=runs.index)))
+    if work.isna().all() and {"global_batch_tokens", "tokens_per_s"} <= set(runs.columns):
+        work = y * _positive(runs["global_batch_tokens"]) / _positive(runs["tokens_per_s"])
+    if scaling == "weak":
+        work = work / runs["n_accelerators"].astype(float)
+    work = work.dropna()
+    return float(work.median()) if len(work) else None
+
+
+def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
+    """Select the finished runs of one series and their response.
+
+    ``runs`` may be all runs or (faster) only this series' runs.
+    """
+    sid = str(series_row["series_id"])
+    mine = runs[runs["series_id"] == sid]
+    notes: list[str] = []
+    ok = mine[mine["status"].fillna("ok") == "ok"] if "status" in mine.columns else mine
+    if len(ok) < len(mine):
+        notes.append(f"{len(mine) - len(ok)} run(s) not ok (oom/error/aborted) left out")
+    metric = choose_metric(ok, series_row.get("y_metric"))
+    scaling = str(series_row.get("scaling") or "unknown")
+    if metric is None:
+        notes.append("no y metric: none of " + ", ".join(Y_METRICS) + " is measured")
+        empty = np.zeros(0)
+        return SeriesPoints(sid, "", empty, empty, SeriesContext(), ok.iloc[0:0], notes)
+    y = _positive(ok[metric])
+    n = pd.to_numeric(ok["n_accelerators"], errors="coerce")
+    keep = y.notna() & n.notna() & (n >= 1)
+    if (~keep).any():
+        notes.append(f"{int((~keep).sum())} run(s) without a positive {metric} or N left out")
+    kept = ok[keep].sort_values(["n_accelerators", "run_id"] if "run_id" in ok else
+                                ["n_accelerators"])
+    if scaling not in ("strong", "weak"):
+        notes.append(f"scaling '{scaling}' treated as strong for comm")
+    ctx_scaling = "weak" if scaling == "weak" else "strong"
+    ctx = SeriesContext(scaling=ctx_scaling,
+                        work_per_step=work_per_step(kept, metric, ctx_scaling) if len(kept) else None)
+    return SeriesPoints(sid, metric, kept["n_accelerators"].to_numpy(float),
+                        _positive(kept[metric]).to_numpy(float), ctx, kept, notes)
+
+
+def _median_at(df: pd.DataFrame, n_value: float, column: pd.Series) -> float:
+    values = column[df["n_accelerators"] == n_value].dropna()
+    return float(values.median()) if len(values) else np.nan
+
+
+def measured_figures(points: SeriesPoints) -> tuple[dict[str, float], pd.DataFrame]:
+    """Per-series measured figures (no law) and the per-N efficiency curve for plots.
+
+    Efficiency ``E(N) = X(N) / (N * X(N_min) / N_min)`` on medians over repeated runs; tokens per
+    accelerator-hour ``3600 * tokens_per_s / N``; energy per token (measured, else
+    ``power_w_per_accelerator * N / tokens_per_s``) and its slope against log2 N.
+    """
+    figures: dict[str, float] = {}
+    runs = points.runs
+    if not len(runs):
+        return figures, pd.DataFrame(columns=["series_id", "n_accelerators", "efficiency"])
+    per_n = (pd.DataFrame({"n": points.n, "y": points.y}).groupby("n")["y"].median())
+    n_min, n_max = float(per_n.index.min()), float(per_n.index.max())
+    eff = per_n / (per_n.index.to_numpy() * per_n.iloc[0] / n_min)
+    figures["efficiency_at_n_max"] = float(eff.iloc[-1])
+    curve = pd.DataFrame({"series_id": points.series_id, "n_accelerators": per_n.index.astype(int),
+                          "efficiency": eff.to_numpy()})
+    tps = _positive(runs.get("tokens_per_s", pd.Series(np.nan, index=runs.index)))
+    tok_hour = SECONDS_PER_HOUR * tps / runs["n_accelerators"].astype(float)
+    figures["tokens_per_accelerator_hour_at_n_min"] = _median_at(runs, n_min, tok_hour)
+    figures["tokens_per_accelerator_hour_at_n_max"] = _median_at(runs, n_max, tok_hour)
+    energy = _positive(runs.get("energy_j_per_token", pd.Series(np.nan, index=runs.index)))
+    power = _positive(runs.get("power_w_per_accelerator", pd.Series(np.nan, index=runs.index)))
+    energy = energy.fillna(power * runs["n_accelerators"].astype(float) / tps)
+    figures["energy_j_per_token_at_n_min"] = _median_at(runs, n_min, energy)
+    figures["energy_j_per_token_at_n_max"] = _median_at(runs, n_max, energy)
+    has = energy.notna()
+    if runs.loc[has, "n_accelerators"].nunique() >= 2:
+        slope = np.polyfit(np.log2(runs.loc[has, "n_accelerators"].astype(float)),
+                           np.log2(energy[has].astype(float)), 1)[0]
+        # log2-log2 slope: energy per token multiplies by 2**slope per doubling of N
+        figures["energy_per_token_doubling_factor"] = float(2.0 ** slope)
+    else:
+        figures["energy_per_token_doubling_factor"] = np.nan
+    return figures, curve

@@ -1,0 +1,72 @@
+"""Load the stage outputs the report is rendered from (and nothing else).
+
+A missing file gives an empty frame, so the report still renders and says which input is absent
+instead of failing; ``ReportData.missing`` lists them for the caveats section.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
+          "comparison", "comparison_curves", "comparison_series")
+METRICS = ("ingest", "fit", "theory", "compare")
+
+
+@dataclass
+class ReportData:
+    frames: dict[str, pd.DataFrame]
+    metrics: dict[str, dict[str, Any]]
+    missing: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        try:
+            return self.frames[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+
+def load(processed_dir: Path, metrics_dir: Path) -> ReportData:
+    frames, metrics, missing = {}, {}, []
+    for name in FRAMES:
+        path = Path(processed_dir) / f"{name}.parquet"
+        if path.exists():
+            frames[name] = pd.read_parquet(path)
+        else:
+            frames[name] = pd.DataFrame()
+            missing.append(str(path))
+    for name in METRICS:
+        path = Path(metrics_dir) / f"{name}.json"
+        if path.exists():
+            metrics[name] = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            metrics[name] = {}
+            missing.append(str(path))
+    return ReportData(frames, metrics, missing)
+
+
+def select_series(summary: pd.DataFrame, scaling: str, limit: int) -> list[str]:
+    """The series worth drawing, taken in turn from each source so that no source with many
+    small series crowds out the others; within a source, the widest N range first, then the
+    most points, then the id."""
+    if summary.empty or "scaling" not in summary:
+        return []
+    s = summary[summary["scaling"] == scaling].copy()
+    s["span"] = s["n_max"] / s["n_min"]
+    s = s.sort_values(["span", "n_distinct", "series_id"], ascending=[False, False, True])
+    s["turn"] = s.groupby("source").cumcount()
+    s = s.sort_values(["turn", "span", "series_id"], ascending=[True, False, True])
+    return list(s["series_id"].head(limit))
+
+
+def short_label(series_id: str, width: int = 44) -> str:
+    """``source/source-rest`` -> ``source: rest``, cut to ``width`` characters."""
+    source, _, rest = series_id.partition("/")
+    rest = rest[len(source) + 1:] if rest.startswith(source + "-") else rest
+    label = f"{source}: {rest}" if rest else source
+    return label if len(label) <= width else label[: width - 1] + "…"

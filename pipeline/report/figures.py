@@ -1,0 +1,251 @@
+"""The report's figures, drawn from the stage outputs only. One function per figure; each writes
+one PNG and returns its path. Axes carry units; log axes where values span decades."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.report.data import ReportData, select_series, short_label
+from pipeline.report.findings import strategy_runs
+from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, family_colour, new_figure, note,
+                                   save)
+
+LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
+SHARE_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "net_dp": "#e41a1c",
+                 "net_pp": "#ff7f00", "net_ep": "#a65628", "bubble": "#f781bf",
+                 "latency": "#999999", "other": "#dede00", "unexplained": "#d9d9d9"}
+SCENARIO_STYLES = ("-", "--", "-.", ":")
+
+
+def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    c = data.comparison_curves
+    c = c[c["series_id"] == sid]
+    return c[c["kind"] == "measured"].sort_values("n_accelerators"), \
+        c[c["kind"] != "measured"].sort_values("n_accelerators")
+
+
+def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
+    """Aggregate throughput and efficiency against N, strong and weak scaling apart."""
+    fig_t, axes_t = new_figure(2, 5.0)
+    fig_e, axes_e = new_figure(2, 4.6, sharey=True)
+    summ = data.comparison_series
+    threshold = data.metrics["compare"].get("efficiency_threshold", 0.5)
+    level = f'{data.metrics["compare"].get("interval", 0.95):.0%}'
+    for col, kind in enumerate(("strong", "weak")):
+        ax_t, ax_e = axes_t[col], axes_e[col]
+        chosen = select_series(summ, kind, limit)
+        if not chosen:
+            note(ax_t, f"no {kind}-scaling series")
+            note(ax_e, f"no {kind}-scaling series")
+            continue
+        lo, hi = np.inf, 0.0
+        for i, sid in enumerate(chosen):
+            meas, curve = _series_frames(data, sid)
+            fam = meas["accelerator_family"].iloc[0]
+            colour, marker = family_colour(fam), MARKERS[i % len(MARKERS)]
+            unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
+            law = meas["law"].iloc[0]
+            label = f"{short_label(sid)} ({fam}{', ' + law if isinstance(law, str) else ''})"
+            ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour, label=label)
+            ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour, label=label)
+            if curve["predicted"].notna().any():
+                ax_t.plot(curve["n_accelerators"], curve["predicted"] / unit, "-", color=colour, lw=1)
+                ax_t.fill_between(curve["n_accelerators"], curve["pi_low"] / unit,
+                                  curve["pi_high"] / unit, color=colour, alpha=0.08, lw=0)
+                ax_e.plot(curve["n_accelerators"], curve["efficiency_law"], "-", color=colour, lw=1)
+            theory = pd.concat([meas, curve]).sort_values("n_accelerators")
+            if theory["efficiency_theory"].notna().sum() > 1:
+                ax_e.plot(theory["n_accelerators"], theory["efficiency_theory"], ":", color=colour, lw=1.2)
+            lo = min(lo, meas["n_accelerators"].min())
+            hi = max(hi, curve["n_accelerators"].max() if len(curve) else meas["n_accelerators"].max())
+        ideal = np.array([lo, hi])
+        ax_t.plot(ideal, ideal, "k--", lw=0.8, label="ideal linear scaling")
+        ax_t.set_ylim(lo / 2, hi * 3)
+        ax_t.set(xscale="log", yscale="log", xlabel="accelerators N",
+                 ylabel="throughput (accelerator-equivalents at smallest N)",
+                 title=f"{kind} scaling: fitted law, {level} prediction band")
+        ax_e.axhline(threshold, color="k", lw=0.6, ls="--")
+        ax_e.set(xscale="log", xlabel="accelerators N", title=f"{kind} scaling efficiency",
+                 ylim=(0, 1.3))
+        ax_t.legend(loc="upper left", frameon=False, fontsize=6.5)
+        ax_e.legend(loc="lower left", frameon=False, fontsize=6.5)
+    axes_e[0].set_ylabel("efficiency (per-accelerator throughput / at smallest N)")
+    fig_e.text(0.5, 0.005, "points: measured · solid: fitted law · dotted: theory ceiling (prediction bands: throughput figure)",
+               ha="center", fontsize=7.5)
+    return save(fig_t, out / "scaling_throughput.png"), save(fig_e, out / "scaling_efficiency.png")
+
+
+def laws_holdout(data: ReportData, out: Path) -> Path:
+    """Held-out points: each law refitted without the largest k points and scored on them."""
+    fig, (ax, ax_r) = new_figure(2, 4.0)
+    ex = data.extrapolation
+    level = f'{data.metrics["fit"].get("interval", 0.95):.0%}'
+    if ex.empty:
+        note(ax, "no series with enough points for held-out tests")
+        note(ax_r, "")
+        return save(fig, out / "laws_holdout.png")
+    laws = sorted(ex["law"].unique())
+    for j, law in enumerate(laws):
+        g = ex[ex["law"] == law]
+        colour = LAW_COLOURS.get(law, "#444444")
+        err = np.vstack([g["predicted"] - g["pi_low"], g["pi_high"] - g["predicted"]]).clip(0)
+        ax.errorbar(g["actual"], g["predicted"], yerr=err, fmt="o", ms=3, color=colour, lw=0.6,
+                    alpha=0.8, label=law)
+        ratio = g["predicted"] / g["actual"]
+        x = j + np.linspace(-0.25, 0.25, len(g)) if len(g) > 1 else np.array([j])
+        ax_r.vlines(x, g["pi_low"] / g["actual"], g["pi_high"] / g["actual"], color=colour, lw=0.6)
+        ax_r.plot(x, ratio, "o", ms=3, color=colour)
+    span = np.array([ex["actual"].min() / 2, ex["actual"].max() * 2])
+    ax.plot(span, span, "k--", lw=0.8, label="predicted = actual")
+    ax.set(xscale="log", yscale="log", xlabel="actual throughput (series' y-metric units)",
+           ylabel=f"predicted (error bar: {level} PI)", title="held-out largest-N points")
+    ax.legend(frameon=False)
+    ax_r.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax_r.set(yscale="log", xticks=range(len(laws)), xticklabels=laws,
+             ylabel=f"predicted / actual (bar: {level} PI)", title="extrapolation error by law")
+    return save(fig, out / "laws_holdout.png")
+
+
+def strategy(data: ReportData, out: Path, sources: list[str], models: dict[str, list[str]]) -> Path:
+    """Best utilization per strategy family against N, one panel per source (line style per
+    model)."""
+    fig, axes = new_figure(max(len(sources), 1), 4.2, squeeze=False)
+    for ax, source in zip(axes[0], sources):
+        best = strategy_runs(data.runs, source, models.get(source)) if not data.runs.empty \
+            else pd.DataFrame()
+        if best.empty:
+            note(ax, f"no strong-scaling runs with utilization from {source}")
+            continue
+        for j, (model, g) in enumerate(best.groupby("model", sort=True)):
+            for fam, h in g.groupby("strategy_family", sort=True):
+                ax.plot(h["n_accelerators"], h["util"], SCENARIO_STYLES[j % 4], marker=MARKERS[j % 10],
+                        ms=4, color=STRATEGY_COLOURS.get(fam, "#999999"), label=f"{fam} · {model}")
+        metric = "/".join(sorted(best["metric"].unique()))
+        families = ", ".join(sorted(best["accelerator_family"].dropna().unique()))
+        ax.set(xscale="log", xlabel="accelerators N", ylabel=f"best {metric} at N",
+               title=f"{source} ({families})", ylim=(0, None))
+        ax.legend(frameon=False, fontsize=6.5, title="strategy family · model", title_fontsize=7)
+    return save(fig, out / "strategy.png")
+
+
+def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> Path:
+    """MFU against the accelerator's compute-to-bandwidth ratio (peak FLOP/s over HBM B/s)."""
+    fig, ax = new_figure(1, 4.0)
+    c = data.comparison
+    col = "flop_per_hbm_byte"
+    if c.empty or col not in c or c[col].notna().sum() == 0:
+        note(ax, "compute-to-bandwidth ratios are not in the stage outputs")
+        return save(fig, out / "hardware.png")
+    g = c[c[col].notna() & c["mfu"].notna()]
+    for fam, h in g.groupby("accelerator_family"):
+        ax.plot(h[col], h["mfu"], "o", ms=4, alpha=0.75, color=family_colour(fam), label=fam)
+    if regression and {"slope", "intercept"} <= set(regression):
+        x = np.geomspace(g[col].min(), g[col].max(), 50)
+        xv = np.log10(x) if str(regression.get("x", "")).startswith("log") else x
+        ax.plot(x, regression["intercept"] + regression["slope"] * xv, "k-", lw=1,
+                label="fit-stage regression")
+    ax.set(xscale="log", xlabel="peak FLOP/s ÷ HBM bytes/s (FLOP/byte)", ylabel="measured MFU",
+           title="utilization against compute-to-bandwidth ratio", ylim=(0, None))
+    ax.legend(frameon=False, ncol=2)
+    return save(fig, out / "hardware.png")
+
+
+def power_cost(data: ReportData, out: Path) -> Path:
+    """Energy per token and tokens per accelerator-hour against N."""
+    fig, (ax_e, ax_c) = new_figure(2, 4.0)
+    c = data.comparison
+    for ax, col, ylabel in ((ax_e, "energy_j_per_token", "energy per token (J)"),
+                            (ax_c, "tokens_per_accelerator_hour", "tokens per accelerator-hour")):
+        g = c[c[col].notna()] if col in c else c
+        if g.empty:
+            note(ax, f"no runs report {ylabel}")
+            continue
+        for key, h in g.groupby(g["series_id"].fillna("single runs"), sort=True):
+            h = h.sort_values("n_accelerators")
+            for fam, k in h.groupby("accelerator_family"):
+                style = "o" if key == "single runs" else "o-"
+                ax.plot(k["n_accelerators"], k[col], style, ms=3.5, lw=1, alpha=0.8,
+                        color=family_colour(fam))
+        for fam in sorted(g["accelerator_family"].dropna().unique()):
+            ax.plot([], [], "o", color=family_colour(fam), label=fam)
+        ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel=ylabel)
+        ax.legend(frameon=False, ncol=2)
+    ax_e.set_title("energy per token (lines join a series)")
+    ax_c.set_title("throughput per accelerator-hour")
+    return save(fig, out / "power_cost.png")
+
+
+def frontier(data: ReportData, out: Path) -> Path:
+    """Utilization against training compute per scenario, knee and wall marked, runs overlaid."""
+    fig, ax = new_figure(1, 4.4)
+    f, theory = data.frontier, data.metrics["theory"]
+    if f.empty:
+        note(ax, "no frontier from the theory stage")
+        return save(fig, out / "frontier.png")
+    for i, (scen, g) in enumerate(f.groupby("scenario", sort=True)):
+        g = g[g["feasible"].astype(bool)].sort_values("training_flop")
+        ls = SCENARIO_STYLES[i % len(SCENARIO_STYLES)]
+        ax.plot(g["training_flop"], g["utilization"], ls, color="k", lw=1.3, label=scen)
+        marks = theory.get(scen, {}) if isinstance(theory.get(scen), dict) else {}
+        for key, sym in (("knee_flop", "v"), ("wall_flop", "x")):
+            x = marks.get(key)
+            if x:
+                ax.axvline(x, color="k", lw=0.5, ls=ls, alpha=0.5)
+                y = np.interp(np.log(x), np.log(g["training_flop"]), g["utilization"]) if len(g) else 0
+                ax.plot([x], [y], sym, color="k", ms=7)
+    c = data.comparison
+    if not c.empty and "training_flop" in c:
+        r = c[c["training_flop"].notna() & c["mfu"].notna()]
+        for fam, h in r.groupby("accelerator_family"):
+            ax.plot(h["training_flop"], h["mfu"], "o", ms=4, alpha=0.7, color=family_colour(fam),
+                    label=f"measured: {fam}")
+    ax.plot([], [], "kv", label="knee (▼)")
+    ax.plot([], [], "kx", label="latency wall (×)")
+    ax.set(xscale="log", xlabel="training compute (FLOP)", ylabel="utilization (MFU)",
+           title="frontier: best feasible utilization in the scenario's training duration",
+           ylim=(0, 1))
+    ax.legend(frameon=False, ncol=2, fontsize=7)
+    return save(fig, out / "frontier.png")
+
+
+def gap(data: ReportData, out: Path, limit: int) -> Path:
+    """Stacked shares of measured step time: ideal compute, theory's overheads, unexplained."""
+    c = data.comparison
+    fig, ax = new_figure(1, 5.0)
+    if c.empty or "share_compute" not in c or c["share_compute"].notna().sum() == 0:
+        note(ax, "no runs with both a measured MFU and a theory bound")
+        return save(fig, out / "gap.png")
+    g = c[c["share_compute"].notna() & (c["share_unexplained"] >= 0)]
+    top = g.sort_values("n_accelerators").groupby(g["series_id"].fillna(g["run_id"])).tail(1)
+    top = top.sort_values(["fraction_of_ceiling", "run_id"]).tail(limit)
+    labels = [f"{r.model} · {r.accelerator_family} · N={int(r.n_accelerators)}"
+              for r in top.itertuples()]
+    left = np.zeros(len(top))
+    for key, colour in SHARE_COLOURS.items():
+        v = top[f"share_{key}"].fillna(0).to_numpy()
+        if v.sum() > 0:
+            ax.barh(range(len(top)), v, left=left, color=colour, label=key.replace("_", " "),
+                    edgecolor="white", lw=0.3)
+        left += v
+    ax.set_yticks(range(len(top)), labels, fontsize=7)
+    ax.set(xlim=(0, 1), xlabel="share of measured step time",
+           title="where the step time goes: theory-explained components and the unexplained rest")
+    ax.legend(frameon=False, ncol=5, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    return save(fig, out / "gap.png")
+
+
+def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path]:
+    """Draw every figure; returns name -> PNG path."""
+    out.mkdir(parents=True, exist_ok=True)
+    t, e = scaling(data, out, cfg["series_per_panel"])
+    reg = next((v for k, v in data.metrics["fit"].items()
+                if "hardware" in k and isinstance(v, dict)), None)
+    return {"scaling_throughput": t, "scaling_efficiency": e,
+            "laws_holdout": laws_holdout(data, out),
+            "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
+            "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
+            "frontier": frontier(data, out), "gap": gap(data, out, cfg["gap_runs"])}

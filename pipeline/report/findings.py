@@ -1,0 +1,260 @@
+"""The numbers behind every sentence and table of the report, computed from the stage outputs.
+
+Templates only format what is computed here; no figure in the report is typed by hand. Each
+function returns plain dicts and lists (``None`` where the data cannot say).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.report.data import ReportData
+
+
+def _f(x: Any) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if np.isfinite(x) else None
+
+
+def _ok(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[runs["status"].fillna("ok") == "ok"] if "status" in runs else runs
+
+
+def data_section(d: ReportData) -> dict[str, Any]:
+    """Sources, runs, accelerators, series and rejects by reason."""
+    runs, rej, ser = d.runs, d.rejects, d.series
+    out: dict[str, Any] = {"n_runs": len(runs), "n_ok": len(_ok(runs)) if len(runs) else 0,
+                           "n_rejects": len(rej), "n_series": len(ser), "sources": [],
+                           "rejects": [], "families": []}
+    if runs.empty:
+        return out
+    out["n_sources"] = int(runs["source"].nunique())
+    out["families"] = sorted(runs["accelerator_family"].dropna().unique())
+    for src, g in runs.groupby("source", sort=True):
+        cites = sorted(g["citation"].dropna().unique())
+        out["sources"].append({
+            "source": src, "kind": g["source_kind"].dropna().iloc[0] if g["source_kind"].notna().any() else "",
+            "runs": len(g), "ok": len(_ok(g)), "series": int(g["series_id"].nunique()),
+            "accelerators": ", ".join(sorted(g["accelerator_family"].dropna().unique())),
+            "n_max": int(g["n_accelerators"].max()) if g["n_accelerators"].notna().any() else None,
+            "citation": "; ".join(c if len(c) <= 70 else c[:69] + "…" for c in cites[:2])
+            + (f"; and {len(cites) - 2} more" if len(cites) > 2 else ""),
+        })
+    if not rej.empty:
+        code = rej["reason"].fillna("unknown").str.split(":", n=1).str[0].str.strip()
+        for (c, src), g in rej.assign(code=code).groupby(["code", "source"], sort=True):
+            out["rejects"].append({"code": c, "source": src, "count": len(g),
+                                   "example": str(g["reason"].iloc[0])[:120]})
+        out["reject_codes"] = int(code.nunique())
+    status = runs["status"].fillna("ok").value_counts()
+    out["status"] = [{"status": k, "count": int(v)} for k, v in sorted(status.items())]
+    out["scalings"] = [{"scaling": k, "count": int(v)} for k, v in
+                       sorted(runs["scaling"].fillna("unknown").value_counts().items())]
+    return out
+
+
+def scaling_section(d: ReportData) -> dict[str, Any]:
+    """Efficiency at the largest measured N, the 50% crossings, and the extrapolations."""
+    summ, curves, m = d.comparison_series, d.comparison_curves, d.metrics["compare"]
+    out: dict[str, Any] = {"threshold": m.get("efficiency_threshold", 0.5),
+                           "interval": m.get("interval", 0.95), "law": m.get("default_law"),
+                           "law_engine": m.get("law_engine"), "kinds": {}, "targets": [],
+                           "table": []}
+    if summ.empty:
+        return out
+    for kind, g in summ.groupby("scaling", sort=True):
+        worst = g.sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
+        by_source = []
+        for src, h in g.groupby("source", sort=True):
+            by_source.append({"source": src, "n_series": len(h),
+                              "median_eff": _f(h["efficiency_at_n_max"].median()),
+                              "q25": _f(h["efficiency_at_n_max"].quantile(0.25)),
+                              "q75": _f(h["efficiency_at_n_max"].quantile(0.75)),
+                              "n_max": int(h["n_max"].max())})
+        out["kinds"][kind] = {"by_source": sorted(by_source, key=lambda r: (-r["n_series"], r["source"])),
+            "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
+            "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
+            "median_span": _f((g["n_max"] / g["n_min"]).median()),
+            "n_below": int((g["efficiency_at_n_max"] < out["threshold"]).sum()),
+            "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
+                      "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
+                      "model": worst["model"], "strategy": worst["strategy_family"]},
+        }
+    t = curves[curves["kind"] == "target"] if not curves.empty else curves
+    for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
+                              if len(t) else []):
+        e = h["efficiency_law"].dropna()
+        if not len(e):
+            continue
+        th = h["efficiency_theory"].dropna()
+        out["targets"].append({
+            "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
+            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
+            "median_high": _f(h["efficiency_law_high"].median()),
+            "median_theory": _f(th.median()) if len(th) else None})
+    out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
+    for r in summ.sort_values(["scaling", "series_id"]).itertuples():
+        out["table"].append({
+            "series_id": r.series_id, "scaling": r.scaling, "strategy": r.strategy_family,
+            "family": r.accelerator_family, "n_min": int(r.n_min), "n_max": int(r.n_max),
+            "eff": _f(r.efficiency_at_n_max), "eff_theory": _f(r.theory_efficiency_at_n_max),
+            "n_half_law": _f(r.n_half_law), "n_half_theory": _f(r.n_half_theory)})
+    crossed = summ["n_half_law"].dropna()
+    out["n_half_law_median"] = _f(crossed.median()) if len(crossed) else None
+    out["n_half_law_count"] = len(crossed)
+    out["n_half_theory_count"] = int(summ["n_half_theory"].notna().sum())
+    out["theory_curves"] = bool(summ["theory_curve"].any()) if "theory_curve" in summ else False
+    return out
+
+
+def laws_section(d: ReportData) -> dict[str, Any]:
+    """Per law: fits that converged, how often best by AICc, median ΔAICc, and on held-out
+    points per k: median and p90 absolute percentage error and prediction-interval coverage."""
+    fits, ex, fm = d.fits, d.extrapolation, d.metrics["fit"]
+    ks = sorted(int(k) for k in ex["k"].unique()) if len(ex) else []
+    out: dict[str, Any] = {"table": [], "default_law": fm.get("default_law") or d.metrics["compare"].get("default_law"),
+                           "n_series_fitted": int(fits["series_id"].nunique()) if len(fits) else 0,
+                           "n_holdout": len(ex), "holdout_k": ks,
+                           "interval": fm.get("interval", d.metrics["compare"].get("interval", 0.95))}
+    if fits.empty:
+        return out
+    conv = fits["converged"].fillna(False).astype(bool) if "converged" in fits else True
+    f = fits[conv & np.isfinite(fits["aicc"].astype(float))].copy()
+    f["delta"] = f["aicc"] - f.groupby("series_id")["aicc"].transform("min")
+    best = f.loc[f.groupby("series_id")["aicc"].idxmin(), "law"].value_counts() if len(f) else {}
+    for law in sorted(fits["law"].unique()):
+        row: dict[str, Any] = {"law": law, "n_fits": int((fits["law"] == law).sum()),
+                               "converged": int((conv & (fits["law"] == law)).sum()),
+                               "best": int(best.get(law, 0)),
+                               "median_delta_aicc": _f(f.loc[f["law"] == law, "delta"].median())}
+        apes = []
+        for k in ks:
+            e = ex[(ex["law"] == law) & (ex["k"] == k)]
+            scored = e.dropna(subset=["ape"])
+            row[f"k{k}"] = {"median_ape": _f(scored["ape"].median()) if len(scored) else None,
+                            "p90_ape": _f(scored["ape"].quantile(0.9)) if len(scored) else None,
+                            "coverage": _f(scored["covered"].astype(float).mean()) if len(scored) else None,
+                            "n": len(scored), "failed": len(e) - len(scored)}
+            apes.append(row[f"k{k}"]["median_ape"])
+        row["mean_median_ape"] = _f(np.mean(apes)) if apes and None not in apes else None
+        out["table"].append(row)
+    scored = [r for r in out["table"] if r["mean_median_ape"] is not None]
+    out["best_ape"] = min(scored, key=lambda r: (r["mean_median_ape"], r["law"])) if scored else None
+    out["best_aicc"] = max(out["table"], key=lambda r: (r["best"], r["law"]))
+    return out
+
+
+def strategy_runs(runs: pd.DataFrame, source: str, models: list[str] | None) -> pd.DataFrame:
+    """Best utilization per (model, strategy family, N) of one source, strong scaling and
+    sweeps only; MFU where published, else HFU (``metric`` says which)."""
+    g = _ok(runs)
+    g = g[(g["source"] == source) & g["scaling"].isin(("strong", "sweep"))]
+    if models:
+        g = g[g["model"].isin(models)]
+    g = g.assign(util=g["mfu"].fillna(g["hfu"]), metric=np.where(g["mfu"].notna(), "MFU", "HFU"))
+    g = g.dropna(subset=["util"])
+    best = g.groupby(["model", "strategy_family", "n_accelerators"], sort=True).agg(
+        util=("util", "max"), metric=("metric", "first"),
+        accelerator_family=("accelerator_family", "first")).reset_index()
+    return best
+
+
+def strategy_section(d: ReportData, sources: list[str], models: dict[str, list[str]]
+                     ) -> list[dict[str, Any]]:
+    """Per source and model: how much of its best utilization each strategy family keeps
+    from its smallest to its largest N; the families that keep least and most."""
+    out: list[dict[str, Any]] = []
+    if d.runs.empty:
+        return out
+    for src in sources:
+        best = strategy_runs(d.runs, src, models.get(src))
+        for model, g in best.groupby("model", sort=True):
+            fams = []
+            for fam, h in g.groupby("strategy_family", sort=True):
+                if len(h) < 2:
+                    continue
+                fams.append({"family": fam, "n_min": int(h["n_accelerators"].iloc[0]),
+                             "n_max": int(h["n_accelerators"].iloc[-1]),
+                             "u_min": _f(h["util"].iloc[0]), "u_max": _f(h["util"].iloc[-1]),
+                             "kept": _f(h["util"].iloc[-1] / h["util"].iloc[0])})
+            if fams:
+                out.append({"source": src, "model": model, "families": fams,
+                            "metric": "/".join(sorted(g["metric"].unique())),
+                            "worst": min(fams, key=lambda r: (r["kept"], r["family"])),
+                            "best": max(fams, key=lambda r: (r["kept"], r["family"]))})
+    return out
+
+
+def hardware_section(d: ReportData) -> dict[str, Any]:
+    c = _ok(d.comparison) if not d.comparison.empty else d.comparison
+    out: dict[str, Any] = {"table": [], "regression": next(
+        (v for k, v in d.metrics["fit"].items() if "hardware" in k and isinstance(v, dict)), None)}
+    if c.empty:
+        return out
+    for fam, g in c.dropna(subset=["mfu"]).groupby("accelerator_family", sort=True):
+        ratio = g["flop_per_hbm_byte"].median() if "flop_per_hbm_byte" in g else np.nan
+        out["table"].append({"family": fam, "runs": len(g), "median_mfu": _f(g["mfu"].median()),
+                             "max_mfu": _f(g["mfu"].max()), "flop_per_byte": _f(ratio)})
+    return out
+
+
+def power_section(d: ReportData) -> dict[str, Any]:
+    c = d.comparison
+    out: dict[str, Any] = {"n_energy": 0, "series": []}
+    if c.empty:
+        return out
+    e = c.dropna(subset=["energy_j_per_token"])
+    out["n_energy"] = len(e)
+    for sid, g in e.dropna(subset=["series_id"]).groupby("series_id", sort=True):
+        g = g.sort_values("n_accelerators")
+        if g["n_accelerators"].nunique() < 2:
+            continue
+        out["series"].append({"series_id": sid, "n_min": int(g["n_accelerators"].iloc[0]),
+                              "n_max": int(g["n_accelerators"].iloc[-1]),
+                              "ratio": _f(g["energy_j_per_token"].iloc[-1] / g["energy_j_per_token"].iloc[0])})
+    tph = c.dropna(subset=["tokens_per_accelerator_hour"])
+    out["n_tph"] = len(tph)
+    return out
+
+
+def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
+    c, th = d.comparison, d.metrics["theory"]
+    scen = [{"scenario": k, "knee": _f(v.get("knee_flop")), "wall": _f(v.get("wall_flop"))}
+            for k, v in sorted(th.items()) if isinstance(v, dict)]
+    base = next((s for s in scen if s["scenario"] == baseline), None) or next(
+        (s for s in scen if "baseline" in s["scenario"]), scen[0] if scen else None)
+    out: dict[str, Any] = {"scenarios": scen, "baseline": base,
+                           "duration_days": d.metrics["compare"].get("frontier_duration_days")}
+    if c.empty or "fraction_of_ceiling" not in c:
+        return out
+    frac = c["fraction_of_ceiling"].dropna()
+    out.update(n_bound=len(frac), median_frac=_f(frac.median()), q25=_f(frac.quantile(0.25)),
+               q75=_f(frac.quantile(0.75)), n_exceeds=int((frac > 1).sum()),
+               median_unexplained=_f(c["share_unexplained"].dropna().median()))
+    binding = c["binding"].dropna().value_counts() if "binding" in c else pd.Series(dtype=int)
+    out["binding"] = [{"binding": k, "count": int(v)} for k, v in sorted(binding.items())]
+    placed = c.dropna(subset=["training_flop"])
+    if len(placed):
+        top = placed.sort_values(["training_flop", "run_id"]).iloc[-1]
+        out["largest"] = {"model": top["model"], "source": top["source"],
+                          "flop": _f(top["training_flop"]), "basis": top["training_flop_basis"],
+                          "n": int(top["n_accelerators"]), "family": top["accelerator_family"]}
+        if base and base["knee"]:
+            out["largest"]["knee_ratio"] = base["knee"] / top["training_flop"]
+        out["basis"] = [{"basis": k, "count": int(v)} for k, v in
+                        sorted(placed["training_flop_basis"].value_counts().items())]
+    return out
+
+
+def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
+    return {"data": data_section(d), "scaling": scaling_section(d), "laws": laws_section(d),
+            "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
+            "hardware": hardware_section(d), "power": power_section(d),
+            "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
+            "missing": d.missing}

@@ -1,0 +1,75 @@
+"""Render the findings and figures through the jinja2 templates into HTML and Markdown.
+
+The HTML is one self-contained file: figures are base64 ``data:`` URIs, CSS is inline, there is
+no script and no external font or request. The Markdown links ``figures/*.png`` next to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def pct(x: Any, digits: int = 0) -> str:
+    """0.4321 -> '43%'; missing -> 'n/a'."""
+    return f"{100 * x:.{digits}f}%" if _finite(x) else "n/a"
+
+
+def sci(x: Any, digits: int = 1) -> str:
+    """2.04e28 -> '2.0e28' (exponent without '+' or leading zeros)."""
+    if not _finite(x):
+        return "n/a"
+    mant, exp = f"{x:.{digits}e}".split("e")
+    return f"{mant}e{int(exp)}"
+
+
+def num(x: Any, sig: int = 3) -> str:
+    """Integers with thousands separators; other values to ``sig`` significant digits."""
+    if not _finite(x):
+        return "n/a"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if abs(x) >= 1e6 or abs(x) < 1e-3:
+        return sci(x, sig - 1)
+    return f"{x:,.{sig}g}" if abs(x) < 10 ** sig else f"{x:,.0f}"
+
+
+def times(x: Any, digits: int = 2) -> str:
+    """1.5 -> '×1.50'."""
+    return f"×{x:.{digits}f}" if _finite(x) else "n/a"
+
+
+def environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=autoescape, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(pct=pct, sci=sci, num=num, times=times)
+    return env
+
+
+def data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path) -> dict[str, Path]:
+    """Write ``report.html`` and ``report.md`` under ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    html_figs = {k: data_uri(p) for k, p in figures.items()}
+    md_figs = {k: Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
+               else Path(p).as_posix() for k, p in figures.items()}
+    html = environment(True).get_template("report.html.j2").render(**context, fig=html_figs)
+    md = environment(False).get_template("report.md.j2").render(**context, fig=md_figs)
+    paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
+    paths["html"].write_text(html, encoding="utf-8")
+    paths["md"].write_text(md, encoding="utf-8")
+    return paths

@@ -1,0 +1,62 @@
+"""Figure style shared by every report figure: one colour per accelerator family, fixed sizes,
+deterministic PNG output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+
+# One colour per accelerator family, the same in every figure (NVIDIA generations warm to cool
+# in release order, TPUs greens, others greys).
+FAMILY_COLOURS = {
+    "V100": "#8c564b", "A100": "#1f77b4", "H100": "#d62728", "H200": "#ff7f0e",
+    "B200": "#9467bd", "GB200": "#e377c2", "GB300": "#c51b7d", "MI300X": "#7f7f7f",
+    "Gaudi2": "#252525", "TPU-v3": "#bcbd22", "TPU-v4": "#2ca02c", "TPU-v5e": "#17becf",
+    "TPU-v5p": "#006d2c", "TPU-v6e": "#74c476",
+}
+_SPARE = ("#636363", "#969696", "#6baed6", "#fd8d3c", "#807dba")
+STRATEGY_COLOURS = {
+    "fsdp": "#d95f02", "ddp": "#e6ab02", "hybrid_fsdp": "#a6761d", "tp": "#7570b3",
+    "pp": "#66a61e", "tp_pp": "#1b9e77", "3d": "#1b9e77", "unknown": "#999999",
+}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+DPI = 110
+WIDTH_IN = 8.0  # 880 px at DPI: page width of the HTML report
+
+
+def family_colour(family: object) -> str:
+    """Colour of an accelerator family; unknown families get a stable spare colour."""
+    name = str(family) if family is not None else "unknown"
+    if name in FAMILY_COLOURS:
+        return FAMILY_COLOURS[name]
+    for key, colour in FAMILY_COLOURS.items():  # "H100-SXM5-80GB" -> H100
+        if name.upper().startswith(key.upper()):
+            return colour
+    return _SPARE[sum(map(ord, name)) % len(_SPARE)]
+
+
+def new_figure(ncols: int = 1, height_in: float = 4.2, **kw: object) -> tuple[plt.Figure, object]:
+    plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
+                         "legend.fontsize": 7.5, "svg.hashsalt": "scalewall"})
+    return plt.subplots(1, ncols, figsize=(WIDTH_IN, height_in), **kw)
+
+
+def save(fig: plt.Figure, path: Path) -> Path:
+    """Write a PNG with no software/date metadata so identical inputs give identical bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def note(ax: object, text: str) -> None:
+    """Write a 'no data' note in an empty panel rather than leaving it blank."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            color="#555555", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])

@@ -1,0 +1,280 @@
+"""Per-run ceilings: the cost model applied to each measured run's own configuration.
+
+Every run of ``runs.parquet`` gets the utilization ceiling of its accelerator, model shape,
+batch and layout (``bounds.parquet``, ARCHITECTURE.md). Where the data lacks a field, a documented
+default from ``params.yaml: theory.bounds`` is used and named in ``assumed``; where a run lacks
+what no default can stand in for (accelerator, chip count, parameter count), it gets no bound
+and ``assumed`` says why. All runs are evaluated in one vectorised call.
+
+Defaults lean optimistic (more microbatches, interleaving, TP placed at its cheaper
+orientation), because a ceiling must not sit below a measurement. A run whose measured MFU still
+exceeds its ceiling is flagged in ``exceeds_bound`` with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from pipeline.config import get
+from pipeline.theory.cost import COMPONENTS, step_cost
+from pipeline.theory.inputs import Hardware, Layout, Shape
+from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
+
+BOUND_COLUMNS = ("run_id", "bound_mfu", "t_compute_s", "t_hbm_s", "t_net_tp_s", "t_net_dp_s",
+                 "t_net_pp_s", "t_net_ep_s", "t_bubble_s", "t_latency_s", "binding", "assumed")
+_HW_COLUMNS = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domain_size",
+               "scaleout_bytes_per_s")
+
+
+@dataclass(frozen=True)
+class BoundDefaults:
+    """``theory.bounds``: the stand-ins for fields a run does not report."""
+
+    precision: str = "bf16"
+    seq_len: float = 2048.0
+    micro_batch_sequences: float = 1.0
+    aspect_ratio: float = 128.0
+    blocks_per_layer: float = 2.0
+    attention_flops: bool = True
+    interleave: str = "max"
+    moe_expert_fraction: float = 0.67
+    moe_top_k: float = 2.0
+    tolerance: float = 0.005
+    hardware: Mapping[str, float] | None = None
+
+
+def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
+    get(params, "theory.bounds", dict)
+    base = BoundDefaults()
+    values = {}
+    for name in ("precision",):
+        values[name] = get(params, f"theory.bounds.{name}", str, default=getattr(base, name))
+    values["interleave"] = get(params, "theory.bounds.interleave", str, default=base.interleave)
+    values["attention_flops"] = get(params, "theory.bounds.attention_flops", bool,
+                                    default=base.attention_flops)
+    for name in ("seq_len", "micro_batch_sequences", "aspect_ratio", "blocks_per_layer",
+                 "moe_expert_fraction", "moe_top_k", "tolerance"):
+        values[name] = float(get(params, f"theory.bounds.{name}", (int, float),
+                                 default=getattr(base, name)))
+    hw = get(params, "theory.bounds.hardware", dict, default={})
+    for key, value in hw.items():
+        get(params, f"theory.bounds.hardware.{key}", (int, float))
+        if key not in _HW_COLUMNS:
+            raise ValueError(f"theory.bounds.hardware.{key}: not a hardware field")
+    values["hardware"] = {k: float(v) for k, v in hw.items()}
+    return BoundDefaults(**values)
+
+
+def _col(runs: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in runs.columns:
+        return np.full(len(runs), np.nan)
+    return pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float)
+
+
+def _text_col(runs: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in runs.columns:
+        return np.full(len(runs), None, dtype=object)
+    return runs[name].astype(object).where(runs[name].notna(), None).to_numpy()
+
+
+class _Notes:
+    """Per-run lists of assumed fields, joined with '; ' at the end."""
+
+    def __init__(self, n: int) -> None:
+        self.items: list[list[str]] = [[] for _ in range(n)]
+
+    def add(self, mask: np.ndarray, text) -> None:
+        for i in np.nonzero(mask)[0]:
+            self.items[i].append(text(i) if callable(text) else text)
+
+    def joined(self) -> list[str]:
+        return ["; ".join(x) for x in self.items]
+
+
+def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd.DataFrame:
+    """``bounds.parquet`` rows (plus diagnostic columns) for every run, in run_id order."""
+    _, const, _, latency = baseline_constants(params)
+    dflt = load_defaults(params)
+    n = len(runs)
+    notes = _Notes(n)
+    no_bound = np.zeros(n, bool)
+
+    # Hardware per run, from the catalog (unknown accelerator: no bound).
+    accel = _text_col(runs, "accelerator")
+    known = np.array([a is not None and a in catalog.hardware.index for a in accel], bool)
+    notes.add(~known, lambda i: f"no bound: accelerator {accel[i]!r} not in catalog")
+    no_bound |= ~known
+    precision = _text_col(runs, "precision")
+    missing_prec = np.array([p is None for p in precision])
+    notes.add(missing_prec & known, f"precision={dflt.precision}")
+    precision = np.where(missing_prec, dflt.precision, precision)
+    peak = np.full(n, np.nan)
+    width = np.full(n, np.nan)
+    hw_cols = {c: np.full(n, np.nan) for c in _HW_COLUMNS}
+    for i in np.nonzero(known)[0]:
+        value, used = catalog.peak_flops_per_s(accel[i], precision[i])
+        if value is not None:
+            peak[i] = value
+            width[i] = float(params["theory"]["bytes_per_value"].get(used, np.nan))
+        row = catalog.hardware.loc[accel[i]]
+        for c in _HW_COLUMNS:
+            hw_cols[c][i] = float(row[c]) if pd.notna(row[c]) else np.nan
+    run_peak = _col(runs, "peak_flops_per_s_per_accelerator")
+    use_run_peak = np.isnan(peak) & (run_peak > 0)
+    notes.add(use_run_peak, "peak_flops_per_s=run's stated peak (catalog has none)")
+    peak = np.where(use_run_peak, run_peak, peak)
+    width = np.where(np.isnan(width), bytes_per_value(params, dflt.precision), width)
+    notes.add(np.isnan(peak) & known, "no bound: no peak FLOP/s for this precision")
+    no_bound |= np.isnan(peak)
+    for c in _HW_COLUMNS:
+        gap = np.isnan(hw_cols[c]) & known
+        fill = (dflt.hardware or {}).get(c)
+        if fill is None:
+            notes.add(gap, f"no bound: catalog lacks {c}")
+            no_bound |= gap
+        else:
+            notes.add(gap, f"{c}={fill:g}")
+            hw_cols[c] = np.where(gap, fill, hw_cols[c])
+
+    # Model shape.
+    params_n = _col(runs, "params")
+    notes.add(~(params_n > 0), "no bound: params missing")
+    no_bound |= ~(params_n > 0)
+    active = _col(runs, "active_params")
+    notes.add(~(active > 0) & (params_n > 0), "active_params=params")
+    active = np.where(active > 0, active, params_n)
+    layers, d = _col(runs, "n_layers"), _col(runs, "d_model")
+    a = dflt.aspect_ratio
+    both = ~(layers > 0) & ~(d > 0)
+    layers = np.where(both, np.cbrt(active / (12.0 * a * a)), layers)
+    d = np.where(both, a * layers, d)
+    notes.add(both & (params_n > 0), f"n_layers,d_model from params at d/L={a:g}")
+    only_d = ~(d > 0) & (layers > 0)
+    d = np.where(only_d, np.sqrt(active / (12.0 * layers)), d)
+    notes.add(only_d, "d_model from params and n_layers (12 L d^2)")
+    only_l = ~(layers > 0) & (d > 0)
+    layers = np.where(only_l, active / (12.0 * d * d), layers)
+    notes.add(only_l, "n_layers from params and d_model (12 L d^2)")
+    seq = _col(runs, "seq_len")
+    notes.add(~(seq > 0) & ~no_bound, f"seq_len={dflt.seq_len:g}")
+    seq = np.where(seq > 0, seq, dflt.seq_len)
+
+    # Layout: cp and the replicas of ep fold into token parallelism; missing degrees are 1.
+    n_acc = _col(runs, "n_accelerators")
+    notes.add(~(n_acc >= 1), "no bound: n_accelerators missing")
+    no_bound |= ~(n_acc >= 1)
+    deg = {}
+    for name in ("tp", "pp", "cp", "ep"):
+        value = _col(runs, name)
+        notes.add(~(value >= 1) & ~no_bound, f"{name}=1")
+        deg[name] = np.where(value >= 1, value, 1.0)
+    tp, pp, cp, ep = deg["tp"], deg["pp"], deg["cp"], deg["ep"]
+    dp_stated = _col(runs, "dp")
+    dp = n_acc / (tp * pp * cp)
+    mismatch = (dp_stated >= 1) & (np.abs(dp_stated - dp) > 0.5)
+    notes.add(mismatch & ~no_bound, lambda i: f"dp={dp[i]:g} from n_accelerators (stated "
+              f"{dp_stated[i]:g})")
+    notes.add((cp > 1) & ~no_bound, "cp as token parallelism (KV exchange ignored)")
+    replicas = np.maximum(dp * cp, 1.0)
+    ep = np.minimum(ep, replicas)  # Megatron: the ep group lies inside the dp group
+    dp_eff = replicas / ep
+    moe = active < params_n * (1 - 1e-9)
+    f_exp = np.where(moe, dflt.moe_expert_fraction, 0.0)
+    notes.add(moe & ~no_bound, f"expert_fraction={dflt.moe_expert_fraction:g}, "
+              f"top_k={dflt.moe_top_k:g}")
+    ratio = params_n / np.where(active > 0, active, 1.0)
+    n_experts = np.where(moe, dflt.moe_top_k * (ratio - (1 - f_exp)) / np.maximum(f_exp, 1e-9),
+                         1.0)
+    zero = _col(runs, "zero_stage")
+    family = _text_col(runs, "strategy_family")
+    fsdp = np.array([f in ("fsdp", "hybrid_fsdp") for f in family])
+    notes.add(~(zero >= 0) & fsdp & ~no_bound, "zero_stage=3 (FSDP)")
+    notes.add(~(zero >= 0) & ~fsdp & ~no_bound, "zero_stage=1")
+    zero = np.where(zero >= 0, zero, np.where(fsdp, 3.0, 1.0))
+
+    # Batch and microbatches.
+    batch = _col(runs, "global_batch_tokens")
+    micro = _col(runs, "micro_batch")
+    notes.add(~(micro > 0) & ~no_bound, f"micro_batch={dflt.micro_batch_sequences:g}")
+    micro = np.where(micro > 0, micro, dflt.micro_batch_sequences)
+    no_batch = ~(batch > 0)
+    m_default = np.where(pp > 1, 4.0 * pp, 1.0)
+    batch = np.where(no_batch, replicas * micro * seq * m_default, batch)
+    notes.add(no_batch & ~no_bound, "global_batch_tokens=dp*micro_batch*seq_len*m (m=4 pp)")
+    m = np.maximum(batch / (replicas * micro * seq), 1.0)
+    if dflt.interleave == "max":
+        v = np.where((m >= pp) & (pp > 1), np.maximum(np.floor(layers / pp), 1.0), 1.0)
+    else:
+        v = np.ones(n)
+
+    ok = ~no_bound
+    safe = lambda x, fill=1.0: np.where(ok & np.isfinite(x), x, fill)  # noqa: E731
+    hw = Hardware(peak_flops_per_s=safe(peak), hbm_bytes_per_s=safe(hw_cols["hbm_bytes_per_s"]),
+                  scaleup_bytes_per_s=safe(hw_cols["scaleup_bytes_per_s"]),
+                  scaleup_domain_size=safe(hw_cols["scaleup_domain_size"]),
+                  scaleout_bytes_per_s=safe(hw_cols["scaleout_bytes_per_s"]),
+                  **{k: latency[k] for k in LATENCY_FIELDS})
+    attention = 12.0 * layers * d * seq if dflt.attention_flops else np.zeros(n)
+    shape = Shape(params=safe(params_n), active_params=safe(active), n_layers=safe(layers),
+                  d_model=safe(d), seq_len=safe(seq), expert_fraction=safe(f_exp, 0.0),
+                  top_k=dflt.moe_top_k, n_experts=safe(n_experts),
+                  attention_flop_per_token=safe(attention, 0.0))
+    layout = Layout(dp=safe(dp_eff), tp1=safe(tp), pp=safe(pp), ep=safe(ep),
+                    microbatches=safe(m), zero_stage=safe(zero, 1.0), interleave=safe(v))
+    run_const = replace(const, blocks_per_layer=dflt.blocks_per_layer)
+    cost = _cost_by_width(hw, shape, layout, safe(batch), run_const, safe(width, 2.0))
+    nan = np.where(ok, 1.0, np.nan)
+    out = pd.DataFrame({
+        "run_id": _text_col(runs, "run_id"),
+        "bound_mfu": np.minimum(cost.utilization, 1.0) * nan,
+        "t_compute_s": cost.t_compute_s * nan, "t_hbm_s": cost.t_hbm_s * nan,
+        "t_net_tp_s": cost.t_net_tp_s * nan, "t_net_dp_s": cost.t_net_dp_s * nan,
+        "t_net_pp_s": cost.t_net_pp_s * nan, "t_net_ep_s": cost.t_net_ep_s * nan,
+        "t_bubble_s": cost.t_bubble_s * nan, "t_latency_s": cost.t_latency_s * nan,
+        "binding": np.where(ok, np.asarray(COMPONENTS, dtype=object)[cost.binding], None),
+        "assumed": notes.joined(),
+        "t_step_s": cost.t_step_s * nan,
+        "peak_flops_per_s": np.where(ok, peak, np.nan),
+    })
+    return _compare(out, runs, dflt.tolerance)
+
+
+def _cost_by_width(hw: Hardware, shape: Shape, layout: Layout, batch: np.ndarray, const,
+                   width: np.ndarray):
+    """step_cost with a per-run bytes per value: evaluated once per distinct width."""
+    result = None
+    for w in np.unique(width):
+        cost = step_cost(hw, shape, layout, batch, replace(const, bytes_per_value=float(w)))
+        if result is None:
+            result = {k: np.array(np.broadcast_to(v, width.shape), dtype=np.asarray(v).dtype)
+                      for k, v in cost.__dict__.items()}
+        pick = width == w
+        for k, v in cost.__dict__.items():
+            result[k][pick] = np.broadcast_to(v, width.shape)[pick]
+    return type(cost)(**result)
+
+
+def _compare(out: pd.DataFrame, runs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
+    """Measured MFU (HFU where MFU is absent: HFU >= MFU, so the test is conservative) against
+    the ceiling; ``exceeds_bound`` where it is above by more than ``tolerance``."""
+    mfu, hfu = _col(runs, "mfu"), _col(runs, "hfu")
+    measured = np.where(np.isfinite(mfu), mfu, hfu)
+    kind = np.where(np.isfinite(mfu), "mfu", np.where(np.isfinite(hfu), "hfu", None))
+    out["measured_mfu"] = measured
+    out["measured_kind"] = kind
+    exceeds = np.isfinite(measured) & np.isfinite(out["bound_mfu"].to_numpy()) & (
+        measured > out["bound_mfu"].to_numpy() + tolerance)
+    out["exceeds_bound"] = exceeds
+    reasons = []
+    for i in range(len(out)):
+        if not exceeds[i]:
+            reasons.append(None)
+            continue
+        reasons.append(f"measured {kind[i]} {measured[i]:.3f} > bound {out['bound_mfu'].iat[i]:.3f}"
+                       f" (binding {out['binding'].iat[i]}; assumed: {out['assumed'].iat[i] or '-'})")
+    out["exceed_reason"] = reasons
+    return out.sort_values("run_id", kind="mergesort").reset_index(drop=True)

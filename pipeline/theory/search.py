@@ -1,0 +1,267 @@
+"""Frontier search: for a training compute C and duration T, the best layout that finishes.
+
+For each C the laws (``pipeline.theory.laws``) fix N, D, L, d and the batch B = B_crit(C); the
+search then looks over power-of-two layouts (tp1, tp2, pp, ep, microbatches m, dp) for the
+highest utilization whose training time S t_step is at most T. All layouts of all C values are
+evaluated together as flat numpy arrays; dp is found by a vectorised bisection, which is exact
+because for fixed other degrees the utilization never rises with dp (each component per step is
+a/dp + c(dp) with c non-decreasing, so dp t_step never falls), so the best feasible dp is the
+smallest feasible one. The step time falls with dp except for the slowly rising gradient
+reduction, so feasibility is tested at the largest dp first and the bisection keeps a dp only
+after evaluating it: a reported layout is always one that was evaluated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.theory import laws as lw
+from pipeline.theory.cost import COMPONENTS, step_cost
+from pipeline.theory.inputs import Layout, Shape
+from pipeline.theory.scenarios import Scenario
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """Best layout per training compute (arrays of the length of ``training_flop``)."""
+
+    training_flop: np.ndarray
+    utilization: np.ndarray
+    feasible: np.ndarray
+    train_time_s: np.ndarray
+    n_accelerators: np.ndarray
+    dp: np.ndarray
+    tp1: np.ndarray
+    tp2: np.ndarray
+    pp: np.ndarray
+    ep: np.ndarray
+    microbatches: np.ndarray
+    global_batch_tokens: np.ndarray
+    binding: np.ndarray  # component names
+    n_evaluations: int
+
+
+def model_for(flop: np.ndarray, scn: Scenario) -> dict[str, np.ndarray]:
+    """N, N_act, L, d, B, S for each C under the scenario's laws (MoE: rho applies to N_act)."""
+    n_act = lw.active_params(flop, scn.laws)
+    return {
+        "active_params": n_act,
+        "params": n_act * scn.moe.total_per_active,
+        "n_layers": lw.n_layers(flop, scn.laws),
+        "d_model": lw.d_model(flop, scn.laws),
+        "batch": lw.critical_batch_tokens(flop, scn.laws),
+        "steps": lw.optimizer_steps(flop, scn.laws),
+    }
+
+
+def _combos(scn: Scenario, model: dict) -> dict[str, np.ndarray]:
+    """Every (log2 tp1, log2 tp2, log2 pp, log2 m, log2 ep) the search may use at some C."""
+    top, width = scn.search.max_log2_degree, scn.search.min_shard_width
+    hidden = model["active_params"] / (2.0 * model["n_layers"] * model["d_model"])
+
+    def upto(limit: np.ndarray) -> np.ndarray:
+        return np.arange(int(min(top, np.floor(np.log2(max(float(np.max(limit)), 1.0))))) + 1)
+
+    tp1 = upto(hidden / width)
+    tp2 = upto(model["d_model"] / width) if scn.search.two_d_tp else np.zeros(1, int)
+    pp = upto(model["n_layers"])
+    ep = np.arange(int(np.log2(scn.moe.n_experts)) + 1) if scn.moe.expert_fraction > 0 else np.zeros(1, int)
+    # m = 1, or pp * 2^j for j = 0..log2(max_microbatches_per_stage): with interleaving m >= pp
+    # is needed, and m below pp only lengthens the bubble.
+    jmax = int(np.log2(scn.search.max_microbatches_per_stage))
+    mj = np.arange(-1, jmax + 1)  # -1 encodes m = 1
+    grid = np.meshgrid(tp1, tp2, pp, mj, ep, indexing="ij")
+    g = {k: a.ravel() for k, a in zip(("tp1", "tp2", "pp", "mj", "ep"), grid)}
+    log_m = np.where(g["mj"] < 0, 0, g["pp"] + np.maximum(g["mj"], 0))
+    keep = (g["pp"] > 0) | (g["mj"] < 0)  # pp = 1: only m = 1 (more microbatches gain nothing)
+    keep &= log_m <= top
+    out = {k: a[keep] for k, a in g.items()}
+    out["m"] = log_m[keep]
+    return out
+
+
+def _evaluate(scn: Scenario, model: dict, idx: np.ndarray, combo: dict, k: np.ndarray,
+              dp: np.ndarray):
+    """Step cost of layouts ``k`` (combo indices) with data-parallel degree ``dp``, C indices ``idx``."""
+    mdl = {key: val[idx] for key, val in model.items()}
+    tp1, tp2, pp = 2.0 ** combo["tp1"][k], 2.0 ** combo["tp2"][k], 2.0 ** combo["pp"][k]
+    m, ep = 2.0 ** combo["m"][k], 2.0 ** combo["ep"][k]
+    if scn.search.interleave == "max":
+        v = np.where(m >= pp, np.maximum(mdl["n_layers"] / pp, 1.0), 1.0)
+    else:
+        v = np.ones_like(m)
+    moe = scn.moe
+    shape = Shape(params=mdl["params"], active_params=mdl["active_params"],
+                  n_layers=mdl["n_layers"], d_model=mdl["d_model"],
+                  expert_fraction=moe.expert_fraction, top_k=moe.top_k, n_experts=moe.n_experts)
+    layout = Layout(dp=dp, tp1=tp1, tp2=tp2, pp=pp, ep=ep, microbatches=m,
+                    zero_stage=scn.search.zero_stage, interleave=v)
+    cost = step_cost(scn.hardware, shape, layout, mdl["batch"], scn.constants)
+    return cost, cost.t_step_s * mdl["steps"]
+
+
+def search(scn: Scenario, flop) -> Frontier:
+    """Best layout for each C in ``flop`` (1-D array), see the module docstring."""
+    flop = np.atleast_1d(np.asarray(flop, dtype=float))
+    model = model_for(flop, scn)
+    combo = _combos(scn, model)
+    s, q = scn.search, float(scn.search.dp_steps_per_octave)
+    hidden = model["active_params"] / (2.0 * model["n_layers"] * model["d_model"])
+    lt1, lt2, lpp = combo["tp1"][None, :], combo["tp2"][None, :], combo["pp"][None, :]
+    lm, lep = combo["m"][None, :], combo["ep"][None, :]
+    # Caps per (C, layout): shard widths, pp <= L, the smallest microbatch, G cap, memory.
+    ok = 2.0 ** lt1 <= (hidden / s.min_shard_width)[:, None]
+    ok &= 2.0 ** lt2 <= (model["d_model"] / s.min_shard_width)[:, None]
+    ok &= 2.0 ** lpp <= model["n_layers"][:, None]
+    # dp runs over floor(2^(j/q)), j = 0, 1, ...; hi: most replicas the batch allows.
+    log_dp_max = np.log2(model["batch"][:, None] / s.min_microbatch_tokens) - lm - lep
+    if s.max_accelerators > 0:
+        log_dp_max = np.minimum(log_dp_max, np.log2(s.max_accelerators) - lt1 - lt2 - lpp - lep)
+    hi = np.floor(q * np.minimum(log_dp_max, s.max_log2_degree) + 1e-9)
+    hi = np.where(np.isfinite(hi), hi, -1.0)
+    ok &= hi >= 0
+    # lo: a layout with fewer chips than C / (F T) cannot finish even at utilization 1.
+    g_min = flop / (float(np.asarray(scn.hardware.peak_flops_per_s)) * scn.duration_s)
+    lo = np.ceil(q * (np.log2(g_min)[:, None] - lt1 - lt2 - lpp - lep) - 1e-9)
+    if s.memory_check:
+        lo = np.maximum(lo, q * _memory_log2_dp(scn, model, combo))
+    lo = np.maximum(lo, 0.0)
+    worth = ok & (hi >= lo) & (_time_lower_bound(scn, model, combo, hi, q) <= scn.duration_s)
+    idx, k = np.nonzero(worth)
+    hi_j, lo_j = hi[idx, k], lo[idx, k]
+    # C values where every layout was pruned: keep the largest-G valid layout as a fallback.
+    orphan = ~worth.any(axis=1) & ok.any(axis=1)
+    if orphan.any():
+        size = np.where(ok, hi + q * (lt1 + lt2 + lpp + lep), -np.inf)[orphan]
+        o_idx, o_k = np.nonzero(orphan)[0], np.argmax(size, axis=1)
+        idx, k = np.concatenate([idx, o_idx]), np.concatenate([k, o_k])
+        hi_j = np.concatenate([hi_j, hi[o_idx, o_k]])
+        lo_j = np.concatenate([lo_j, hi[o_idx, o_k]])
+    duration = scn.duration_s
+
+    # Branch and bound. u falls with dp, so u at lo caps a layout's utilization; a layout
+    # feasible at lo is done. Infeasible at hi means infeasible at any dp.
+    lo_cost, time_lo = _evaluate(scn, model, idx, combo, k, _dp(lo_j, q))
+    hi_cost, time_hi = _evaluate(scn, model, idx, combo, k, _dp(hi_j, q))
+    n_eval = 2 * idx.size
+    at_lo = time_lo <= duration
+    feasible = (time_hi <= duration) | at_lo
+    f_idx, f_k = idx[feasible], k[feasible]
+    f_lo, f_hi = lo_j[feasible], np.where(at_lo, lo_j, hi_j)[feasible]
+    f_u = np.where(at_lo, lo_cost.utilization, hi_cost.utilization)[feasible]
+    cap = lo_cost.utilization[feasible]
+    best = np.full(flop.size, -np.inf)
+    np.maximum.at(best, f_idx, f_u)
+    # Bisect the most promising layouts of each C first (highest cap), so that the bound
+    # prunes the rest early; then everything whose cap still beats the best.
+    rank = _rank_within(f_idx, -cap)
+    for subset in (rank < _FIRST_ROUND, rank >= _FIRST_ROUND):
+        while True:
+            live = np.nonzero(subset & (f_lo < f_hi) & (cap > best[f_idx]))[0]
+            if live.size == 0:
+                break
+            mid = np.floor((f_lo[live] + f_hi[live]) / 2.0)
+            cost, t_mid = _evaluate(scn, model, f_idx[live], combo, f_k[live], _dp(mid, q))
+            n_eval += live.size
+            good = t_mid <= duration
+            u_mid = cost.utilization
+            f_hi[live] = np.where(good, mid, f_hi[live])
+            f_u[live] = np.where(good, u_mid, f_u[live])
+            f_lo[live] = np.where(good, f_lo[live], mid + 1.0)
+            cap[live] = np.where(good, cap[live], u_mid)
+            np.maximum.at(best, f_idx[live][good], u_mid[good])
+
+    # Pick per C: feasible -> highest utilization; none feasible -> the fastest layout at hi.
+    all_idx = np.concatenate([f_idx, idx])
+    all_k = np.concatenate([f_k, k])
+    all_j = np.concatenate([f_hi, hi_j])
+    all_feas = np.concatenate([np.ones(f_idx.size, bool), np.zeros(idx.size, bool)])
+    score = np.where(all_feas, np.concatenate([f_u, hi_cost.utilization]), -np.concatenate(
+        [np.zeros(f_idx.size), time_hi]))
+    order = np.lexsort((np.arange(all_idx.size), -score, ~all_feas, all_idx))
+    first = np.ones(order.size, bool)
+    first[1:] = all_idx[order][1:] != all_idx[order][:-1]
+    pick = order[first]
+    c, kk, dp = all_idx[pick], all_k[pick], _dp(all_j[pick], q)
+    chosen, chosen_time = _evaluate(scn, model, c, combo, kk, dp)
+    out = _empty(flop, model)
+    out["utilization"][c] = chosen.utilization
+    out["feasible"][c] = all_feas[pick]
+    out["train_time_s"][c] = chosen_time
+    out["dp"][c] = dp
+    for name in ("tp1", "tp2", "pp", "ep"):
+        out[name][c] = 2.0 ** combo[name][kk]
+    out["microbatches"][c] = 2.0 ** combo["m"][kk]
+    out["binding"][c] = np.asarray(COMPONENTS, dtype=object)[chosen.binding]
+    out["n_accelerators"] = out["dp"] * out["tp1"] * out["tp2"] * out["pp"] * out["ep"]
+    return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
+
+
+def _time_lower_bound(scn: Scenario, model: dict, combo: dict, hi: np.ndarray, q: float
+                      ) -> np.ndarray:
+    """A training time no layout of a (C, combo) cell can beat, at any dp: S times the larger of
+    the FLOP time at the largest dp and the weight traffic, plus the latency chain with every
+    TP collective taken at scale-up latency. Cells above T are skipped unevaluated."""
+    hw, const = scn.hardware, scn.constants
+    log_g = (hi / q + combo["tp1"] + combo["tp2"] + combo["pp"] + combo["ep"])
+    flop_step = 6.0 * model["active_params"] * model["batch"]
+    t_flop = flop_step[:, None] / (2.0 ** log_g * float(np.asarray(hw.peak_flops_per_s)))
+    tp = 2.0 ** (combo["tp1"] + combo["tp2"])[None, :]
+    pp, ep = 2.0 ** combo["pp"][None, :], 2.0 ** combo["ep"][None, :]
+    dense = model["active_params"][:, None] * (1.0 - scn.moe.expert_fraction)
+    local = dense / (tp * pp) + (model["params"][:, None] - dense) / (tp * pp * ep)
+    t_weights = (2.0 ** combo["m"])[None, :] * const.weight_passes * local \
+        * const.bytes_per_value / float(np.asarray(hw.hbm_bytes_per_s))
+    n_tp = (combo["tp1"] > 0).astype(float) + (combo["tp2"] > 0)
+    tau = (const.kernels_per_layer * float(np.asarray(hw.kernel_latency_s))
+           + 2.0 * const.blocks_per_layer * n_tp * float(np.asarray(hw.scaleup_latency_s)))
+    t_lat = model["n_layers"][:, None] * tau[None, :]
+    return model["steps"][:, None] * (np.maximum(t_flop, t_weights) + t_lat)
+
+
+_FIRST_ROUND = 16  # layouts per C bisected before the bound is applied to the rest
+
+
+def _rank_within(group: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Rank of each element by ``key`` (ascending) within its ``group`` (0 = first)."""
+    order = np.lexsort((np.arange(group.size), key, group))
+    sorted_group = group[order]
+    starts = np.r_[0, np.nonzero(sorted_group[1:] != sorted_group[:-1])[0] + 1]
+    run = np.zeros(group.size, dtype=np.int64)
+    run[starts[1:]] = starts[1:] - starts[:-1]
+    position = np.arange(group.size) - np.repeat(starts, np.diff(np.r_[starts, group.size]))
+    rank = np.empty(group.size, dtype=np.int64)
+    rank[order] = position
+    return rank
+
+
+def _dp(j: np.ndarray, q: float) -> np.ndarray:
+    """dp for grid index j: floor(2^(j/q)), so q = 1 gives the powers of two."""
+    return np.floor(2.0 ** (j / q) + 1e-9)
+
+
+def _empty(flop: np.ndarray, model: dict) -> dict:
+    n = flop.size
+    nan = np.full(n, np.nan)
+    return {"utilization": np.zeros(n), "feasible": np.zeros(n, bool),
+            "train_time_s": np.full(n, np.inf), "dp": nan.copy(), "tp1": nan.copy(),
+            "tp2": nan.copy(), "pp": nan.copy(), "ep": nan.copy(), "microbatches": nan.copy(),
+            "global_batch_tokens": model["batch"].copy(),
+            "binding": np.full(n, "none", dtype=object), "n_accelerators": nan.copy()}
+
+
+def _memory_log2_dp(scn: Scenario, model: dict, combo: dict) -> np.ndarray:
+    """Smallest log2 dp at which weights, gradients and optimizer states fit in HBM (ZeRO-1:
+    optimizer states split over dp * ep; activations assumed recomputed); inf where weights
+    and gradients alone do not fit."""
+    s, w = scn.search, scn.constants.bytes_per_value
+    tp = 2.0 ** (combo["tp1"] + combo["tp2"])[None, :]
+    pp, ep = 2.0 ** combo["pp"][None, :], 2.0 ** combo["ep"][None, :]
+    dense = model["active_params"][:, None] * (1.0 - scn.moe.expert_fraction)
+    local = dense / (tp * pp) + (model["params"][:, None] - dense) / (tp * pp * ep)
+    room = float(np.asarray(scn.hardware.hbm_bytes)) - 2.0 * w * local
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.log2(s.optimizer_bytes_per_param * local / (room * ep))
+    return np.where(room > 0, need, np.inf)

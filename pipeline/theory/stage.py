@@ -1,0 +1,85 @@
+"""The ``theory`` stage: per-run ceilings and the frontier of feasible training compute.
+
+Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``frontier.parquet``
+(ARCHITECTURE.md), ``reports/metrics/theory.json`` ({scenario: {knee_flop, wall_flop, ...}} plus
+``_bounds`` counts) and ``reports/plots/frontier.csv`` (scenario, training_flop, utilization).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from pipeline.catalog import load_catalog
+from pipeline.config import get
+from pipeline.io import write_json, write_parquet
+from pipeline.theory.bounds import compute_bounds
+from pipeline.theory.frontier import flop_grid, frontier_frame, headline
+from pipeline.theory.scenarios import load_scenarios
+from pipeline.theory.search import search
+
+
+def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
+    """Every scenario's frontier over the C grid, and its knee and wall."""
+    grid = flop_grid(float(get(params, "theory.frontier.min_flop", (int, float))),
+                     float(get(params, "theory.frontier.max_flop", (int, float))),
+                     int(get(params, "theory.frontier.points", int)))
+    fraction = float(get(params, "theory.frontier.knee_fraction", (int, float)))
+    steps = int(get(params, "theory.frontier.refine_steps", int))
+    frames, metrics = [], {}
+    for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
+                    leave=False):
+        front = search(scn, grid)
+        head = headline(scn, front, fraction, steps)
+        frames.append(frontier_frame(scn.name, front))
+        metrics[scn.name] = {
+            "knee_flop": head.knee_flop, "wall_flop": head.wall_flop,
+            "plateau_utilization": head.plateau_utilization,
+            "knee_utilization": head.knee_utilization,
+            "wall_beyond_grid": head.wall_beyond_grid,
+            "accelerator": scn.accelerator, "precision": scn.precision,
+            "layout_evaluations": front.n_evaluations + head.n_evaluations,
+        }
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame.sort_values(["scenario", "training_flop"], kind="mergesort")
+    return frame.reset_index(drop=True), metrics
+
+
+def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_dir: Path,
+        metrics_path: Path, plots_dir: Path) -> None:
+    """Stage entry point (see ``pipeline/__main__.py``)."""
+    catalog = load_catalog(catalog_dir)
+    frontier, metrics = run_frontier(params, catalog)
+    runs = pd.read_parquet(runs_path)
+    bounds = compute_bounds(runs, catalog, params)
+    out_dir, plots_dir = Path(out_dir), Path(plots_dir)
+    write_parquet(bounds, out_dir / "bounds.parquet")
+    write_parquet(frontier, out_dir / "frontier.parquet")
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    plot = frontier.loc[:, ["scenario", "training_flop", "utilization"]]
+    plot.to_csv(plots_dir / "frontier.csv", index=False, float_format="%.6g",
+                lineterminator="\n")
+    has_bound = bounds["bound_mfu"].notna()
+    exceed = bounds.loc[bounds["exceeds_bound"], ["run_id", "exceed_reason"]]
+    metrics["_bounds"] = {
+        "runs": int(len(bounds)),
+        "with_bound": int(has_bound.sum()),
+        "without_bound": int((~has_bound).sum()),
+        "with_measurement": int((has_bound & bounds["measured_mfu"].notna()).sum()),
+        "exceeding_bound": int(bounds["exceeds_bound"].sum()),
+        "exceeding_runs": dict(zip(exceed["run_id"], exceed["exceed_reason"])),
+        "median_fraction_of_bound": _median(bounds["measured_mfu"] / bounds["bound_mfu"]),
+        "binding_counts": {str(k): int(v) for k, v in
+                           bounds.loc[has_bound, "binding"].value_counts().sort_index().items()},
+    }
+    write_json(metrics, metrics_path)
+
+
+def _median(values: pd.Series) -> float:
+    values = values.replace([np.inf, -np.inf], np.nan).dropna()
+    return float(values.median()) if len(values) else float("nan")

@@ -1,0 +1,242 @@
+"""Synthetic upstream outputs for the compare/report/notebook tests.
+
+``build(root)`` writes every file the compare and report stages read (``runs``, ``rejects``,
+``series``, ``fits``, ``extrapolation``, ``bounds``, ``frontier`` parquet files and the ingest, fit
+and theory metrics), with the contract columns of ARCHITECTURE.md and ``pipeline/schema.py``. The
+numbers are shaped after published behaviour (ZeRO-3 collapsing under strong scaling, PTD-P
+holding, weak scaling nearly flat) but are SYNTHETIC: they exist only to exercise the code, and
+the series below follow exact laws so tests can assert recovered values.
+
+Not a test module (no ``test_`` prefix); imported by ``tests/test_compare*.py`` and friends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline.io import write_json, write_parquet
+from pipeline.schema import RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA
+
+PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
+ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
+            "TPU-v4": "TPU-v4", "B200": "B200-SXM-180GB"}
+
+# (series_id, source, model, params, family, strategy_family, scaling, n list, mfu(n) callable)
+SERIES_SPECS = [
+    ("syn/zero3-175b-a100-strong", "megatron2021", "GPT-175B", 175e9, "A100", "fsdp", "strong",
+     [384, 768, 1536], lambda n: 0.46 * (n / 384.0) ** -0.85),
+    ("syn/ptdp-175b-a100-strong", "megatron2021", "GPT-175B", 175e9, "A100", "tp_pp", "strong",
+     [384, 768, 1536], lambda n: 0.49 * (n / 384.0) ** -0.06),
+    ("syn/llama70b-h100-weak", "nvidia_dgxc2024", "Llama 3.1 70B", 70e9, "H100", "3d", "weak",
+     [64, 128, 256, 512, 1024, 2048], lambda n: 0.541 * (n / 64.0) ** -0.004),
+    ("syn/8b-h100-strong", "ultrascale_playbook2025", "Llama 8B", 8e9, "H100", "hybrid_fsdp",
+     "strong", [8, 16, 32, 64, 128, 256, 512], lambda n: 0.452 * (n / 8.0) ** -0.21),
+]
+
+
+NOISE = (0.0, 0.01, -0.01, 0.005, -0.005, 0.0, 0.01)
+
+
+def _run_id(*parts: object) -> str:
+    return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
+def _run(source: str, model: str, params: float, family: str, n: int, mfu: float, *,
+         strategy_family: str, scaling: str, series_id: str | None, status: str = "ok",
+         **extra: object) -> dict:
+    peak = PEAK[family]
+    flops_per_token = 6.0 * params
+    model_flops = mfu * peak * n if status == "ok" else np.nan
+    row = {c: None for c, _, _ in RUN_COLUMNS}
+    row.update(
+        run_id=_run_id(source, model, family, n, strategy_family, status), source=source,
+        source_kind="published", citation=f"synthetic {source} table", model=model,
+        params=params, active_params=params, n_layers=80, d_model=8192, seq_len=4096,
+        accelerator=ACCEL_ID[family], accelerator_family=family, n_accelerators=n,
+        accelerators_per_node=4 if family.startswith("TPU") else 8, precision="bf16",
+        peak_flops_per_s_per_accelerator=peak, dp=max(n // 8, 1), tp=8, pp=1, cp=1, ep=1,
+        zero_stage=3 if strategy_family == "fsdp" else 1, micro_batch=1,
+        global_batch_tokens=4.0e6 if scaling != "weak" else 4096.0 * n, strategy=strategy_family,
+        strategy_family=strategy_family, tokens_per_s=model_flops / flops_per_token,
+        tokens_per_s_per_accelerator=model_flops / flops_per_token / n, model_flops_per_s=model_flops,
+        mfu=mfu if status == "ok" else np.nan, hfu=np.nan, step_time_s=np.nan,
+        time_to_train_s=np.nan, inverse_time_to_train_per_s=np.nan, power_w_per_accelerator=np.nan,
+        energy_j_per_token=np.nan, scaling=scaling, series_id=series_id, status=status,
+        derived="tokens_per_s;model_flops_per_s", notes="synthetic",
+        provenance=f"tests/synthetic_upstream.py:{source}",
+    )
+    row.update(extra)
+    return row
+
+
+def make_runs() -> pd.DataFrame:
+    rows = []
+    for sid, source, model, params, family, strat, scaling, ns, law in SERIES_SPECS:
+        for i, n in enumerate(ns):
+            # A fixed +-1% wobble (not random: tests stay deterministic) so fits have residuals.
+            mfu_of = (lambda n, law=law, i=i: law(n) * (1.0 + NOISE[i % len(NOISE)]))
+            extra = {}
+            if sid.startswith("syn/8b"):  # power measured on this series only
+                power = 600.0 * (1.0 - 0.06 * np.log2(n / 8.0) / 6.0)
+                tps = mfu_of(n) * PEAK[family] / (6.0 * params)
+                extra = {"power_w_per_accelerator": power, "energy_j_per_token": power / tps}
+            rows.append(_run(source, model, params, family, n, mfu_of(n), strategy_family=strat,
+                             scaling=scaling, series_id=sid, **extra))
+    rows += [
+        _run("palm2022", "PaLM 540B", 540e9, "TPU-v4", 6144, 0.462, strategy_family="3d",
+             scaling="single", series_id=None),
+        _run("palm2022", "GPT-3", 175e9, "V100", 10000, 0.213, strategy_family="tp_pp",
+             scaling="single", series_id=None),
+        _run("synthetic_b200", "Llama 70B", 70e9, "B200", 512, 0.38, strategy_family="3d",
+             scaling="single", series_id=None),
+        _run("ultrascale_playbook2025", "Llama 80B", 80e9, "H100", 16, 0.0,
+             strategy_family="hybrid_fsdp", scaling="sweep", series_id=None, status="oom"),
+        _run("mlperf", "gpt3", 175e9, "H100", 512, 0.40, strategy_family="3d", scaling="single",
+             series_id=None, source_kind="mlperf", time_to_train_s=3000.0,
+             inverse_time_to_train_per_s=1 / 3000.0),
+    ]
+    df = pd.DataFrame(rows, columns=[c for c, _, _ in RUN_COLUMNS])
+    return df.sort_values("run_id").reset_index(drop=True)
+
+
+def make_series(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for sid, g in runs.dropna(subset=["series_id"]).groupby("series_id"):
+        first = g.iloc[0]
+        rows.append(dict(series_id=sid, source=first.source, model=first.model,
+                         accelerator=first.accelerator, precision="bf16",
+                         strategy_family=first.strategy_family, scaling=first.scaling,
+                         n_points=len(g), n_distinct=g.n_accelerators.nunique(),
+                         n_min=int(g.n_accelerators.min()), n_max=int(g.n_accelerators.max()),
+                         y_metric="model_flops_per_s"))
+    return pd.DataFrame(rows).sort_values("series_id").reset_index(drop=True)
+
+
+def _power_fit(n: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    b, loga = np.polyfit(np.log(n), np.log(y), 1)
+    return float(np.exp(loga)), float(b)
+
+
+def make_fits(runs: pd.DataFrame, series: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    fits, extra = [], []
+    for sid in series.series_id:
+        g = runs[runs.series_id == sid].sort_values("n_accelerators")
+        n, y = g.n_accelerators.to_numpy(float), g.model_flops_per_s.to_numpy(float)
+        a, b = _power_fit(n, y)
+        for law, shift in (("power", 0.0), ("amdahl", 1.5), ("usl", 3.0), ("comm", 4.0)):
+            fits.append(dict(series_id=sid, law=law, y_metric="model_flops_per_s",
+                             params=json.dumps({"a": a, "b": b}), stderr=json.dumps({"a": 0.0}),
+                             ci_low=json.dumps({"b": b - 0.01}), ci_high=json.dumps({"b": b + 0.01}),
+                             aicc=-20.0 + shift, bic=-19.0 + shift, r2=0.99, n_points=len(g),
+                             converged=True, note="synthetic", n_peak=np.nan,
+                             n_half_efficiency=np.nan))
+        if len(g) < 4:
+            continue
+        for law, bias in (("power", 1.00), ("amdahl", 0.93), ("usl", 0.90), ("comm", 1.05)):
+            for k in (1, 2):
+                a_k, b_k = _power_fit(n[:-k], y[:-k])
+                for nt, yt in zip(n[-k:], y[-k:]):
+                    pred = bias * a_k * nt ** b_k
+                    lo, hi = pred * 0.9, pred * 1.1
+                    extra.append(dict(series_id=sid, source=g.source.iloc[0], law=law, k=k,
+                                      n_train_max=int(n[-k - 1]), n_target=int(nt),
+                                      y_metric="model_flops_per_s", actual=yt, predicted=pred,
+                                      pi_low=lo, pi_high=hi, ape=abs(pred - yt) / yt,
+                                      covered=bool(lo <= yt <= hi)))
+    f = pd.DataFrame(fits).sort_values(["series_id", "law"]).reset_index(drop=True)
+    e = pd.DataFrame(extra).sort_values(["series_id", "law", "k", "n_target"]).reset_index(drop=True)
+    return f, e
+
+
+def make_bounds(runs: pd.DataFrame) -> pd.DataFrame:
+    """Ceilings a little above each measurement; the FSDP series is network-bound."""
+    rows = []
+    for r in runs.itertuples():
+        if r.status != "ok":
+            continue
+        t_compute = 1.0  # normalised: one second of pure arithmetic at peak
+        bound = min(0.95, (r.mfu or 0.3) * 1.6)
+        fsdp = r.strategy_family == "fsdp"
+        t_step = t_compute / bound
+        rows.append(dict(run_id=r.run_id, bound_mfu=bound, t_compute_s=t_compute,
+                         t_hbm_s=0.5 * t_compute, t_net_tp_s=0.2, t_net_dp_s=t_step if fsdp else 0.3,
+                         t_net_pp_s=0.05, t_net_ep_s=0.0, t_bubble_s=0.0 if fsdp else 0.1 * (t_step - 1),
+                         t_latency_s=0.01, binding="net_dp" if fsdp else "compute",
+                         assumed="micro_batch"))
+    return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True)
+
+
+def make_frontier() -> tuple[pd.DataFrame, dict]:
+    rows, theory = [], {}
+    for scen, knee, wall in (("dense_h100_baseline", 2e28, 2e31), ("aggressive_batch", 3e29, 4e32)):
+        for c in np.logspace(24, 33, 37):
+            feasible = c <= wall
+            u = 0.8 if c <= knee else 0.8 * (knee / c) ** 0.35
+            rows.append(dict(scenario=scen, training_flop=float(c),
+                             utilization=float(u) if feasible else np.nan,
+                             n_accelerators=int(c / (989e12 * 0.8 * 7.776e6)) + 1, dp=64, tp=8, pp=16,
+                             ep=1, microbatches=64, global_batch_tokens=4.2e6,
+                             binding="compute" if c <= knee else "latency", feasible=bool(feasible)))
+        theory[scen] = {"knee_flop": knee, "wall_flop": wall}
+    return pd.DataFrame(rows).sort_values(["scenario", "training_flop"]).reset_index(drop=True), theory
+
+
+def make_rejects() -> pd.DataFrame:
+    return pd.DataFrame([
+        dict(source="megatron2021", path="data/raw/published/megatron2021.csv", line=7,
+             record="{...}", reason="unit_slip: mfu 43 is not a fraction"),
+        dict(source="mlperf", path="data/raw/mlperf/x/result_0.txt", line=0, record="",
+             reason="truncated_log: no run_stop"),
+        dict(source="mlperf", path="data/raw/mlperf/x/result_1.txt", line=0, record="",
+             reason="truncated_log: no run_stop"),
+        dict(source="palm2022", path="data/raw/published/palm2022.csv", line=3, record="{...}",
+             reason="unknown_accelerator: 'TPU v9'"),
+    ])
+
+
+def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
+    """Build the synthetic upstream under ``root`` and run compare and report on it."""
+    from pipeline.compare import run as compare_run
+    from pipeline.config import load_params
+    from pipeline.report.stage import run as report_run
+
+    params = params or load_params()
+    paths = build(root / "processed", root / "metrics")
+    compare_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
+                out_dir=paths["processed"], metrics_path=paths["metrics"] / "compare.json",
+                plots_dir=root / "plots")
+    report_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
+               out_dir=root / "reports")
+    return {**paths, "reports": root / "reports", "plots": root / "plots"}
+
+
+def build(processed: Path, metrics: Path) -> dict[str, Path]:
+    """Write all upstream files under ``processed`` and ``metrics``; return their paths."""
+    processed, metrics = Path(processed), Path(metrics)
+    runs = make_runs()
+    series = make_series(runs)
+    fits, extra = make_fits(runs, series)
+    frontier, theory = make_frontier()
+    write_parquet(runs, processed / "runs.parquet", schema=RUNS_SCHEMA)
+    write_parquet(make_rejects(), processed / "rejects.parquet")
+    write_parquet(series, processed / "series.parquet", schema=SERIES_SCHEMA)
+    write_parquet(fits, processed / "fits.parquet")
+    write_parquet(extra, processed / "extrapolation.parquet")
+    write_parquet(make_bounds(runs), processed / "bounds.parquet")
+    write_parquet(frontier, processed / "frontier.parquet")
+    by_law = {}
+    for law, g in extra.groupby("law"):
+        by_law[law] = {"median_ape": float(g.ape.median()), "p90_ape": float(g.ape.quantile(0.9)),
+                       "coverage": float(g.covered.mean()), "n": int(len(g))}
+    write_json({"default_law": "power", "laws": by_law, "n_series_fitted": int(len(series)),
+                "hardware_regression": {"slope": -0.05, "intercept": 0.6, "r2": 0.5, "n": 12}},
+               metrics / "fit.json")
+    write_json(theory, metrics / "theory.json")
+    write_json({"n_runs": int(len(runs)), "n_rejects": 4, "n_series": int(len(series))},
+               metrics / "ingest.json")
+    return {"processed": processed, "metrics": metrics}

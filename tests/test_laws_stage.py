@@ -1,0 +1,213 @@
+"""The fit stage end to end on synthetic runs/series, extrapolation splits, cross-series models."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.config import ConfigError, load_params
+from pipeline.io import write_parquet
+from pipeline.laws.crossseries import cross_series
+from pipeline.laws.extrapolation import holdout_split, point_ape
+from pipeline.laws.stage import run
+from synthetic_upstream import make_runs, make_series
+
+PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
+                  "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
+                  "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True,
+                  "catalog_dir": "does/not/exist"}}
+
+
+def _upstream(tmp_path: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
+    runs = make_runs()
+    # A USL-shaped series with replicates (MLPerf-like) and a failed run, and a 2-point series.
+    rows = []
+    template = runs.iloc[0].to_dict()
+    rng = np.random.default_rng(0)
+    for n in (8, 16, 32, 64, 128, 256):
+        for rep in range(3):
+            y = 5e13 * n / (1 + 0.02 * (n - 1) + 2e-4 * n * (n - 1)) * np.exp(rng.normal(0, 0.02))
+            rows.append({**template, "run_id": f"usl-{n}-{rep}", "series_id": "syn/usl-reps",
+                         "n_accelerators": n, "model_flops_per_s": y, "tokens_per_s": y / 6e9,
+                         "scaling": "strong", "status": "ok"})
+    rows.append({**template, "run_id": "usl-oom", "series_id": "syn/usl-reps",
+                 "n_accelerators": 512, "model_flops_per_s": np.nan, "status": "oom"})
+    for n in (8, 16, 32, 64, 128):
+        rows.append({**template, "run_id": f"pow-{n}", "series_id": "syn/exact-power",
+                     "n_accelerators": n, "model_flops_per_s": 1e14 * n**0.8, "status": "ok"})
+    for n in (8, 16):
+        rows.append({**template, "run_id": f"two-{n}", "series_id": "syn/two-points",
+                     "n_accelerators": n, "model_flops_per_s": 1e14 * n, "status": "ok"})
+    runs = pd.concat([runs, pd.DataFrame(rows)], ignore_index=True)
+    series = make_series(runs[runs.status == "ok"])
+    runs_path, series_path = tmp_path / "runs.parquet", tmp_path / "series.parquet"
+    write_parquet(runs, runs_path)
+    write_parquet(series, series_path)
+    return runs_path, series_path, runs, series
+
+
+def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
+    runs_path, series_path, _, _ = _upstream(tmp_path)
+    out = tmp_path / tag
+    metrics = run(params, runs_path=runs_path, series_path=series_path, out_dir=out,
+                  metrics_path=out / "fit.json", plots_dir=out / "plots")
+    return metrics, out
+
+
+def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
+    metrics, out = _run(tmp_path, PARAMS)
+    fits = pd.read_parquet(out / "fits.parquet")
+    extra = pd.read_parquet(out / "extrapolation.parquet")
+    contract_fits = {"series_id", "law", "y_metric", "params", "stderr", "ci_low", "ci_high",
+                     "aicc", "bic", "r2", "n_points", "converged", "note", "n_peak",
+                     "n_half_efficiency"}
+    assert contract_fits <= set(fits.columns)
+    assert {"series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "actual",
+            "predicted", "pi_low", "pi_high", "ape", "covered"} <= set(extra.columns)
+    series = pd.read_parquet(tmp_path / "series.parquet")
+    # every series x law has exactly one row
+    assert len(fits) == 4 * len(series)
+    assert not fits.duplicated(["series_id", "law"]).any()
+    two = fits[fits.series_id == "syn/two-points"]
+    assert (~two.converged).all() and two.note.str.contains("2 distinct N").all()
+    usl = fits[(fits.series_id == "syn/usl-reps") & (fits.law == "usl")].iloc[0]
+    assert usl.converged and usl.n_points == 18
+    assert "not ok" in usl.note  # the oom run is counted, not silently lost
+    params = json.loads(usl.params)
+    assert params["sigma"] == pytest.approx(0.02, abs=0.02)
+    assert params["kappa"] == pytest.approx(2e-4, rel=0.5)
+    assert usl.n_peak == pytest.approx(np.sqrt(0.98 / 2e-4), rel=0.3)
+    # USL is the true law of this series (comm nests it: USL is comm with t_lat = 0), so USL is
+    # within 2 AICc of the best and the power law, which has no peak, far behind.
+    assert usl.delta_aicc < 2.0
+    power = fits[(fits.series_id == "syn/usl-reps") & (fits.law == "power")].iloc[0]
+    assert power.delta_aicc > 10.0
+    # fitted efficiency halves where the closed form says: E(N) = 1/(1+s(N-1)+kN(N-1)) relative
+    assert np.isfinite(usl.n_half_efficiency) and 8 < usl.n_half_efficiency < 256
+    assert metrics["default_law"] in {"power", "amdahl", "usl", "comm"}
+    on_disk = json.loads((out / "fit.json").read_text())
+    assert on_disk["default_law"] == metrics["default_law"]
+    assert set(on_disk["extrapolation"]) == {"power", "amdahl", "usl", "comm"}
+    assert (out / "plots" / "fit_extrapolation.csv").exists()
+    eff = pd.read_csv(out / "plots" / "fit_efficiency.csv")
+    first = eff.sort_values("n_accelerators").groupby("series_id").first()
+    assert np.allclose(first.efficiency, 1.0)
+
+
+def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
+    _, out = _run(tmp_path, PARAMS)
+    extra = pd.read_parquet(out / "extrapolation.parquet")
+    usl = extra[(extra.series_id == "syn/usl-reps") & (extra.law == "usl")]
+    # k=1 holds out the 3 replicates at N=256; k=2 those at 128 and 256
+    assert sorted(usl[usl.k == 1].n_target) == [256] * 3
+    assert sorted(usl[usl.k == 2].n_target) == [128] * 3 + [256] * 3
+    assert (usl[usl.k == 2].n_train_max == 64).all()
+    ok = usl[np.isfinite(usl.predicted)]
+    assert np.allclose(ok.ape, (ok.predicted - ok.actual).abs() / ok.actual)
+    assert (ok.covered == ((ok.pi_low <= ok.actual) & (ok.actual <= ok.pi_high))).all()
+    # 3-point series are fitted but never extrapolated
+    assert not extra.series_id.str.contains("zero3").any()
+    # the exact synthetic power-law series is predicted exactly by the power law
+    power = extra[(extra.series_id == "syn/exact-power") & (extra.law == "power")]
+    assert len(power) == 3 and (power.ape < 1e-6).all()
+
+
+def test_stage_is_deterministic(tmp_path: Path) -> None:
+    _run(tmp_path, PARAMS, "a")
+    _run(tmp_path, PARAMS, "b")
+    for name in ("fits.parquet", "extrapolation.parquet", "cross_series.parquet", "fit.json",
+                 "plots/fit_extrapolation.csv", "plots/fit_efficiency.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("laws", ["power", "gustafson"], "fit.laws"),
+    ("holdout_k", [0], "fit.holdout_k"),
+    ("interval", 1.5, "fit.interval"),
+    ("scale", "sqrt", "fit.scale"),
+    ("min_distinct_n", "three", "fit.min_distinct_n"),
+])
+def test_broken_config_names_the_field(tmp_path: Path, field: str, value: object,
+                                       match: str) -> None:
+    params = copy.deepcopy(PARAMS)
+    params["fit"][field] = value
+    with pytest.raises(ConfigError, match=match):
+        _run(tmp_path, params)
+
+
+def test_project_params_are_valid(tmp_path: Path) -> None:
+    fit_params = load_params()["fit"]
+    assert set(PARAMS["fit"]) == set(fit_params)
+    _run(tmp_path, {"fit": {**fit_params, "catalog_dir": "does/not/exist"}})
+
+
+def test_holdout_split_uses_distinct_n() -> None:
+    n = np.array([8, 8, 16, 16, 32, 64, 64, 64], dtype=float)
+    train, test = holdout_split(n, 1)
+    assert sorted(n[test]) == [64, 64, 64] and sorted(n[train]) == [8, 8, 16, 16, 32]
+    train, test = holdout_split(n, 2)
+    assert sorted(n[test]) == [32, 64, 64, 64]
+    assert np.allclose(point_ape(np.array([100.0, 200.0]), np.array([110.0, 150.0])), [0.1, 0.25])
+
+
+def test_cross_series_recovers_mfu_per_doubling() -> None:
+    # Six sources, strong scaling loses 3 MFU points per doubling, weak 0.5.
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(6):
+        for scaling, slope in (("strong", -3.0), ("weak", -0.5)):
+            for n in (8, 16, 32, 64, 128, 256, 512):
+                mfu = (50.0 + 2 * s + slope * np.log2(n) + rng.normal(0, 0.5)) / 100
+                rows.append(dict(run_id=f"{s}{scaling}{n}", source=f"src{s}", status="ok",
+                                 scaling=scaling, mfu=mfu, n_accelerators=n, params=7e10,
+                                 accelerator="H100-SXM5-80GB", accelerator_family="H100",
+                                 strategy_family="3d" if s % 2 else "fsdp",
+                                 peak_flops_per_s_per_accelerator=989e12))
+    table, headline = cross_series(pd.DataFrame(rows), Path("does/not/exist"), 0.95)
+    d = headline["doubling"]
+    assert d["n_clusters"] == 6 and d["cov_type"] == "cluster(source)"
+    for scaling, slope in (("strong", -3.0), ("weak", -0.5)):
+        est = d[scaling]
+        assert est["ci_low"] < slope < est["ci_high"]
+        assert est["mfu_points_per_doubling"] == pytest.approx(slope, abs=0.2)
+    assert "catalog unavailable" in headline["hardware"]["note"]
+    assert set(table.model) == {"doubling"}
+
+
+class _FakeCatalog:
+    """Bandwidths for four accelerator types (test values, not catalog data)."""
+
+    HBM = {"A": 1e12, "B": 2e12, "C": 4e12, "D": 8e12}
+
+    def spec(self, accelerator_id: str) -> dict:
+        return {"hbm_bytes_per_s": self.HBM[accelerator_id], "scaleout_bytes_per_s": None}
+
+
+def test_hardware_model_recovers_ratio_slope(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.catalog
+
+    monkeypatch.setattr(pipeline.catalog, "load_catalog", lambda _dir: _FakeCatalog())
+    rng = np.random.default_rng(1)
+    rows = []
+    for s in range(5):
+        for acc, hbm in _FakeCatalog.HBM.items():
+            peak = 1e15
+            for n in (64, 256, 1024):
+                ratio = np.log2(peak / hbm)
+                mfu = (90.0 - 5.0 * ratio - 1.0 * np.log2(n) + rng.normal(0, 0.5)) / 100
+                rows.append(dict(run_id=f"{s}{acc}{n}", source=f"src{s}", status="ok",
+                                 scaling="strong", mfu=mfu, n_accelerators=n, params=7e10,
+                                 accelerator=acc, accelerator_family=acc, strategy_family="3d",
+                                 peak_flops_per_s_per_accelerator=peak))
+    table, headline = cross_series(pd.DataFrame(rows), Path("fake"), 0.95)
+    hbm = headline["hardware"]["hbm"]
+    assert hbm["n_accelerator_types"] == 4
+    assert hbm["ci_low"] < -5.0 < hbm["ci_high"]
+    assert hbm["mfu_points_per_doubling_of_ratio"] == pytest.approx(-5.0, abs=0.3)
+    assert "too few" in headline["hardware"]["scaleout"]["note"]
+    assert "hardware_hbm" in set(table.model)

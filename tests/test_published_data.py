@@ -1,0 +1,331 @@
+"""The published tables in data/raw/published: format v1, honest values, exact MLPerf accounting.
+
+Comparisons against ../shared/reference-data skip when it is absent (``reference_data`` fixture).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import importlib.util
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT / "data" / "raw" / "published"
+README = PUBLISHED / "README.md"
+REQUIRED = ("source", "citation", "model", "params_b", "accelerator", "n_accelerators")
+MLPERF_LLM = ("gpt3", "llama2_70b_lora", "llama31_405b", "llama31_8b")
+FILES = sorted(p.name for p in PUBLISHED.glob("*.csv"))
+
+
+def _load_converter():
+    spec = importlib.util.spec_from_file_location("transcribe_reference",
+                                                  ROOT / "scripts" / "transcribe_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tr = _load_converter()
+
+
+@functools.lru_cache(maxsize=None)
+def rows_of(name: str) -> list[dict[str, str]]:
+    with open(PUBLISHED / name, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@functools.lru_cache(maxsize=None)
+def reference_rows(ref_dir: Path, name: str) -> list[dict[str, str]]:
+    return tr.read_reference(ref_dir, name)
+
+
+@functools.lru_cache(maxsize=None)
+def regenerated(ref_dir: Path) -> dict[str, list[dict]]:
+    return tr.converted(ref_dir)
+
+
+def f(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+# --- format --------------------------------------------------------------------------------
+
+
+def test_expected_sources_present():
+    expected = {"fernandez2024", "megatron2021", "llama3", "palm2022", "opt2022", "bloom2022",
+                "torchtitan2024", "nvidia_dgxc2024", "ultrascale_playbook2025_all_configs",
+                "ultrascale_playbook2025", "mlperf_training"}
+    assert expected <= {Path(n).stem for n in FILES}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_columns_required_and_documented(name):
+    with open(PUBLISHED / name, newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+    assert set(REQUIRED) <= set(header)
+    assert list(header[: len(tr.V1_COLUMNS)]) == list(tr.V1_COLUMNS)
+    readme = README.read_text(encoding="utf-8")
+    for column in header:
+        assert f"`{column}`" in readme, f"{column} of {name} is not documented in README.md"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_row_names_source_and_citation(name):
+    rows = rows_of(name)
+    assert rows
+    stem = Path(name).stem
+    for row in rows:
+        assert row["source"] and row["citation"]
+        assert stem.startswith(row["source"]) or row["source"] == "mlperf_training"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_vocabularies_and_fractions(name):
+    for row in rows_of(name):
+        assert row["status"] in ("", "ok", "oom", "error", "aborted", "no_run_stop", "missing_file")
+        assert row["scaling"] in ("", "strong", "weak", "single", "sweep")
+        assert row["precision"] in ("", "bf16", "fp16", "fp8", "fp32")
+        assert row.get("record_kind", "run") in ("run", "claim", "statistic", "microbenchmark")
+        for col in ("mfu", "hfu"):
+            if row[col]:
+                assert 0.0 < float(row[col]) <= 1.0, (name, col, row[col])
+        for col in ("tokens_per_s", "tokens_per_s_per_accelerator", "step_time_s",
+                    "time_to_train_s", "n_accelerators", "params_b"):
+            if row[col]:
+                assert float(row[col]) > 0.0, (name, col, row[col])
+        for col in row["derived"].split(";") if row["derived"] else ():
+            assert col in row and row[col] != "", f"{name}: derived names empty column {col}"
+
+
+# --- values against the reference data -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_converter_reproduces_committed_file_byte_for_byte(reference_data, name):
+    rows = regenerated(reference_data)[name]
+    assert tr.render(rows) == (PUBLISHED / name).read_text(encoding="utf-8")
+
+
+# (output column, reference column) pairs copied without change by every published converter.
+COPIED = (("params_b", "params_b"), ("n_accelerators", "n_gpus"), ("mfu", "mfu"),
+          ("tokens_per_s_per_accelerator", "tokens_per_s_per_gpu"), ("step_time_s", "step_time_s"),
+          ("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("seq_len", "seq_len"))
+
+
+@pytest.mark.parametrize("name", [n for n in FILES if n != "mlperf_training.csv"])
+def test_values_match_reference_rows(reference_data, name):
+    for row in rows_of(name):
+        ref_file, line = row["reference_row"].rsplit(":", 1)
+        ref = reference_rows(reference_data, ref_file)[int(line) - 1]
+        assert row["model"] == ref["model"]
+        assert row["accelerator_as_published"] == ref["gpu_type"]
+        derived = set(row["derived"].split(";"))
+        for out_col, ref_col in COPIED:
+            if out_col in ("mfu", "tokens_per_s_per_accelerator") and not row[out_col]:
+                continue  # Playbook values printed rounded: checked below
+            if ref[ref_col] and out_col not in derived:
+                assert math.isclose(float(row[out_col]), float(ref[ref_col]), rel_tol=1e-9), \
+                    (name, line, out_col)
+            elif not ref[ref_col] and row[out_col] and out_col not in derived:
+                # only the Playbook sweep's seq_len (stated in the Playbook's text) is filled in
+                assert (name, out_col) == ("ultrascale_playbook2025_all_configs.csv", "seq_len")
+        if ref["tokens_per_s"]:
+            assert math.isclose(float(row["tokens_per_s"]), float(ref["tokens_per_s"]))
+        elif row["tokens_per_s"]:
+            assert "tokens_per_s" in derived
+        tflops = row["tflops_per_accelerator"] or row.get("hardware_tflops_per_accelerator", "")
+        assert f(tflops) == f(ref["tflops_per_gpu"])
+        if ref["mfu"] and not row["mfu"]:  # only the Playbook's MFU printed as 0.000
+            assert float(ref["mfu"]) == 0.0 and "rounded" in row["notes"]
+        if ref["tokens_per_s_per_gpu"] and not row["tokens_per_s_per_accelerator"]:
+            assert float(ref["tokens_per_s_per_gpu"]) < 50 and "rounded" in row["notes"]
+        if ref["hfu"]:
+            assert float(row["hfu"]) == float(ref["hfu"])
+        elif row["hfu"]:
+            assert "hfu" in derived
+
+
+def test_megatron_recompute_flops_kept_apart_and_hfu():
+    rows = rows_of("megatron2021.csv")
+    assert all(r["tflops_per_accelerator"] == "" for r in rows)
+    one_t = next(r for r in rows if r["n_accelerators"] == "3072" and r["record_kind"] == "run")
+    assert (one_t["hardware_tflops_per_accelerator"], one_t["hfu"]) == ("163", "0.52")
+    assert float(one_t["aggregate_hardware_flops_per_s"]) == 502e15
+    series = {r["series"] for r in rows if "table2" in r["series"]}
+    assert series == {f"megatron2021:table2:{m}:{s}" for m in ("175b", "530b")
+                      for s in ("zero3", "ptd-p")}
+
+
+def test_megatron_derived_throughput_reproduces_the_papers_training_times():
+    """Eq.3-derived tokens/s gives the paper's own '34 days' (GPT-3, 1024 GPUs, 300B tokens),
+    '84 days' (1T, 3072 GPUs, 450B tokens) and Table 2's days for 300B tokens."""
+    rows = rows_of("megatron2021.csv")
+    gpt3 = next(r for r in rows if r["citation"].endswith("Sec 5.1 text"))
+    assert 300e9 / float(gpt3["tokens_per_s"]) / 86400 == pytest.approx(34, rel=0.03)
+    one_t = next(r for r in rows if r["n_accelerators"] == "3072" and r["record_kind"] == "run")
+    assert 450e9 / float(one_t["tokens_per_s"]) / 86400 == pytest.approx(84, rel=0.03)
+    for r in rows:
+        if r["extra_metric"] == "training_days_for_300B_tokens":
+            assert 300e9 / float(r["tokens_per_s"]) == pytest.approx(float(r["extra_value"]),
+                                                                     rel=0.03)
+
+
+def test_non_runs_are_kept_and_marked():
+    fern = rows_of("fernandez2024.csv")
+    assert [r["record_kind"] for r in fern] == ["claim", "claim", "claim", "run", "run"]
+    assert float(fern[1]["extra_value"]) == pytest.approx(-0.3722)  # -37.22 percent
+    assert all(r["n_accelerators"] == "" for r in fern[3:])  # MFU without a GPU count
+    palm = rows_of("palm2022.csv")
+    assert palm[0]["model"] == "GPT-3" and palm[0]["n_accelerators"] == ""
+    figures = rows_of("ultrascale_playbook2025.csv")
+    assert sum(r["record_kind"] == "microbenchmark" for r in figures) == 21
+    assert sum(r["record_kind"] == "run" for r in figures) == 5
+
+
+def test_dgxc_proxy_params_follow_the_llama_405b_shape():
+    assert tr.llama31_405b_params(126) / 1e9 == pytest.approx(405.8, abs=0.1)
+    proxy = {int(r["n_layers"]): float(r["params_b"]) for r in rows_of("nvidia_dgxc2024.csv")
+             if "proxy" in r["model"]}
+    assert proxy == {7: 26.51, 21: 71.14, 42: 138.08}
+
+
+def test_torchtitan_float8_tables_are_fp8():
+    rows = rows_of("torchtitan2024.csv")
+    for r in rows:
+        table = r["citation"].split()[2]
+        expect_fp8 = table in ("2", "4", "5", "6") or "Float8" in r["strategy"]
+        assert (r["precision"] == "fp8") == expect_fp8, r["strategy"]
+
+
+# --- Ultra-Scale Playbook ------------------------------------------------------------------
+
+
+def test_playbook_sweep_keeps_failures_and_flags_figure_rows():
+    rows = rows_of("ultrascale_playbook2025_all_configs.csv")
+    assert len(rows) == 3264
+    assert sum(r["status"] == "oom" for r in rows) == 1506
+    assert all(r["tokens_per_s"] == "" for r in rows if r["status"] == "oom")
+    assert {r["global_batch_tokens"] for r in rows} == {"1048576"}
+    flags = [flag for r in rows for flag in r["figure"].split(";") if flag]
+    assert flags.count("benchmarks_best") == 26 and flags.count("dp_scaling") == 6
+    best_8b = [r for r in rows if "benchmarks_best" in r["figure"] and r["model"] == "8B"]
+    assert {r["n_accelerators"]: r["tokens_per_s_per_accelerator"] for r in best_8b}["512"] \
+        == "3101"
+
+
+def test_playbook_throughputs_agree_to_rounding():
+    """Job total and per-GPU tok/s (printed as an integer) agree within that rounding, and
+    wherever both are kept they agree within 1 %."""
+    for r in rows_of("ultrascale_playbook2025_all_configs.csv"):
+        if r["tokens_per_s"] and r["tokens_per_s_per_accelerator"]:
+            n, tps = int(r["n_accelerators"]), float(r["tokens_per_s"])
+            assert abs(float(r["tokens_per_s_per_accelerator"]) * n - tps) <= max(0.5 * n + 1,
+                                                                                  0.01 * tps)
+
+
+def test_playbook_figure_file_does_not_repeat_sweep_rows(reference_data):
+    sweep = {(r["model"], r["n_accelerators"], r["tokens_per_s_per_accelerator"])
+             for r in rows_of("ultrascale_playbook2025_all_configs.csv")}
+    for r in rows_of("ultrascale_playbook2025.csv"):
+        if r["record_kind"] == "run":
+            assert (r["model"], r["n_accelerators"], r["tokens_per_s_per_accelerator"]) not in sweep
+    ref = reference_rows(reference_data, "ultrascale_playbook2025.csv")
+    skipped = [x for x in ref if "best config" in x["table_or_figure"]
+               or "Data Parallelism" in x["table_or_figure"]]
+    assert len(ref) - len(skipped) == len(rows_of("ultrascale_playbook2025.csv"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=4096), min_size=6, max_size=6),
+       st.integers(min_value=0, max_value=3), st.booleans())
+def test_playbook_strategy_round_trip(values, zero, with_gbs):
+    dp, tp, pp, mbs, ga, gbs = values
+    text = f"DP{dp} TP{tp} PP{pp} ZeRO-{zero} MBS{mbs} GA{ga}" + (f" GBS{gbs}" if with_gbs else "")
+    parsed = tr.parse_playbook_strategy(text)
+    assert (parsed["dp"], parsed["tp"], parsed["pp"], parsed["zero_stage"],
+            parsed["micro_batch"], parsed["ga"]) == (dp, tp, pp, zero, mbs, ga)
+    assert parsed.get("gbs") == (gbs if with_gbs else None)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=40))
+def test_playbook_strategy_rejects_other_text(text):
+    if re.fullmatch(r"DP\d+ TP\d+ PP\d+ ZeRO-\d MBS\d+ GA\d+( GBS\d+)?", text.strip()):
+        return
+    with pytest.raises(ValueError):
+        tr.parse_playbook_strategy(text)
+
+
+# --- MLPerf --------------------------------------------------------------------------------
+
+
+def test_mlperf_row_accounting_is_exact(reference_data):
+    ref = reference_rows(reference_data, "mlperf_results.csv")
+    assert len(ref) == 5692
+    non_llm = sum(r["benchmark"] not in MLPERF_LLM for r in ref)
+    llm_dups = sum(r["benchmark"] in MLPERF_LLM and bool(r["dup_of"]) for r in ref)
+    assert (non_llm, llm_dups) == (3360, 75)
+    assert len(rows_of("mlperf_training.csv")) == 5692 - non_llm - llm_dups == 2257
+
+
+def test_mlperf_has_no_republished_runs(reference_data):
+    rows = rows_of("mlperf_training.csv")
+    ref = reference_rows(reference_data, "mlperf_results.csv")
+    by_key = {f"{r['version']}:{r['path']}": r for r in ref}
+    kept = {f"{r['mlperf_version']}:{r['result_path']}" for r in rows}
+    assert len(kept) == len(rows)
+    for key in kept:
+        assert by_key[key]["dup_of"] == ""
+    for r in ref:  # every run that was re-published is kept once, under its first publication
+        if r["dup_of"] and r["benchmark"] in MLPERF_LLM:
+            assert r["dup_of"] in kept
+    sha = [(r["benchmark"], r["log_sha1"]) for r in rows if r["log_sha1"]]
+    assert len(sha) == len(set(sha))
+
+
+def test_mlperf_values_match_reference(reference_data):
+    ref = {f"{r['version']}:{r['path']}": r
+           for r in reference_rows(reference_data, "mlperf_results.csv")}
+    statuses = {}
+    for row in rows_of("mlperf_training.csv"):
+        src = ref[f"{row['mlperf_version']}:{row['result_path']}"]
+        statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+        assert row["accelerator"] == src["accelerator_model"]
+        assert f(row["n_accelerators"]) == f(src["n_accelerators"])
+        if src["time_to_train_min"]:
+            assert float(row["time_to_train_s"]) == pytest.approx(
+                60 * float(src["time_to_train_min"]), rel=1e-9)
+        assert f(row["step_time_s"]) == f(src["step_time_s_median"])
+        assert f(row["olympic_score_s"]) == pytest.approx(
+            None if not src["olympic_score_min"] else 60 * float(src["olympic_score_min"]))
+        gbs, seq = f(src["global_batch_size"]), f(src["max_sequence_length"])
+        assert f(row["global_batch_tokens"]) == (gbs * seq if gbs and seq else None)
+        if row["tokens_per_s"]:
+            assert src["benchmark"] != "llama2_70b_lora"
+            assert float(row["tokens_per_s"]) == pytest.approx(
+                float(src["samples_per_s_step"]) * seq, abs=0.06)
+            assert "tokens_per_s" in row["derived"].split(";")
+    assert statuses == {"ok": 2235, "missing_file": 20, "no_run_stop": 2}
+
+
+def test_mlperf_olympic_score_agrees_with_scores_table(reference_data):
+    scores = {(r["version"], r["submitter"], r["system"], r["benchmark"]): r["olympic_score_min"]
+              for r in reference_rows(reference_data, "mlperf_scores.csv")}
+    checked = 0
+    for row in rows_of("mlperf_training.csv"):
+        key = (row["mlperf_version"], row["submitter"], row["system"], row["benchmark"])
+        if row["olympic_score_s"] and scores.get(key):
+            assert float(row["olympic_score_s"]) == pytest.approx(60 * float(scores[key]))
+            checked += 1
+    assert checked > 2000
+    gpt3_v31 = [r for r in rows_of("mlperf_training.csv") if r["mlperf_version"] == "v3.1"
+                and r["system"] == "eos-dfw_n1344_ngc23.09_nemo" and r["benchmark"] == "gpt3"]
+    # Published MLPerf Training v3.1 GPT-3 result at 10,752 H100: 3.917 min (mlperf.md).
+    assert float(gpt3_v31[0]["olympic_score_s"]) / 60 == pytest.approx(3.917, abs=0.001)

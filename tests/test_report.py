@@ -1,0 +1,151 @@
+"""Report stage on synthetic upstream outputs: self-contained HTML, computed findings,
+deterministic bytes, every figure a decodable PNG."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import re
+import shutil
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from pipeline.compare import run as compare_run
+from pipeline.config import ConfigError, load_params
+from pipeline.report.render import num, pct, sci, times
+from pipeline.report import data as report_data
+from pipeline.report import findings, render
+from pipeline.report.stage import run as report_run
+from pipeline.report.stage import settings
+from synthetic_upstream import run_downstream
+
+SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
+            "Hardware generations", "Power and cost", "Theory", "Method and caveats")
+FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
+           "power_cost", "frontier", "gap")
+
+
+def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:
+    """Findings and templates without redrawing figures (the slow part): returns the Markdown."""
+    params = load_params()
+    cfg = settings(params)
+    data = report_data.load(processed, metrics)
+    figs = {f: figures_from / "figures" / f"{f}.png" for f in FIGURES}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = render.render(findings.build(data, cfg) | {"title": cfg["title"]}, figs, out_dir)
+    return paths["md"].read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return run_downstream(tmp_path_factory.mktemp("report"))
+
+
+def test_filters_golden() -> None:
+    assert pct(0.4321) == "43%" and pct(0.4321, 1) == "43.2%" and pct(None) == "n/a"
+    assert sci(2.04e28) == "2.0e28" and sci(3e-5) == "3.0e-5" and sci(float("nan")) == "n/a"
+    assert num(10000) == "10,000" and num(0.41234) == "0.412" and num(2.5e7) == "25,000,000" and num(12345678.9) == "1.23e7"
+    assert times(1.5) == "×1.50"
+
+
+def test_html_self_contained(out: dict) -> None:
+    html = (out["reports"] / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in html.lower()
+    # no external request of any kind: every src is a data: URI, no link/import/url() to http
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) >= len(FIGURES) and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)
+    assert "@import" not in html and "url(" not in html and "<link" not in html
+    for h in SECTIONS:
+        assert f">{h}</h2>" in html
+
+
+def test_every_figure_decodes(out: dict) -> None:
+    html = (out["reports"] / "report.html").read_text(encoding="utf-8")
+    for uri in set(re.findall(r'src="data:image/png;base64,([^"]+)"', html)):
+        img = mpimg.imread(io.BytesIO(base64.b64decode(uri)), format="png")
+        assert img.shape[0] > 100 and img.shape[1] > 400
+    for name in FIGURES:
+        assert (out["reports"] / "figures" / f"{name}.png").stat().st_size > 5000
+
+
+def test_markdown_links_figures(out: dict) -> None:
+    md = (out["reports"] / "report.md").read_text(encoding="utf-8")
+    for name in FIGURES:
+        assert f"](figures/{name}.png)" in md
+    for h in SECTIONS:
+        assert f"\n## {h}\n" in md
+
+
+def test_findings_are_computed_from_data(out: dict) -> None:
+    md = (out["reports"] / "report.md").read_text(encoding="utf-8")
+    summ = pd.read_parquet(out["processed"] / "comparison_series.parquet").set_index("series_id")
+    zero3 = summ.loc["syn/zero3-175b-a100-strong", "efficiency_at_n_max"]
+    assert f"which keeps {pct(zero3)} from N=384 to N=1,536" in md
+    strong = summ[(summ["scaling"] == "strong") & (summ["source"] == "megatron2021")]["efficiency_at_n_max"].median()
+    assert f"{pct(strong)} of its per-accelerator throughput in megatron2021 (2 series)" in md
+    assert "knee at 2.0e28 FLOP" in md and "past 2.0e31 FLOP" in md
+    assert "unit_slip" in md and "truncated_log" in md  # rejects by reason
+
+
+def test_findings_follow_changed_data(out: dict, tmp_path: Path) -> None:
+    """Change one upstream number; the sentence built on it changes."""
+    processed = tmp_path / "processed"
+    shutil.copytree(out["processed"], processed)
+    theory = tmp_path / "metrics"
+    shutil.copytree(out["metrics"], theory)
+    (theory / "theory.json").write_text(
+        '{"dense_h100_baseline": {"knee_flop": 3.3e27, "wall_flop": 7.7e30}}', encoding="utf-8")
+    md = _render_only(processed, theory, tmp_path / "r", out["reports"])
+    assert "knee at 3.3e27 FLOP" in md and "past 7.7e30 FLOP" in md and "2.0e28" not in md
+
+
+def test_deterministic_bytes(out: dict, tmp_path: Path) -> None:
+    report_run(load_params(), processed_dir=out["processed"], metrics_dir=out["metrics"],
+               out_dir=tmp_path)
+    for rel in ["report.html", "report.md"] + [f"figures/{f}.png" for f in FIGURES]:
+        assert (tmp_path / rel).read_bytes() == (out["reports"] / rel).read_bytes(), rel
+
+
+def test_missing_inputs_still_render_and_say_so(out: dict, tmp_path: Path) -> None:
+    processed, metrics = tmp_path / "processed", tmp_path / "metrics"
+    shutil.copytree(out["processed"], processed)
+    shutil.copytree(out["metrics"], metrics)
+    (processed / "frontier.parquet").unlink()
+    (metrics / "theory.json").unlink()
+    md = _render_only(processed, metrics, tmp_path / "r", out["reports"])
+    assert "The theory stage produced no frontier." in md
+    assert "frontier.parquet" in md  # listed among the absent inputs
+
+
+def test_compare_metrics_feed_report(out: dict) -> None:
+    html = (out["reports"] / "report.html").read_text(encoding="utf-8")
+    assert "Extrapolated to 10,000 accelerators with each series' law (power by default)" in html
+    assert "<td>100,000</td>" in html  # the extrapolation table has both targets
+
+
+@pytest.mark.parametrize("field,value", [("series_per_panel", 0), ("gap_runs", "x"),
+                                         ("strategy_sources", [1, 2]), ("title", 3)])
+def test_broken_config_names_field(out: dict, tmp_path: Path, field: str, value: object) -> None:
+    params = copy.deepcopy(load_params())
+    params["report"][field] = value
+    with pytest.raises(ConfigError, match=f"report.{field}"):
+        report_run(params, processed_dir=out["processed"], metrics_dir=out["metrics"],
+                   out_dir=tmp_path)
+
+
+def test_compare_then_report_on_empty_series(out: dict, tmp_path: Path) -> None:
+    """A pipeline with no series at all still renders every section."""
+    processed, metrics = tmp_path / "processed", tmp_path / "metrics"
+    shutil.copytree(out["processed"], processed)
+    shutil.copytree(out["metrics"], metrics)
+    series = pd.read_parquet(processed / "series.parquet").iloc[0:0]
+    series.to_parquet(processed / "series.parquet")
+    compare_run(load_params(), processed_dir=processed, metrics_dir=metrics, out_dir=processed,
+                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
+    md = _render_only(processed, metrics, tmp_path / "r", out["reports"])
+    assert "No strong-scaling series is in the data." in md

@@ -1,0 +1,142 @@
+"""Hypothesis fuzzing of every step-log parser, of format detection and of the file reader.
+
+Properties: arbitrary text or bytes never raise and keep the per-step columns aligned; a step
+line written from random numbers in a framework's layout parses back to those numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.ingest.steplog_base import ParseState
+from pipeline.ingest.steplog_reduce import Settings
+from pipeline.ingest.steplogs import FORMATS, detect_format, read_one
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
+SAMPLES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".log", ".jsonl")
+                 and p.stat().st_size and "binary" not in p.name)
+FUZZ = settings(max_examples=60, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = Settings(None, 0.5, 3, 0.05)
+
+text_lines = st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n"),
+                              max_size=200), max_size=30).map(lambda ls: "\n".join(ls) + "\n")
+
+
+def _aligned(state: ParseState) -> None:
+    n = len(state.step)
+    assert len(state.line) == len(state.rank) == len(state.flags) == n
+    assert all(len(col) == n for col in state.cols.values())
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@FUZZ
+@given(text=text_lines)
+def test_parsers_survive_random_text(fmt, text):
+    state = ParseState(fmt=fmt)
+    parser = FORMATS[fmt].Parser(state)
+    parser.feed_chunk(text, 1, True)
+    parser.finish()
+    _aligned(state)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@FUZZ
+@given(data=st.data())
+def test_parsers_survive_mutated_real_lines(fmt, data):
+    """Real fixture lines with bytes flipped, cut or duplicated never break a parser."""
+    path = data.draw(st.sampled_from(SAMPLES))
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    i = data.draw(st.integers(0, len(lines) - 1))
+    line = lines[i]
+    cut = data.draw(st.integers(0, len(line)))
+    junk = data.draw(st.text(max_size=20))
+    lines[i] = line[:cut] + junk + line[cut:] if data.draw(st.booleans()) else line[:cut]
+    state = ParseState(fmt=fmt)
+    parser = FORMATS[fmt].Parser(state)
+    parser.feed_chunk("\n".join(lines), 1, True)
+    parser.finish()
+    _aligned(state)
+
+
+@FUZZ
+@given(text=text_lines)
+def test_detection_returns_a_known_format_or_none(text):
+    assert detect_format(text) in (None, *FORMATS)
+
+
+@FUZZ
+@given(blob=st.binary(max_size=3000), name=st.sampled_from(["a.log", "b.jsonl", "c.out"]))
+def test_read_one_turns_any_bytes_into_a_run_or_a_reject(blob, name):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(blob)
+        (Path(tmp) / "run.yaml").write_text("accelerator: H100\nn_accelerators: 8\n")
+        result, _ = read_one(path, Path(tmp), SETTINGS, {})
+        assert isinstance(result, dict) or result[0] in (
+            "binary_file", "truncated_log", "too_few_steps", "not_a_run", "bad_value")
+
+
+finite = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False)
+
+
+@FUZZ
+@given(step=st.integers(1, 10**7), ms=finite, tflops=finite, loss=finite,
+       gbs=st.integers(1, 10**5), rank=st.sampled_from(["", "[default3]:", "12: "]))
+def test_megatron_line_round_trip(step, ms, tflops, loss, gbs, rank):
+    line = (f"{rank} [2025-08-01 07:19:50] iteration {step:8d}/{10**8:8d} | consumed samples: "
+            f"{step * gbs:12d} | elapsed time per iteration (ms): {ms:.1f} | throughput per GPU "
+            f"(TFLOP/s/GPU): {tflops:.1f} | learning rate: {1e-4:.6E} | global batch size: "
+            f"{gbs:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of "
+            f"skipped iterations:   0 | number of nan iterations:   0 |\n")
+    state = ParseState(fmt="megatron")
+    FORMATS["megatron"].Parser(state).feed_chunk(line, 1, False)
+    assert list(state.step) == [step]
+    assert state.cols["step_time_s"][0] == pytest.approx(float(f"{ms:.1f}") / 1000)
+    assert state.cols["tflops_per_accelerator"][0] == pytest.approx(float(f"{tflops:.1f}"))
+    assert state.cols["loss"][0] == pytest.approx(float(f"{loss:.6E}"))
+    assert state.cols["batch_samples"][0] == gbs
+    assert state.rank[0] == (3 if "3" in rank else 12 if rank else -1)
+
+
+@FUZZ
+@given(step=st.integers(1, 10**7), loss=finite, tps=st.integers(0, 10**9), tflops=finite,
+       mfu=st.floats(0, 100), color=st.booleans())
+def test_torchtitan_line_round_trip(step, loss, tps, tflops, mfu, color):
+    c = ("\033[31m", "\033[32m", "\033[34m", "\033[36m", "\033[35m", "\033[39m") if color \
+        else ("",) * 6
+    line = (f"[rank0]:[titan] 2025-03-01 12:00:00,000 - root - INFO - {c[0]}step: {step:2}  "
+            f"{c[1]}loss: {loss:7.4f}  memory: 40.12GiB(50.00%)  {c[2]}tps: {tps:,}  "
+            f"{c[3]}tflops: {tflops:,.2f}  {c[4]}mfu: {mfu:.2f}%{c[5]}\n")
+    state = ParseState(fmt="torchtitan")
+    FORMATS["torchtitan"].Parser(state).feed_chunk(line, 1, False)
+    assert list(state.step) == [step]
+    assert state.cols["tokens_per_s_per_accelerator"][0] == tps
+    assert state.cols["loss"][0] == pytest.approx(float(f"{loss:7.4f}"))
+    assert state.cols["tflops_per_accelerator"][0] == pytest.approx(float(f"{tflops:.2f}"))
+    assert state.cols["mfu"][0] == pytest.approx(float(f"{mfu:.2f}") / 100)
+
+
+@FUZZ
+@given(rows=st.lists(st.fixed_dictionaries({
+    "step": st.integers(0, 10**9),
+    "step_time_s": st.one_of(st.none(), finite),
+    "loss": st.one_of(st.none(), st.floats(allow_infinity=True, allow_nan=True)),
+    "mfu": st.one_of(st.none(), st.floats(0, 1))}), min_size=1, max_size=20))
+def test_jsonl_round_trip(rows):
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    state = ParseState(fmt="jsonl")
+    FORMATS["jsonl"].Parser(state).feed_chunk(text, 1, False)
+    assert list(state.step) == [r["step"] for r in rows]
+    for i, r in enumerate(rows):
+        t = state.cols["step_time_s"][i]
+        assert (math.isnan(t) if r["step_time_s"] is None else t == r["step_time_s"])
+        loss = r["loss"]
+        assert bool(state.flags[i]) == (loss is not None and not math.isfinite(loss))

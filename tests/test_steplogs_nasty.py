@@ -1,0 +1,167 @@
+"""Bad input: every nasty log ends as a run with its trouble in the notes, or as a reject with
+a reason; never a crash, never a silent drop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.config import ConfigError
+from pipeline.ingest.steplog_reduce import Settings, warmup_count
+from pipeline.ingest.steplogs import find_logs, read_logs
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
+PARAMS = {"ingest": {"logs": {"warmup_steps": "auto", "max_warmup_fraction": 0.5,
+                              "min_steady_steps": 3}}}
+CLEAN_MEDIAN_S = 2.4094  # the clean Megatron fixture's steady-state median
+
+
+@pytest.fixture(scope="module")
+def nasty():
+    records, steps = read_logs(FIXTURES / "nasty", PARAMS)
+    return {Path(r.path).name: r for r in records}, steps
+
+
+def test_every_log_file_is_one_record():
+    records, _ = read_logs(FIXTURES, PARAMS)
+    logs = find_logs(FIXTURES)
+    assert len(records) == len(logs) and len({r.path for r in records}) == len(logs)
+    assert all((r.fields is None) != (r.reason is None) for r in records)
+
+
+def test_cut_mid_line_drops_the_cut_step(nasty):
+    f = nasty[0]["cut_midline.log"].fields
+    assert "1 last step line cut mid-line" in f["notes"]
+    assert "7 steps logged" in f["notes"]  # iteration 8 (cut inside 2408.8 ms) is not used
+    assert f["step_time_s"] == pytest.approx(2.41)  # median of iterations 3-7
+
+
+def test_binary_garbage_inside_a_log_is_counted(nasty):
+    f = nasty[0]["garbage_mid.log"].fields
+    assert f["step_time_s"] == pytest.approx(CLEAN_MEDIAN_S)
+    assert "binary garbage" in f["notes"] and "8 steps logged" in f["notes"]
+
+
+def test_binary_file_empty_file_and_non_log_are_rejected(nasty):
+    recs = nasty[0]
+    assert recs["binary.log"].reason.startswith("binary_file:")
+    assert recs["empty.log"].reason.startswith("truncated_log: empty file")
+    assert recs["unknown.txt"].reason.startswith("not_a_run: no step lines")
+
+
+def test_interleaved_ranks_keep_one_rank(nasty):
+    recs, steps = nasty
+    f = recs["interleaved.log"].fields
+    assert f["step_time_s"] == pytest.approx(CLEAN_MEDIAN_S)
+    assert "ranks 0, 1 interleaved: kept rank 0 (8 steps), set aside 8" in f["notes"]
+    assert "1 step line(s) garbled" in f["notes"]
+    rows = steps[steps.path.str.endswith("interleaved.log")]
+    assert sorted(rows["rank"].unique().tolist()) == [0, 1]
+    assert not rows[rows["rank"] == 1].used.any()
+
+
+def test_nan_loss_steps_are_left_out(nasty):
+    recs, steps = nasty
+    f = recs["nan_loss.log"].fields
+    assert "2 step(s) with NaN/inf loss left out" in f["notes"]
+    # Iterations 5 and 7 (2410.0, 2415.2 ms) are NaN: median of 2412.3 2405.9 2398.7 2408.8.
+    assert f["step_time_s"] == pytest.approx((2.4059 + 2.4088) / 2)
+    rows = steps[steps.path.str.endswith("nan_loss.log")]
+    assert rows.is_nan_loss.tolist() == [False] * 4 + [True, False, True, False]
+
+
+def test_restart_starts_a_segment_with_its_own_warmup(nasty):
+    recs, steps = nasty
+    f = recs["restart.log"].fields
+    assert "1 restart(s), step numbers went back at line 46 (step 6 -> 4)" in f["notes"]
+    assert "3 warm-up dropped" in f["notes"]
+    assert f["step_time_s"] == pytest.approx((2.4062 + 2.4099) / 2)
+    rows = steps[steps.path.str.endswith("restart.log")]
+    assert rows.segment.max() == 1 and len(rows) == 11
+
+
+def test_clock_jump_is_counted_and_not_used(nasty):
+    f = nasty[0]["clock_jump.log"].fields
+    assert "2 clock jump(s)" in f["notes"]
+    assert f["step_time_s"] == pytest.approx(0.6261, rel=1e-4)
+
+
+def test_too_few_steps(nasty):
+    reason = nasty[0]["too_few.log"].reason
+    assert reason.startswith("too_few_steps: 2 steady-state steps < min_steady_steps 3")
+
+
+def test_sidecar_conflict_names_both_values():
+    records, _ = read_logs(FIXTURES / "conflict", PARAMS)
+    (rec,) = records
+    assert rec.reason.startswith("conflict: n_accelerators: log says 64")
+    assert "says 32" in rec.reason and "run.yaml" in rec.reason
+
+
+def test_missing_accelerator_is_rejected():
+    records, _ = read_logs(FIXTURES / "missing", PARAMS)
+    assert records[0].reason.startswith("missing_required: accelerator")
+
+
+def _megatron_copy(tmp_path: Path, sidecars: dict[str, str]) -> list:
+    log = (FIXTURES / "megatron" / "gpt_n64.log").read_text()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "job.log").write_text(log)
+    for rel, text in sidecars.items():
+        (tmp_path / rel).write_text(text)
+    records, _ = read_logs(tmp_path, PARAMS)
+    return records
+
+
+def test_sidecar_precedence(tmp_path):
+    records = _megatron_copy(tmp_path, {
+        "run.yaml": "accelerator: A100\nmodel: root-model\nprecision: bf16\n",
+        "sub/run.yaml": "model: folder-model\n",
+        "sub/job.run.yaml": "model: stem-model\naccelerator: H100\n",
+        "sub/job.log.yaml": "accelerator: H100-SXM5-80GB\n"})
+    f = records[0].fields
+    assert f["accelerator"] == "H100-SXM5-80GB" and f["model"] == "stem-model"
+    assert f["source"] == "logs/sub"
+
+
+@pytest.mark.parametrize("sidecar,code", [
+    ("accelerator: H100\nn_accelerator: 64\n", "bad_value: sidecar"),
+    ("accelerator: H100\ntp: two\n", "bad_value: sidecar"),
+    ("accelerator: [H100\n", "malformed_row: sidecar"),
+    ("- accelerator\n", "malformed_row: sidecar"),
+    ("accelerator: H100\nformat: fairseq\n", "bad_value: sidecar"),
+    ("accelerator: H100\nformat: nemo\n", "too_few_steps: 0 steady-state steps"),
+    ("accelerator: H100\nprecision: fp8\n", "conflict: precision: log says 'bf16'"),
+])
+def test_bad_sidecars_reject_the_log(tmp_path, sidecar, code):
+    records = _megatron_copy(tmp_path, {"sub/run.yaml": sidecar})
+    assert records[0].reason.startswith(code), records[0].reason
+
+
+def test_warmup_auto_settles_and_is_capped():
+    s = Settings(None, 0.5, 3, 0.05)
+    assert warmup_count(np.array([12.9, 2.79, 2.41, 2.40, 2.41, 2.39, 2.41, 2.40]), s) == 2
+    assert warmup_count(np.array([2.4] * 8), s) == 0
+    # Never settles in the first half: capped at half the steps.
+    assert warmup_count(np.array([9.0, 8.0, 7.0, 6.0, 2.4, 2.4, 2.4, 2.4]), s) == 4
+    # A single fast step among slow ones is not "settled": it needs a second one inside.
+    assert warmup_count(np.array([9.0, 2.4, 9.0, 2.4, 2.4, 2.4, 2.4, 2.4]), s) == 3
+    assert warmup_count(np.array([9.0, 2.4, 2.4]), Settings(2, 0.5, 3, 0.05)) == 2
+
+
+@pytest.mark.parametrize("bad", [{"warmup_steps": "sometimes"}, {"warmup_steps": -1},
+                                 {"max_warmup_fraction": 1.5}, {"min_steady_steps": 0},
+                                 {"workers": 0}])
+def test_bad_params_name_the_field(tmp_path, bad):
+    params = {"ingest": {"logs": {**PARAMS["ingest"]["logs"], **bad}}}
+    with pytest.raises(ConfigError, match="ingest.logs"):
+        read_logs(tmp_path, params)
+
+
+def test_parallel_workers_give_the_same_result():
+    one = read_logs(FIXTURES, PARAMS)
+    two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
+    assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
+    assert one[1].equals(two[1])
