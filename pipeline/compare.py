@@ -128,31 +128,9 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
 
 
 # -- laws and theory adapters ------------------------------------------------------------------
-def _fallback_fit(n: np.ndarray, y: np.ndarray) -> Any:
-    """Log-log OLS power law with statsmodels prediction intervals, used only when
-    ``pipeline.laws.fit`` is not importable (the report says so)."""
-    import statsmodels.api as sm
-
-    model = sm.OLS(np.log(y), sm.add_constant(np.log(n))).fit()
-
-    class _Result:
-        params = {"a": float(np.exp(model.params[0])), "b": float(model.params[1])}
-
-        def predict(self, n_new: Any, interval: float = 0.95) -> pd.DataFrame:
-            x = sm.add_constant(np.log(np.asarray(n_new, float)), has_constant="add")
-            frame = model.get_prediction(x).summary_frame(alpha=1 - interval)
-            return pd.DataFrame({"predicted": np.exp(frame["mean"]),
-                                 "pi_low": np.exp(frame["obs_ci_lower"]),
-                                 "pi_high": np.exp(frame["obs_ci_upper"])})
-    return _Result()
-
-
 def law_fitter() -> tuple[Callable[..., Any], str]:
-    """``pipeline.laws.fit`` when available, else the log-log OLS fallback."""
-    try:
-        return importlib.import_module("pipeline.laws").fit, "pipeline.laws"
-    except (ImportError, AttributeError):
-        return (lambda n, y, law="power": _fallback_fit(n, y)), "fallback_loglog_ols"
+    """``pipeline.laws.fit`` (the fit stage's engine) and its name for the metrics."""
+    return importlib.import_module("pipeline.laws").fit, "pipeline.laws"
 
 
 def predict_frame(result: Any, n: np.ndarray, interval: float) -> pd.DataFrame:
@@ -171,14 +149,37 @@ def predict_frame(result: Any, n: np.ndarray, interval: float) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def theory_ceiling_fn() -> Callable[[dict, int], float] | None:
-    """The theory's ceiling for a run's configuration moved to another N, if the theory
-    package provides one (``pipeline.theory.ceiling_at(run, n_accelerators) -> bound_mfu``)."""
+def theory_ceilings(refs: list[tuple[str, dict, np.ndarray]], catalog: Any,
+                    params: dict[str, Any]) -> tuple[dict[str, np.ndarray], str]:
+    """The theory's ceiling (bound_mfu) for each series' configuration family moved to other N.
+
+    ``refs`` holds (series_id, reference run, N grid). The reference run (the series' largest N)
+    keeps its model, accelerator and tp/pp/cp/ep degrees; data parallelism absorbs the change
+    of N (dp = N / (tp pp cp)); under weak scaling the global batch grows in proportion to N,
+    under strong scaling it stays fixed. All points are evaluated in one vectorised call of
+    ``pipeline.theory.bounds.compute_bounds`` with the ``theory`` section of params.yaml.
+    Returns ({series_id: bound_mfu per grid N}, note); {} when the theory is unavailable.
+    """
+    if not refs or catalog is None:
+        return {}, "no catalog or no series"
     try:
-        fn = getattr(importlib.import_module("pipeline.theory"), "ceiling_at", None)
-    except ImportError:
-        return None
-    return fn if callable(fn) else None
+        from pipeline.theory.bounds import compute_bounds
+    except ImportError as exc:
+        return {}, f"theory unavailable: {exc}"
+    rows = []
+    for sid, ref, grid in refs:
+        n_ref = float(ref["n_accelerators"])
+        for i, n in enumerate(grid):
+            row = dict(ref, n_accelerators=float(n), dp=np.nan, run_id=f"{sid}|{i:04d}")
+            if ref.get("scaling") == "weak" and np.isfinite(ref.get("global_batch_tokens") or np.nan):
+                row["global_batch_tokens"] = float(ref["global_batch_tokens"]) * n / n_ref
+            rows.append(row)
+    try:
+        bounds = compute_bounds(pd.DataFrame(rows), catalog, params).set_index("run_id")["bound_mfu"]
+    except Exception as exc:  # a theory failure leaves the measured comparison intact
+        return {}, f"theory failed: {type(exc).__name__}: {exc}"[:200]
+    return ({sid: bounds.reindex([f"{sid}|{i:04d}" for i in range(len(grid))]).to_numpy(float)
+             for sid, _, grid in refs}, "")
 
 
 def _half_n(n: np.ndarray, eff: np.ndarray, threshold: float) -> float:
@@ -211,21 +212,23 @@ def usable_laws(fits: pd.DataFrame, law_order: list[str]) -> dict[str, tuple[str
 
 
 def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFrame,
-                   fits: pd.DataFrame, law_order: list[str], cfg: dict[str, Any]
+                   fits: pd.DataFrame, law_order: list[str], cfg: dict[str, Any],
+                   catalog: Any = None, params: dict[str, Any] | None = None
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measured, fitted and theoretical efficiency curves per series, and their summaries.
 
     The series are those the fit stage fitted; each is refitted here with its law (the default
     law, or the next in ranking where the default could not be fitted: ``usable_laws``) and
-    the fit stage's options (``scale``) to get predictions and intervals at any N.
+    the fit stage's options (``scale``) to get predictions and intervals at any N. The theory's
+    curve comes from ``theory_ceilings`` (its efficiency is relative to the ceiling at the
+    series' smallest N).
     """
     default_law = law_order[0]
     fit, engine = law_fitter()
-    ceiling_at = theory_ceiling_fn()
-    rows, summary = [], []
-    bound_of = per_run.set_index("run_id")["bound_mfu"]
     laws_of = usable_laws(fits, law_order)
+    bound_of = per_run.set_index("run_id")["bound_mfu"]
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
+    prepared = []
     for s in series.sort_values("series_id").itertuples():
         ycol = s.y_metric if s.y_metric in runs.columns else "model_flops_per_s"
         g = runs[(runs["series_id"] == s.series_id) & (runs["status"].fillna("ok") == "ok")]
@@ -233,6 +236,18 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
         if len(by_n) < 2:
             continue
+        n0 = float(by_n.index[0])
+        grid = np.unique(np.concatenate([
+            [n0], np.geomspace(n0, max(cfg["targets"]), cfg["curve_points"]), cfg["targets"]]))
+        ref = g.loc[g["n_accelerators"].idxmax()].to_dict()
+        prepared.append((s, ycol, g, by_n, grid, ref))
+    # A series whose model grows with N (Megatron's weak-scaling table) has no single
+    # configuration family to move along N: no theory curve for it.
+    one_model = [p for p in prepared if p[2]["params"].nunique(dropna=False) <= 1]
+    theory, theory_note = theory_ceilings(
+        [(p[0].series_id, p[5], p[4]) for p in one_model], catalog, params or {})
+    rows, summary = [], []
+    for s, ycol, g, by_n, grid, ref in prepared:
         n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
         n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
         theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
@@ -245,8 +260,6 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         for n, y, tb in zip(n_obs, y_obs, theory_obs):
             rows.append({**base, "kind": "measured", "n_accelerators": n, "y": y,
                          "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]})
-        grid = np.unique(np.concatenate([
-            np.geomspace(n0, max(cfg["targets"]), cfg["curve_points"]), cfg["targets"]]))
         pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
         note = "" if law else "no law could be fitted by the fit stage"
         if law:
@@ -260,16 +273,9 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
             except Exception as exc:  # reported per series, the stage goes on
                 note = f"fit failed: {type(exc).__name__}: {exc}"[:200]
         pred0 = float(pred["predicted"].iloc[0]) / n0
-        ref = g.loc[g["n_accelerators"].idxmax()].to_dict()
-        th = np.full(len(grid), np.nan)
-        if ceiling_at is not None and np.isfinite(theory_obs[0]):
-            for i, n in enumerate(grid):
-                try:
-                    th[i] = float(ceiling_at(ref, int(round(n))))
-                except Exception:  # outside the theory's feasible region
-                    th[i] = np.nan
+        th = theory.get(s.series_id, np.full(len(grid), np.nan))
         eff_law = pred["predicted"].to_numpy() / grid / pred0
-        eff_theory = th / theory_obs[0]
+        eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
         peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
         ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
         y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
@@ -281,7 +287,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
                          "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
                          "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
                          "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
-                         "efficiency_theory": eff_theory[i],
+                         "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
                          "y_ceiling": th[i] * peak * n * y_per_flop})
         eff_obs = (y_obs / n_obs) / per0
         summary.append({**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
@@ -290,12 +296,12 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
                         "n_half_law": _half_n(grid, eff_law, cfg["threshold"]),
                         "n_half_theory": _half_n(grid, eff_theory, cfg["threshold"]),
                         "n_half_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
-                        "law_engine": engine, "theory_curve": ceiling_at is not None, "note": note})
+                        "law_engine": engine, "theory_curve": bool(np.isfinite(th).any()),
+                        "note": "; ".join(x for x in (note, theory_note) if x)})
     curves = pd.DataFrame(rows)
     if len(curves):
         curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
-    summ = pd.DataFrame(summary)
-    return curves, summ
+    return curves, pd.DataFrame(summary)
 
 
 # -- stage -------------------------------------------------------------------------------------
@@ -343,18 +349,25 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
         for n in cfg["targets"]:
             strong = t[(t["n_accelerators"] == n) & (t["scaling"] == "strong")]
             out[f"strong_median_efficiency_law_at_{n}"] = median(strong["efficiency_law"])
+            out[f"strong_median_efficiency_theory_at_{n}"] = median(strong["efficiency_theory"])
     return out
 
 
-def hbm_bytes_per_s(catalog_dir: Path | None) -> dict[str, float]:
-    """HBM bandwidth by accelerator id from the hardware catalog ({} when it cannot be read)."""
+def load_hardware_catalog(catalog_dir: Path | None) -> Any:
+    """The catalog (``pipeline.catalog``), or None when it cannot be read: the hardware figure
+    and the theory curves then say they are unavailable."""
     from pipeline.catalog import load_catalog
     from pipeline.config import CATALOG_DIR
 
     try:
-        hw = load_catalog(catalog_dir or CATALOG_DIR).hardware
-    except Exception:  # the hardware figure then says the ratio is unavailable
-        return {}
+        return load_catalog(catalog_dir or CATALOG_DIR)
+    except Exception:
+        return None
+
+
+def hbm_bytes_per_s(catalog: Any) -> dict[str, float]:
+    """HBM bandwidth by accelerator id ({} without a catalog)."""
+    hw = getattr(catalog, "hardware", pd.DataFrame())
     col = hw["hbm_bytes_per_s"] if "hbm_bytes_per_s" in hw else pd.Series(dtype=float)
     return {str(k): float(v) for k, v in col.dropna().items()}
 
@@ -378,11 +391,12 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
                                                                            "t_compute_s": float})
     law_order = law_order_of(_read_json(metrics_dir / "fit.json"), fits)
     default_law = law_order[0]
-    hbm = hbm_bytes_per_s(catalog_dir)
+    catalog = load_hardware_catalog(catalog_dir)
+    hbm = hbm_bytes_per_s(catalog)
     runs = runs.assign(flop_per_hbm_byte=runs["peak_flops_per_s_per_accelerator"]
                        / runs["accelerator"].map(hbm))
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
-    curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg)
+    curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
     engine = summ["law_engine"].iloc[0] if len(summ) else law_fitter()[1]
     write_parquet(per_run, Path(out_dir) / "comparison.parquet")
     write_parquet(curves, Path(out_dir) / "comparison_curves.parquet")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -213,6 +214,17 @@ def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     report_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
                out_dir=root / "reports")
     return {**paths, "reports": root / "reports", "plots": root / "plots"}
+
+
+_SHARED: dict[str, dict[str, Path]] = {}
+
+
+def shared_downstream(tmp_path_factory: Any) -> dict[str, Path]:
+    """One ``run_downstream`` per test session, shared by the report, notebook and browser
+    tests (read-only: a test that changes files copies them first)."""
+    if "out" not in _SHARED:
+        _SHARED["out"] = run_downstream(tmp_path_factory.mktemp("downstream"))
+    return _SHARED["out"]
 
 
 def build(processed: Path, metrics: Path) -> dict[str, Path]:

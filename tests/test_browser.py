@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from synthetic_upstream import run_downstream
+from synthetic_upstream import shared_downstream
 
 PROJ_ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = PROJ_ROOT / "reports" / "screenshots"
@@ -43,7 +43,7 @@ def _driver():
 
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_downstream(tmp_path_factory.mktemp("browser"))["reports"] / "report.html"
+    return shared_downstream(tmp_path_factory)["reports"] / "report.html"
 
 
 def test_report_in_headless_chromium(report_html: Path) -> None:

@@ -143,3 +143,24 @@ def test_parallel_degrees_from_config_dump(ingested) -> None:
     f = recs[("v5.1", "Dell/results/1xXE9780x8B200-SXM-180GB/llama2_70b_lora/result_0.txt")].fields
     assert (f["tp"], f["pp"], f["cp"], f["dp"]) == (1, 1, 1, 8)
     assert f["status"] == "no_run_stop"
+
+
+def test_time_to_train_equals_official_summarizer_rule(ingested, mlperf_traces: Path) -> None:
+    """Golden values from the reference implementation: mlp_parser + the summarizer's
+    run_start/run_stop query, on every trace log."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+    from mlperf_logging.result_summarizer.result_summarizer import _query_run_start_stop
+    recs, _, _ = ingested
+    compared = 0
+    for (version, rel), rec in recs.items():
+        if rec.fields is None:
+            continue
+        lines, _ = parse_file(str(mlperf_traces / version / rel), ruleset="5.0.0")
+        try:
+            start, stop = _query_run_start_stop(lines)
+        except ValueError:  # run_stop not recorded
+            assert rec.fields["status"] == "no_run_stop"
+            continue
+        assert rec.fields["time_to_train_s"] == (stop - start) / 1000.0, rel
+        compared += 1
+    assert compared == 18

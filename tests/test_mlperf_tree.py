@@ -146,6 +146,7 @@ def test_cpu_only_system_is_a_reject_not_a_run_with_zero(records) -> None:
 def test_tpu_names_count_tensorcores(records, system, chips) -> None:
     f = _run(records, f"Google/results/{system}/gpt3/result_0.txt")
     assert f["n_accelerators"] == chips
+    assert f["accelerators_per_node"] == (2 if system.endswith("cores") else 4)
     assert "n_accelerators" in f["derived"].split(";")
     assert "TensorCores" in f["notes"]
 

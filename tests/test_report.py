@@ -21,7 +21,7 @@ from pipeline.report import data as report_data
 from pipeline.report import findings, render
 from pipeline.report.stage import run as report_run
 from pipeline.report.stage import settings
-from synthetic_upstream import run_downstream
+from synthetic_upstream import shared_downstream
 
 SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
@@ -42,7 +42,7 @@ def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Pa
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return run_downstream(tmp_path_factory.mktemp("report"))
+    return shared_downstream(tmp_path_factory)
 
 
 def test_filters_golden() -> None:
@@ -87,7 +87,7 @@ def test_findings_are_computed_from_data(out: dict) -> None:
     zero3 = summ.loc["syn/zero3-175b-a100-strong", "efficiency_at_n_max"]
     assert f"which keeps {pct(zero3)} from N=384 to N=1,536" in md
     strong = summ[(summ["scaling"] == "strong") & (summ["source"] == "megatron2021")]["efficiency_at_n_max"].median()
-    assert f"{pct(strong)} of its per-accelerator throughput in megatron2021 (2 series)" in md
+    assert f"at its largest measured N: {pct(strong)} in megatron2021 (2 series)" in md
     assert "knee at 2.0e28 FLOP" in md and "past 2.0e31 FLOP" in md
     assert "unit_slip" in md and "truncated_log" in md  # rejects by reason
 
@@ -129,7 +129,9 @@ def test_compare_metrics_feed_report(out: dict) -> None:
 
 
 @pytest.mark.parametrize("field,value", [("series_per_panel", 0), ("gap_runs", "x"),
-                                         ("strategy_sources", [1, 2]), ("title", 3)])
+                                         ("strategy_sources", [1, 2]), ("title", 3),
+                                         ("frontier_scenarios", "baseline"),
+                                         ("strategy_models", {"megatron2021": "GPT"})])
 def test_broken_config_names_field(out: dict, tmp_path: Path, field: str, value: object) -> None:
     params = copy.deepcopy(load_params())
     params["report"][field] = value

@@ -141,3 +141,36 @@ def test_generic_jsonl():
 def test_format_detected_by_content(folder, name, fmt):
     text = (FIXTURES / folder / name).read_text(encoding="utf-8")
     assert detect_format(text) == fmt
+
+
+MEGATRON_DEEPSPEED = (
+    "7:  iteration {it:8d}/   30517 | consumed samples: {cs:12d} | consumed tokens: {ct:12d} | "
+    "elapsed time per iteration (ms): {ms:.1f} | learning rate: 6.000E-07 | global batch size: "
+    "   16 | lm loss: 1.183278E+01 | loss scale: 1.0 | grad norm: 36.543 | actual seqlen:  4096 |"
+    " number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: "
+    "{sps:.3f} | tokens per gpu per second (tgs): {tgs:.3f} | TFLOPs: {tf:.2f} |\n")
+
+
+def test_megatron_deepspeed_layout(tmp_path):
+    """microsoft/Megatron-DeepSpeed: no stamp, srun label, tgs and TFLOPs fields."""
+    ms = [15232.8, 4000.1, 3990.2, 4010.3, 4001.0]
+    text = "".join(MEGATRON_DEEPSPEED.format(it=i, cs=16 * i, ct=65536 * i, ms=t,
+                                             sps=16000 / t, tgs=65536000 / t / 32,
+                                             tf=25.55 if i == 1 else 97.3 + i / 10)
+                   for i, t in enumerate(ms, 1))
+    (tmp_path / "mds.out").write_text(text)
+    (tmp_path / "run.yaml").write_text("accelerator: A100-SXM4-80GB\nn_accelerators: 32\n")
+    records, steps = read_logs(tmp_path, PARAMS)
+    f = records[0].fields
+    assert f["seq_len"] == 4096 and f["global_batch_tokens"] == 16 * 4096
+    # Steady iterations 2-5: median of 4000.1 3990.2 4010.3 4001.0 ms, of 97.5 97.6 97.7 97.8.
+    assert f["step_time_s"] == pytest.approx((4000.1 + 4001.0) / 2000)
+    assert f["tflops_per_accelerator"] == pytest.approx((97.6 + 97.7) / 2)
+    assert steps["rank"].tolist() == [7] * 5
+    assert steps.tokens_per_s_per_accelerator.iloc[0] == pytest.approx(
+        float(f"{65536000 / 15232.8 / 32:.3f}"))
+
+
+def test_jsonl_with_loss_first_is_not_taken_for_a_trainer_log():
+    text = "".join(f'{{"loss": 2.{i}, "step": {i}, "step_time_s": 1.5}}\n' for i in range(5))
+    assert detect_format(text) == "jsonl"

@@ -84,7 +84,7 @@ def test_restart_starts_a_segment_with_its_own_warmup(nasty):
 
 def test_clock_jump_is_counted_and_not_used(nasty):
     f = nasty[0]["clock_jump.log"].fields
-    assert "2 clock jump(s)" in f["notes"]
+    assert "2 clock jump(s) or pause(s)" in f["notes"]
     assert f["step_time_s"] == pytest.approx(0.6261, rel=1e-4)
 
 
@@ -132,6 +132,7 @@ def test_sidecar_precedence(tmp_path):
     ("accelerator: [H100\n", "malformed_row: sidecar"),
     ("- accelerator\n", "malformed_row: sidecar"),
     ("accelerator: H100\nformat: fairseq\n", "bad_value: sidecar"),
+    ("accelerator: H100\nmfu: 0.5\n", "bad_value: sidecar"),
     ("accelerator: H100\nformat: nemo\n", "too_few_steps: 0 steady-state steps"),
     ("accelerator: H100\nprecision: fp8\n", "conflict: precision: log says 'bf16'"),
 ])

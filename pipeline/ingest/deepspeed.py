@@ -1,6 +1,7 @@
 """DeepSpeed throughput-timer lines, flops-profiler summary and config dump.
 
-Sources of the format (deepspeedai/DeepSpeed, v0.9 through v0.16, 2023-2025):
+Sources of the format (deepspeedai/DeepSpeed master as of 2025; the profiler summary and the
+timer message read the same in the older copies and forks checked):
 - ``deepspeed/utils/timer.py``, ``ThroughputTimer.stop()``: every ``steps_per_print`` optimizer
   steps, ``epoch={}/micro_step={}/global_step={}, RunningAvgSamplesPerSec={}, CurrSamplesPerSec={},
   MemAllocated={}GB, MaxMemAllocated={}GB`` through the ``[%(asctime)s] [%(levelname)s]
@@ -26,11 +27,16 @@ from __future__ import annotations
 
 import re
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, int_or_none, iso_seconds, \
-    lines_with, rank_of, regex_lines, to_float
+from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, floats, \
+    int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_of, regex_lines, to_float
 
 NAME = "deepspeed"
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")
+# The throughput-timer line in one pattern, for the bulk path; other lines go one by one.
+_FAST_RE = re.compile(
+    r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] "
+    r"\[INFO\] \[[^\]\n]*\] epoch=\d+/micro_step=\d+/global_step=(\d+), "
+    r"RunningAvgSamplesPerSec=[^,\n]*, CurrSamplesPerSec=([^,\s]+),([^\n]*)$", re.MULTILINE)
 _OLD_TPUT_RE = re.compile(r"\b(\d+)/(\d+), SamplesPerSec=(" + NUM + r")")
 _STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 _CFG_RE = re.compile(r"\]\s+([a-z_][a-z0-9_]*) \.*\s*(\S.*?)\s*$")
@@ -58,8 +64,16 @@ class Parser:
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        for lineno, line in lines_with(text, "SamplesPerSec=", first_lineno, self.state.counts):
-            self._step(line, lineno)
+        linenos, lines = candidate_lines(text, "SamplesPerSec=", first_lineno, self.state.counts)
+        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
+        if len(rows) == len(lines) and rows and not any("global_step=" in r[-1] for r in rows):
+            r1, r2, stamp, step, sps, _ = zip(*rows)
+            self.state.extend(map(int, step), linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
+                              [False] * len(rows), samples_per_s=floats(sps),
+                              wall_s=iso_seconds_many(list(stamp)))
+        else:
+            for lineno, line in zip(linenos, lines):
+                self._step(line, lineno)
         if header:
             for lineno, line in lines_with(text, "....", first_lineno):
                 if m := _CFG_RE.search(line):

@@ -1,6 +1,6 @@
 """Hugging Face ``transformers.Trainer`` logs.
 
-Source of the format (huggingface/transformers v4.30 through v4.56, 2023-2025):
+Source of the format (huggingface/transformers 4.x):
 ``src/transformers/trainer_callback.py``, ``ProgressCallback.on_log()``, writes each logs dict
 with ``self.training_bar.write(str(logs))`` (a Python dict repr; some releases format floats as
 strings, and ``trainer_state.json``-style JSON dicts are accepted too). Per logging step:

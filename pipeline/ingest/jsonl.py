@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 
 from pipeline.ingest.steplog_base import NAN, ParseState
 
@@ -38,8 +39,16 @@ def _num(value: object) -> float:
     return NAN
 
 
+_NUMBER_TYPES = frozenset((int, float, type(None)))
+
+
+def _column(values: list) -> array:
+    return array("d", [NAN if v is None else v for v in values])
+
+
 def detect(sample: str) -> int:
-    """Number of JSON step objects in ``sample``."""
+    """Twice the number of JSON step objects in ``sample`` (a parsed object with ``step`` is
+    stronger evidence than the Trainer parser's ``{"loss": `` prefix, which it may share)."""
     count = 0
     for line in sample.splitlines()[:2000]:
         line = line.strip()
@@ -49,7 +58,7 @@ def detect(sample: str) -> int:
             except ValueError:
                 continue
             count += isinstance(obj, dict) and any(k in obj for k in STEP_KEYS)
-    return count
+    return 2 * count
 
 
 class Parser:
@@ -88,27 +97,22 @@ class Parser:
             objs = json.loads("[" + ",".join(lines) + "]")
         except (ValueError, RecursionError):
             return False
-        if len(objs) != len(lines) or not all(o.__class__ is dict and o.get("step").__class__
-                                              is int and "rank" not in o for o in objs):
+        if len(objs) != len(lines) or set(map(type, objs)) != {dict}:
+            return False
+        steps = [o.get("step") for o in objs]
+        if set(map(type, steps)) != {int} or any("rank" in o for o in objs):
             return False
         cols = {}
         for key in STEP_KEYS + ("time",):
             values = [o.get(key) for o in objs]
-            if not all(v is None or v.__class__ is float or v.__class__ is int for v in values):
-                return False
+            if not set(map(type, values)) <= _NUMBER_TYPES:
+                return False  # text, bools, lists: the line-by-line path says what they are
             cols[key] = values
-        st = self.state
-        for i, o in enumerate(objs):
-            loss = cols["loss"][i]
-            st.add(o["step"], first_lineno + i, -1,
-                   nan_loss=loss is not None and not math.isfinite(loss),
-                   step_time_s=_num(cols["step_time_s"][i]),
-                   tokens_per_s=_num(cols["tokens_per_s"][i]),
-                   tokens_per_s_per_accelerator=_num(cols["tokens_per_s_per_accelerator"][i]),
-                   samples_per_s=_num(cols["samples_per_s"][i]),
-                   batch_samples=_num(cols["batch_samples"][i]), loss=_num(loss),
-                   tflops_per_accelerator=_num(cols["tflops_per_accelerator"][i]),
-                   mfu=_num(cols["mfu"][i]), wall_s=_num(cols["time"][i]))
+        loss = cols["loss"]
+        arrays = {("wall_s" if k == "time" else k): _column(v) for k, v in cols.items()}
+        self.state.extend(steps, range(first_lineno, first_lineno + len(objs)),
+                          [-1] * len(objs),
+                          [v is not None and not math.isfinite(v) for v in loss], **arrays)
         return True
 
     def _line(self, stripped: str, lineno: int) -> None:

@@ -1,15 +1,17 @@
 """Megatron-LM step lines and argument dump (also Megatron-DeepSpeed, NeMo's Megatron core,
 MindSpeed and FlagScale, which print the same line).
 
-Source of the format: ``megatron/training/training.py``, ``training_log()`` (NVIDIA/Megatron-LM,
-core_r0.6 through core_r0.14 / main of 2025), which builds the line from `` [%Y-%m-%d %H:%M:%S]``,
+Source of the format: ``megatron/training/training.py``, ``training_log()`` (NVIDIA/Megatron-LM
+main as of 2025, and the forks that keep it), which builds the line from `` [%Y-%m-%d %H:%M:%S]``,
 `` iteration {:8d}/{:8d} |``, `` consumed samples: {:12d} |``, `` elapsed time per iteration
-(ms): {:.1f} |``, the optional `` throughput per GPU (TFLOP/s/GPU): {:.1f} |`` (``--log-throughput``),
+(ms): {:.1f} |``, the optional `` throughput per GPU (TFLOP/s/GPU): {:.1f} |``
+(``--log-throughput``),
 `` learning rate: {:.6E} |``, `` global batch size: {:5d} |``, one `` {key}: {:.6E} |`` per loss
 (``lm loss``), `` loss scale``, `` grad norm``, `` number of skipped iterations: {:3d} |`` and
 `` number of nan iterations: {:3d} |``. Older trees (``megatron/training.py``, 2021-2023) print
 the same fields without the throughput. Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed
-``megatron/training.py``) adds `` samples per second``, `` tokens per gpu per second (tgs)`` and
+``megatron/training.py``) prints no time stamp, adds `` consumed tokens``, `` actual seqlen`` (read
+as ``seq_len``), `` samples per second``, `` tokens per gpu per second (tgs)`` and
 `` TFLOPs: {:.2f}``, read here as the per-GPU TFLOP/s it is.
 The argument dump is ``_print_args`` in ``megatron/training/arguments.py``: between
 ``---- arguments ----`` and ``---- end of arguments ----``, lines ``  {name} {dots} {value}``.
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 
 from pipeline.ingest.steplog_base import (
-    NAN, ParseState, int_or_none, iso_seconds, lines_with, precision_from_flags, rank_of,
-    regex_lines, to_float,
+    NAN, ParseState, candidate_lines, floats, int_or_none, iso_seconds, iso_seconds_many,
+    precision_from_flags, rank_of, regex_lines, to_float,
 )
 
 NAME = "megatron"
@@ -37,7 +40,7 @@ _STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]")
 _FIELDS_RE = re.compile(r"\| (elapsed time per iteration \(ms\)|throughput per GPU \(TFLOP/s/GPU\)|"
                         r"TFLOPs|tokens per gpu per second \(tgs\)|global batch size|lm loss|"
-                        r"number of nan iterations): *([^|]*)")
+                        r"number of nan iterations|actual seqlen): *([^|]*)")
 _ANY_LOSS_RE = re.compile(r"\| ([\w ]+? loss): *([^|]*)")
 _ARG_RE = re.compile(r"^[^\S\n]*(?:\S+[^\S\n]+)?([a-z_][a-z0-9_]*) \.{3,} ([^\n]*?)[^\S\n]*$",
                      re.MULTILINE)
@@ -50,7 +53,22 @@ _ARGS = {
     "zero_stage": "zero_stage", "global_batch_size": "batch_samples",
 }
 _PRECISION_ARGS = ("bf16", "fp16", "fp8")
+# The common layout of Megatron-LM (2024-25) in one pattern, for the bulk path; lines in any
+# other layout go through ``Parser._step`` one by one.
+_FAST_RE = re.compile(
+    r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )? ?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
+    r"iteration +(\d+)/ *\d+ \| consumed samples: +\d+ \|(?: skipped samples: +\d+ \|)? "
+    r"elapsed time per iteration \(ms\): ([^ |]+) \|"
+    r"(?: throughput per GPU \(TFLOP/s/GPU\): ([^ |]+) \|)? learning rate: [^ |]+ \| "
+    r"global batch size: +(\d+) \| lm loss: ([^ |]+) \|([^\n]*)$",
+    re.MULTILINE)
 MARKER = "elapsed time per iteration"
+_NAN_ITERS_RE = re.compile(r"number of nan iterations: *(\d+)")
+
+
+def _nan_iterations(text: str) -> int:
+    m = _NAN_ITERS_RE.search(text)
+    return int(m.group(1)) if m else 0
 
 
 def detect(sample: str) -> int:
@@ -68,8 +86,14 @@ class Parser:
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        for lineno, line in lines_with(text, MARKER, first_lineno, self.state.counts):
-            self._step(line, lineno)
+        linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
+        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
+        # A second counter in the tail is two ranks' lines run together: the slow path says so.
+        if len(rows) == len(lines) and rows and not any("iteration " in r[-1] for r in rows):
+            self._bulk(rows, linenos)
+        else:
+            for lineno, line in zip(linenos, lines):
+                self._step(line, lineno)
         if header and " ..." in text:
             for lineno, m in regex_lines(text, _ARG_RE, first_lineno):
                 self._arg(m.group(1), m.group(2), lineno)
@@ -80,6 +104,20 @@ class Parser:
             self.state.fact(key, int_or_none(value), lineno)
         elif name in _PRECISION_ARGS:
             self.precision[name] = value
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+        r1, r2, stamp, step, ms, tflops, gbs, loss, rest = zip(*rows)
+        loss_f = floats(loss)
+        nan_loss = [not math.isfinite(x) or ("nan iterations:" in r
+                                             and "nan iterations:   0 " not in r
+                                             and _nan_iterations(r) > 0)
+                    for x, r in zip(loss_f, rest)]
+        step_time_s = array("d", (x / 1000.0 for x in floats(ms)))
+        self.state.extend(map(int, step), linenos,
+                          [int(a or b or -1) for a, b in zip(r1, r2)], nan_loss,
+                          step_time_s=step_time_s, loss=loss_f,
+                          tflops_per_accelerator=floats(tflops), batch_samples=floats(gbs),
+                          wall_s=iso_seconds_many(list(stamp)))
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state
@@ -101,6 +139,8 @@ class Parser:
         loss = to_float(loss_text) if loss_text is not None else NAN
         nan_iters = int_or_none(fields.get("number of nan iterations", "0")) or 0
         stamp = _STAMP_RE.search(text, 0, m.start())
+        if "actual seqlen" in fields:  # Megatron-DeepSpeed prints the sequence length per step
+            st.fact("seq_len", int_or_none(fields["actual seqlen"]), lineno)
         st.add(int(m.group(1)), lineno, rank_of(text),
                nan_loss=nan_iters > 0 or (loss_text is not None and not math.isfinite(loss)),
                step_time_s=step_time_s, loss=loss,

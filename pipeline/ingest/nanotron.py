@@ -6,11 +6,11 @@ add_scalars_from_list`` in ``src/nanotron/logging/base.py`` (earlier ``src/nanot
 ``iteration: {step} / {total} | consumed_tokens: 1.31M | elapsed_time_per_iteration_ms: 1.23K |
 tokens_per_sec: 106K | tokens_per_sec_per_gpu: 13.3K | global_batch_size: 64 | lm_loss: 10.4 |
 lr: 0.0003 | model_tflops_per_gpu: 123 | hardware_tflops_per_gpu: 125 | grad_norm: 5.12``.
-Current releases format every value with ``human_format`` (3 significant digits and a K/M/B/T
-suffix, so ``1234.5`` ms prints ``1.23K``: the figures read here carry that rounding); releases
-before 2024-06 print ``.1f`` / ``1.6E`` / ``.2f`` numbers. The logger prefix is
-``%m/%d %H:%M:%S [INFO|DP=0|PP=0|TP=0]: `` (older ``[%m%d %H:%M:%S|DP=0|...]: ``); no year, so
-the wall clock is only used for differences.
+The current trainer formats every value with ``human_format`` (3 significant digits and a
+K/M/B/T suffix, so ``1234.5`` ms prints ``1.23K``: the figures read here carry that rounding);
+older trainers (and forks) print ``.1f`` / ``1.6E`` / ``.2f`` numbers, read the same way. The
+logger prefix is ``%m/%d %H:%M:%S [INFO|DP=0|PP=0|TP=0]: ``, dimmed with ANSI codes (older:
+``[%m%d %H:%M:%S|DP=0|...]: ``); it has no year, so the wall clock only serves differences.
 Config facts from the ``Config(...)`` dump logged at start-up: ``dp=, tp=, pp=,
 expert_parallel_size=, context_parallel_size=`` (``ParallelismArgs``), ``hidden_size=``,
 ``num_hidden_layers=`` (model config), ``sequence_length=`` (``TokensArgs``).
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 
-from pipeline.ingest.steplog_base import NAN, ParseState, human_float, lines_with, rank_of, \
-    regex_lines
+from pipeline.ingest.steplog_base import ANSI_RE, NAN, ParseState, candidate_lines, human_float, \
+    rank_of, regex_lines
 
 NAME = "nanotron"
 _STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
@@ -34,6 +35,13 @@ _STAMP_RE = re.compile(r"(\d\d)/?(\d\d) (\d\d):(\d\d):(\d\d)")
 _CFG_RE = re.compile(r"\b(dp|tp|pp|expert_parallel_size|context_parallel_size|hidden_size|"
                      r"num_hidden_layers|sequence_length)=(\d+)")
 MARKER = "elapsed_time_per_iteration_ms"
+# The current layout in one pattern, for the bulk path; other lines go one by one.
+_FAST_RE = re.compile(
+    r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) \[[A-Z]+[^\]\n]*\]: iteration: (\d+) / \d+ \| "
+    r"consumed_tokens: [^ |]+ \| elapsed_time_per_iteration_ms: ([^ |]+) \| tokens_per_sec: "
+    r"([^ |]+) \| tokens_per_sec_per_gpu: ([^ |]+) \| global_batch_size: ([^ |]+) \| "
+    r"lm_loss: ([^ |]+) \| lr: [^ |]+ \| model_tflops_per_gpu: ([^ |]+) \|([^\n]*)$",
+    re.MULTILINE)
 _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
              "context_parallel_size": "cp", "hidden_size": "d_model",
              "num_hidden_layers": "n_layers", "sequence_length": "seq_len"}
@@ -69,9 +77,31 @@ class Parser:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno, 0,
                                          end if end >= 0 else None):
                 self.state.fact(_CFG_KEYS[m.group(1)], int(m.group(2)), lineno)
-        for lineno, line in lines_with(text, MARKER, first_lineno, self.state.counts):
+        linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
+        if lines:
             self.header = False
-            self._step(line, lineno)
+        block = "\n".join(lines)
+        if "\x1b" in block:  # current releases dim the prefix with ANSI codes
+            block = ANSI_RE.sub("", block)
+        rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
+        if len(rows) == len(lines) and rows and not any("iteration:" in r[-1] for r in rows):
+            self._bulk(rows, linenos)
+        else:
+            for lineno, line in zip(linenos, block.split("\n") if lines else ()):
+                self._step(line, lineno)
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+        mo, d, h, mi, sec, step, ms, tps, tps_gpu, gbs, loss, tflops, _ = zip(*rows)
+        loss_f = array("d", map(human_float, loss))
+        wall = array("d", ((((int(a) * 31 + int(b)) * 24 + int(c)) * 60 + int(e)) * 60.0 + int(f)
+                           for a, b, c, e, f in zip(mo, d, h, mi, sec)))
+        self.state.extend(map(int, step), linenos, [-1] * len(rows),
+                          [not math.isfinite(x) for x in loss_f],
+                          step_time_s=array("d", (human_float(x) / 1000.0 for x in ms)),
+                          loss=loss_f, tokens_per_s=array("d", map(human_float, tps)),
+                          tokens_per_s_per_accelerator=array("d", map(human_float, tps_gpu)),
+                          tflops_per_accelerator=array("d", map(human_float, tflops)),
+                          batch_samples=array("d", map(human_float, gbs)), wall_s=wall)
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state

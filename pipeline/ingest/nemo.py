@@ -25,11 +25,17 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, int_or_none, lines_with, \
-    rank_of, regex_lines, to_float
+from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, floats, \
+    int_or_none, rank_of, regex_lines, to_float
 
 NAME = "nemo"
 _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")
+# NeMo 2's progress-printer line in one pattern, for the bulk path; other lines one by one.
+_FAST_RE = re.compile(
+    r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?(?:\[NeMo [^\]\n]*\] )?Training epoch \d+, "
+    r"iteration \d+/\d+ \| lr: [^ |]+ \| global_batch_size: ([^ |]+) \| global_step: (\d+)"
+    r"(?:\.0+)? \| reduced_train_loss: ([^ |]+) \| train_step_timing in s: ([^ |]+)([^\n]*)$",
+    re.MULTILINE)
 _KV_EQ_RE = re.compile(r"([A-Za-z_][\w ]*?)=(" + NUM + r")")
 _CFG_RE = re.compile(r"^[ \t]{2,}(tensor_model_parallel_size|pipeline_model_parallel_size|"
                      r"context_parallel_size|expert_model_parallel_size|encoder_seq_length|"
@@ -65,15 +71,33 @@ class Parser:
         if header and self.header:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno):
                 self._cfg(m.group(1), m.group(2), lineno)
-        for lineno, line in lines_with(text, "train_step_timing in s", first_lineno,
-                                       self.state.counts):
+        linenos, lines = candidate_lines(text, "train_step_timing in s", first_lineno,
+                                         self.state.counts)
+        if lines:
             self.header = False
+        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
+        if len(rows) == len(lines) and rows and self._bulk(rows, linenos):
+            return
+        for lineno, line in zip(linenos, lines):
             if "Training epoch" in line:
                 self._v2(line, lineno)
             else:
                 for segment in line.split("\r"):
                     if "train_step_timing in s=" in segment:
                         self._bar(segment, lineno)
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> bool:
+        r1, r2, gbs, step, loss, timing, rest = zip(*rows)
+        steps = list(map(int, step))
+        if any("Training epoch" in r for r in rest) or any(
+                a == b for a, b in zip([self.last_step] + steps, steps)):
+            return False  # garbled lines or redraws: the line-by-line path handles them
+        loss_f = floats(loss)
+        self.state.extend(steps, linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
+                          [not math.isfinite(x) for x in loss_f], step_time_s=floats(timing),
+                          loss=loss_f, batch_samples=floats(gbs))
+        self.last_step = steps[-1]
+        return True
 
     def _cfg(self, key: str, value: str, lineno: int) -> None:
         if key in _CFG_KEYS:

@@ -24,12 +24,15 @@ import yaml
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node")
-FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens", "tokens_per_s",
-              "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu", "hfu",
-              "step_time_s", "time_to_train_s", "power_w_per_accelerator", "energy_j_per_token")
+FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
-            "series", "status", "derived", "notes", "system", "format")
+            "series", "status", "notes", "system", "format")
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
+# Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
+# the pipeline.
+MEASURE_KEYS = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu",
+                "hfu", "step_time_s", "time_to_train_s", "power_w_per_accelerator",
+                "energy_j_per_token", "derived")
 
 
 class SidecarError(Exception):
@@ -67,6 +70,9 @@ def sidecar_paths(log_path: Path, logs_dir: Path) -> list[Path]:
 
 
 def _check(key: str, value: Any, where: str) -> Any:
+    if key in MEASURE_KEYS:
+        raise SidecarError("bad_value", f"sidecar {where}: '{key}' is measured, so it comes "
+                                        "from the log, not from a sidecar")
     if key not in ALLOWED_KEYS:
         raise SidecarError("bad_value", f"sidecar {where}: unknown key '{key}' (keys are "
                                         "format-v1 column names, see data/raw/logs/README.md)")

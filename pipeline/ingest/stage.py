@@ -24,10 +24,12 @@ from tqdm import tqdm
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.derive import Reject
+from pipeline.ingest.mlperf import read_tree
 from pipeline.ingest.normalize import CatalogCache, Options, normalize
 from pipeline.ingest.published import read_published, rel_path
 from pipeline.ingest.records import Record
 from pipeline.ingest.series import assign_series
+from pipeline.ingest.steplogs import read_logs
 from pipeline.ingest.validate import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
 from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
@@ -70,13 +72,6 @@ def load_catalog(catalog_dir: Path) -> Any:
 
 
 def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
-    if not roots:
-        return
-    try:
-        from pipeline.ingest.mlperf import read_tree
-    except ImportError as exc:
-        _warn(f"MLPerf trees skipped: pipeline.ingest.mlperf not importable ({exc})")
-        return
     for root in roots:
         for record in read_tree(root):
             yield _relative(record)
@@ -98,11 +93,6 @@ def _step_logs(logs_dir: Path, params: dict[str, Any]) -> tuple[list[Record], pd
     empty = pd.DataFrame({n: pd.Series(dtype=pandas_dtype(t)) for n, t in STEP_COLUMNS})
     if not logs_dir.is_dir():
         _warn(f"step logs folder {logs_dir} is absent: no step logs read")
-        return [], empty
-    try:
-        from pipeline.ingest.steplogs import read_logs
-    except ImportError as exc:
-        _warn(f"step logs skipped: pipeline.ingest.steplogs not importable ({exc})")
         return [], empty
     return read_logs(logs_dir, params)
 

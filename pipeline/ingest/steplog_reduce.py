@@ -131,6 +131,12 @@ def _median(x: np.ndarray) -> float:
 
 def reduce_steps(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
     """Reduce the steps of ``st``; ``facts`` are the merged log and sidecar values."""
+    # A printed 0 (tokens/s, samples/s) gives an infinite time: left out as not finite.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _reduce(st, facts, s)
+
+
+def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
     step = _arr(st.step, "int64")
     rank = _arr(st.rank, "int32")
     cols = {name: _arr(col, "float64") for name, col in st.cols.items()}
@@ -173,8 +179,13 @@ def reduce_steps(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
     else:
         jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
-    if jumps:
-        notes.append(f"{jumps} clock jump(s) in the log timestamps (not used for timing)")
+    if jumps and st.step_time_from_wall:
+        notes.append(f"{jumps} clock jump(s) or pause(s): time stamps going back or leaping "
+                     f"over {CLOCK_JUMP_FACTOR:g}x the median step; those intervals left out")
+    elif jumps:
+        notes.append(f"{jumps} clock jump(s) or pause(s) in the time stamps (going back, or "
+                     f"ahead of the printed step times by {CLOCK_JUMP_FACTOR:g}x + 60 s); "
+                     "timing uses the printed step times")
 
     # The series that warm-up detection and the steady-state test look at.
     x = t.copy()

@@ -1,11 +1,13 @@
 """Training step logs -> one run per log (``read_logs``), plus per-step rows for notebooks.
 
 Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``
-(``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary
-(1 MiB buffer), decoded line by line with ``errors="replace"``; only per-step numbers are kept.
-The format is chosen from the content (the first MiB that shows step lines of any known
-format; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides. Sidecars:
-``pipeline.ingest.sidecar``; steps -> run: ``pipeline.ingest.steplog_reduce``.
+(``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
+4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
+its lines in a block with C-level searches, so lines of other output cost almost nothing, and
+only per-step numbers are kept. The format is chosen from the content (the first part of the
+file that shows step lines of any known format decides; ties go to the order of ``FORMATS``);
+a sidecar's ``format:`` overrides. Sidecars: ``pipeline.ingest.sidecar``; steps -> run:
+``pipeline.ingest.steplog_reduce``; series: ``pipeline.ingest.steplog_series``.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
 (``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
@@ -20,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
@@ -213,7 +216,10 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     return facts
 
 
-def _hf_summary(state: ParseState, facts: dict[str, Any], s: Settings) -> tuple[dict, list[str]]:
+def _hf_summary(state: ParseState, facts: dict[str, Any],
+                s: Settings) -> tuple[dict[str, float], list[str], str]:
+    """The run measures of a Trainer log from its end-of-training summary: (measures,
+    derived columns, note)."""
     f = state.facts
     steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
     if not steps_per_s or not runtime:
@@ -235,8 +241,19 @@ def _hf_summary(state: ParseState, facts: dict[str, Any], s: Settings) -> tuple[
     if seq and facts.get("batch_samples"):
         out["global_batch_tokens"] = facts["batch_samples"] * seq
         derived.append("global_batch_tokens")
-    return out, derived + ["notes:whole-run average from the Trainer summary, warm-up "
-                           f"included ({n_steps:.0f} steps, {runtime:g} s)"]
+    return out, derived, (f"whole-run average from the Trainer summary, warm-up included "
+                          f"({n_steps:.0f} steps, {runtime:g} s)")
+
+
+def _steps_frame(shown: str, fmt: str, columns: dict[str, Any]) -> pd.DataFrame:
+    """One log's step rows, sorted, in ``STEP_COLUMNS`` order (path and format categorical)."""
+    n = len(columns["step"])
+    frame = pd.DataFrame({
+        "path": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [shown]),
+        "format": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [fmt]),
+        **{c: columns[c] for c in STEP_COLUMNS[2:]}}, copy=False)
+    return frame.sort_values(["step", "segment", "rank", "line"], kind="stable",
+                             ignore_index=True)
 
 
 def read_one(path: Path, logs_dir: Path, s: Settings,
@@ -263,7 +280,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
                 + "); set 'format:' in a sidecar to force one"), None
     try:
-        state, n_lines, cut = parse_file(path, fmt)
+        state, _, cut = parse_file(path, fmt)
     except OSError as exc:
         return ("unreadable", f"{shown}: {exc.strerror or exc}"), None
     try:
@@ -271,15 +288,15 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
-    steps = pd.DataFrame({"path": shown, "format": fmt, **red.columns}) if len(state) else None
+    steps = _steps_frame(shown, fmt, red.columns) if len(state) else None
     notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
     measures, derived = red.measures, list(red.derived)
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
-            measures, extra = _hf_summary(state, facts, s)
+            measures, extra, note = _hf_summary(state, facts, s)
             red.first_line = red.last_line = state.fact_lines.get("train_steps_per_second", 0)
-            derived += [d for d in extra if not d.startswith("notes:")]
-            notes += [d[6:] for d in extra if d.startswith("notes:")]
+            derived += extra
+            notes.append(note)
         elif red.n_steady < s.min_steady_steps:
             code = "truncated_log" if cut and red.n_steady == 0 else "too_few_steps"
             raise SidecarError(code, f"{red.n_steady} steady-state steps < min_steady_steps "
@@ -300,8 +317,9 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
     rel = path.parent.relative_to(logs_dir).as_posix()
+    citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
     fields.update(source=side.values.get("source") or ("logs" if rel == "." else f"logs/{rel}"),
-                  citation=shown, source_kind="log", derived=";".join(dict.fromkeys(derived)),
+                  citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
     if side.values.get("notes"):
@@ -313,9 +331,20 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     return fields, steps
 
 
+def _read_guarded(path: Path, logs_dir: Path, s: Settings,
+                  cache: dict) -> tuple[Any, pd.DataFrame | None]:
+    """``read_one``, with a parser failure turned into a reject that says so: one odd log must
+    not stop the stage (the fuzz tests look for such failures; none is known)."""
+    try:
+        return read_one(path, logs_dir, s, cache)
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+        return ("malformed_row", f"step-log parser failed on this file ({type(exc).__name__}: "
+                                 f"{exc}); please report it with the log"), None
+
+
 def _read_task(args: tuple[Path, Path, Settings]) -> tuple[Any, pd.DataFrame | None]:
     path, logs_dir, s = args
-    return read_one(path, logs_dir, s, {})
+    return _read_guarded(path, logs_dir, s, {})
 
 
 def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]:
@@ -336,7 +365,7 @@ def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]
             outcomes = list(pool.map(_read_task, tasks))
     else:
         cache: dict = {}
-        outcomes = [read_one(p, logs_dir, s, cache) for p in paths]
+        outcomes = [_read_guarded(p, logs_dir, s, cache) for p in paths]
     assign_series([r for r, _ in outcomes if isinstance(r, dict)])
     records = []
     for path, (result, _) in zip(paths, outcomes):
@@ -350,9 +379,27 @@ def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]
             rel = path.parent.relative_to(logs_dir).as_posix()
             source = "logs" if rel == "." else f"logs/{rel}"
             records.append(Record.reject(source, shown, 0, shown, *result))
-    frames = [steps for _, steps in outcomes if steps is not None]
-    steps_df = (pd.concat(frames, ignore_index=True) if frames
-                else pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS}))
-    steps_df = steps_df.reindex(columns=list(STEP_COLUMNS))
-    steps_df = steps_df.sort_values(["path", "step", "segment", "rank", "line"], kind="stable")
-    return records, steps_df.reset_index(drop=True)
+    frames = sorted((steps for _, steps in outcomes if steps is not None),
+                    key=lambda f: str(f["path"].cat.categories[0]))
+    outcomes.clear()
+    return records, _concat(frames)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Stack the logs' step rows, freeing each log's frame as it is copied (peak: the result
+    plus one log's rows, not twice the result as ``pd.concat`` would hold)."""
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
+    total = sum(len(f) for f in frames)
+    out = {c: np.empty(total, dtype=object if c in ("path", "format") else frames[0][c].dtype)
+           for c in STEP_COLUMNS}
+    start = 0
+    while frames:
+        frame = frames.pop(0)
+        end = start + len(frame)
+        for c in STEP_COLUMNS:
+            out[c][start:end] = frame[c].to_numpy(dtype=object) if c in ("path", "format") \
+                else frame[c].to_numpy()
+        start = end
+        del frame
+    return pd.DataFrame(out, copy=False)

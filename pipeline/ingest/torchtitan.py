@@ -23,10 +23,13 @@ reduction takes it from stamp differences between logged steps (``step_time_from
 
 from __future__ import annotations
 
+import math
 import re
+from array import array
 
 from pipeline.ingest.steplog_base import (
-    ANSI_RE, NAN, NUM, ParseState, iso_seconds, lines_with, rank_of, to_float,
+    ANSI_RE, NAN, NUM, ParseState, candidate_lines, floats, iso_seconds, iso_seconds_many,
+    lines_with, rank_of, to_float,
 )
 
 NAME = "torchtitan"
@@ -40,6 +43,12 @@ _LAYERS_RE = re.compile(r"ModelArgs\(.*?\bn_layers=(\d+)")
 _BATCH_RE = re.compile(r"global batch size (\d+)")
 _MODEL_RE = re.compile(r"Building (\w+) (\S+) with \w*ModelArgs\(")
 _SEQ_RE = re.compile(r"sequence length (\d+)")
+# The common layout (2024-25) in one pattern, for the bulk path; other lines go one by one.
+_FAST_RE = re.compile(
+    r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?\[titan\] "
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - \S+ - INFO - step: *(\d+) +loss: *([^ ]+) +"
+    r"(?:grad_norm: *[^ ]+ +)?memory: *[^ ]+ +tps: *([\d,]+) +tflops: *([\d,.]+) +"
+    r"mfu: *([\d.]+)%([^\n]*)$", re.MULTILINE)
 _FACT_MARKERS = ("device mesh", "total parameters", "ModelArgs(", "global batch size")
 _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "pp": "pp",
               "cp": "cp", "ep": "ep"}
@@ -62,19 +71,38 @@ class Parser:
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
         counts = self.state.counts
-        for lineno, line in lines_with(text, "step:", first_lineno, counts):
-            if "loss:" not in line:
-                continue
-            if "\x1b" in line:
-                line = ANSI_RE.sub("", line)
-            if "evaluation" in line or "validat" in line:
-                counts["validation_lines"] += 1
-                continue
-            self._step(line, lineno)
+        linenos, lines = candidate_lines(text, "step:", first_lineno, counts)
+        block = "\n".join(lines)
+        if "\x1b" in block:
+            block = ANSI_RE.sub("", block)
+        rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
+        if len(rows) == len(lines) and rows and not any("step:" in r[-1] for r in rows):
+            self._bulk(rows, linenos)
+        else:
+            for lineno, line in zip(linenos, block.split("\n") if lines else ()):
+                self._line(line, lineno)
         if header:
             for marker in _FACT_MARKERS:
                 for lineno, line in lines_with(text, marker, first_lineno):
                     self._fact(ANSI_RE.sub("", line), lineno)
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+        r1, r2, stamp, step, loss, tps, tflops, mfu, _ = zip(*rows)
+        loss_f = floats(loss)
+        self.state.extend(map(int, step), linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
+                          [not math.isfinite(x) for x in loss_f], loss=loss_f,
+                          tokens_per_s_per_accelerator=floats(t.replace(",", "") for t in tps),
+                          tflops_per_accelerator=floats(t.replace(",", "") for t in tflops),
+                          mfu=array("d", (x / 100.0 for x in floats(mfu))),
+                          wall_s=iso_seconds_many(list(stamp)))
+
+    def _line(self, line: str, lineno: int) -> None:
+        if "loss:" not in line:
+            return
+        if "evaluation" in line or "validat" in line:
+            self.state.counts["validation_lines"] += 1
+            return
+        self._step(line, lineno)
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state

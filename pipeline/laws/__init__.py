@@ -2,7 +2,15 @@
 
 ``fit(n, y, law="usl")`` is the one entry point; see ``LAWS`` for the law names. Each law lives
 in its own module with its formula and source in the docstring; :mod:`pipeline.laws.nls` is the
-estimation engine, :mod:`pipeline.laws.result` the result object and its inference.
+estimation engine, :mod:`pipeline.laws.result` the result object and its inference;
+:mod:`pipeline.laws.stage` is the DVC fit stage (extrapolation tests in
+:mod:`pipeline.laws.extrapolation`, MFU regressions in :mod:`pipeline.laws.crossseries`).
+
+Considered and left out: Gustafson's law ``X = lam * (alpha + (1 - alpha) * N)`` is affine in
+N; on weak-scaling series Amdahl (sigma near 0) and the power law (b near 1) already describe a
+near-linear rise, so it would add a parameter without a new shape. A critical-batch-size law
+(McCandlish et al. 2018, arXiv 1812.06162) would explain MLPerf time-to-train through the extra
+samples a larger batch needs, but runs.parquet carries no samples-to-converge to fit it on.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class AmdahlLaw(Law):
 
     def derived(self, params: dict[str, float], ctx: SeriesContext) -> dict[str, float]:
         sigma, lam = params["sigma"], params["lam"]
-        return {"x_max": lam / sigma if sigma > 0 else np.inf}
+        return {"n_peak": np.inf, "x_max": lam / sigma if sigma > 0 else np.inf}
 
 
 LAW = AmdahlLaw()

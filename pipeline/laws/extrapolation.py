@@ -111,29 +111,39 @@ def summarise(extra: pd.DataFrame, laws: Sequence[str], ks: Sequence[int],
                 "p90_ape": float(at_k["ape"].quantile(0.9)) if len(at_k) else None,
                 "coverage": float(at_k["covered"].mean()) if len(at_k) else None,
             }
-        by_source = {str(src): {f"k{k}": float(g.loc[g["k"] == k, "ape"].median())
+        by_source = {str(src): {f"k{k}": {"median_ape": float(g.loc[g["k"] == k, "ape"].median()),
+                                          "coverage": float(g.loc[g["k"] == k, "covered"].mean()),
+                                          "n": int((g["k"] == k).sum())}
                                 for k in ks if (g["k"] == k).any()}
                      for src, g in ok.groupby("source")}
-        summary["laws"][law] = {"success_rate": success[law], **per_k,
-                                "median_ape_by_source": by_source}
+        summary["laws"][law] = {"success_rate": success[law], **per_k, "by_source": by_source}
+    summary["all_laws_common"] = _common_scores(extra, list(laws), ks, key)
     eligible = [law for law in laws if success[law] >= min_success]
     if not eligible:
         summary["default_law_reason"] = f"no law predicted >= {min_success:.0%} of the cases"
         return summary
-    wide = extra[extra["law"].isin(eligible)].pivot_table(
-        index=key, columns="law", values="ape", aggfunc="first")
-    common = wide.dropna()
-    scores = {}
-    for law in eligible:
-        per_k = [common[law][common.index.get_level_values("k") == k].median() for k in ks]
-        per_k = [v for v in per_k if np.isfinite(v)]
-        scores[law] = float(np.mean(per_k)) if per_k else np.inf
+    common = _common_scores(extra, eligible, ks, key)
+    scores = common["mean_median_ape"]
     best = min(sorted(scores), key=lambda law: scores[law])
-    summary["common_cases"] = int(len(common))
+    summary["common_cases"] = common["n_cases"]
     summary["common_mean_median_ape"] = scores
     summary["default_law"] = best if np.isfinite(scores[best]) else None
     summary["default_law_reason"] = (
-        f"lowest mean over k={list(ks)} of the median APE on the {len(common)} held-out runs "
-        f"every law with >= {min_success:.0%} successful predictions predicted "
+        f"lowest mean over k={list(ks)} of the median APE on the {common['n_cases']} held-out "
+        f"runs every law with >= {min_success:.0%} successful predictions predicted "
         f"(eligible: {', '.join(eligible)})")
     return summary
+
+
+def _common_scores(extra: pd.DataFrame, laws: list[str], ks: Sequence[int],
+                   key: list[str]) -> dict:
+    """Mean over k of each law's median APE on the cases every one of ``laws`` predicted."""
+    wide = extra[extra["law"].isin(laws)].pivot_table(index=key, columns="law", values="ape",
+                                                      aggfunc="first")
+    common = wide.reindex(columns=laws).dropna()
+    scores = {}
+    for law in laws:
+        per_k = [common[law][common.index.get_level_values("k") == k].median() for k in ks]
+        per_k = [v for v in per_k if np.isfinite(v)]
+        scores[law] = float(np.mean(per_k)) if per_k else np.inf
+    return {"n_cases": int(len(common)), "mean_median_ape": scores}

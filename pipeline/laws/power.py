@@ -42,8 +42,10 @@ class PowerLaw(Law):
         return np.array([np.exp(log_a), b])
 
     def derived(self, params: dict[str, float], ctx: SeriesContext) -> dict[str, float]:
-        # The gain of one doubling, 2**b - 1, is the law's whole story.
-        return {"doubling_gain": float(2.0 ** params["b"] - 1.0)}
+        # The gain of one doubling, 2**b - 1, is the law's whole story; rising throughput
+        # (b > 0) never peaks, falling throughput (b <= 0) has no interior peak either.
+        return {"n_peak": np.inf if params["b"] > 0 else np.nan,
+                "doubling_gain": float(2.0 ** params["b"] - 1.0)}
 
 
 LAW = PowerLaw()

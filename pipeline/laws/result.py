@@ -109,7 +109,9 @@ class FitResult:
             cols.update(ci_low=nan, ci_high=nan, pi_low=nan, pi_high=nan)
             return pd.DataFrame(cols)
         jac = self._jacobian(n)
-        se_mean = np.asarray(self._ols.get_prediction(jac).se_mean, dtype=float)
+        # rounding can leave a tiny negative variance on an ill-conditioned design
+        var_mean = np.asarray(self._ols.get_prediction(jac).var_pred_mean, dtype=float)
+        se_mean = np.sqrt(np.clip(var_mean, 0.0, None))
         se_obs = np.sqrt(se_mean**2 + self._ols.scale)
         q = stats.t.ppf(0.5 + interval / 2.0, self.df_resid)
         for name, se in (("ci", se_mean), ("pi", se_obs)):

@@ -95,16 +95,27 @@ def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
                                 ["n_accelerators"])
     if scaling not in ("strong", "weak"):
         notes.append(f"scaling '{scaling}' treated as strong for comm")
-    ctx_scaling = "weak" if scaling == "weak" else "strong"
+    # A time-to-train run has a fixed amount of work (train to the target quality) whatever
+    # its batch, so for comm it is strong scaling even where the batch grows with N.
+    ctx_scaling = ("weak" if scaling == "weak" and metric != "inverse_time_to_train_per_s"
+                   else "strong")
     ctx = SeriesContext(scaling=ctx_scaling,
                         work_per_step=work_per_step(kept, metric, ctx_scaling) if len(kept) else None)
     return SeriesPoints(sid, metric, kept["n_accelerators"].to_numpy(float),
                         _positive(kept[metric]).to_numpy(float), ctx, kept, notes)
 
 
-def _median_at(df: pd.DataFrame, n_value: float, column: pd.Series) -> float:
-    values = column[df["n_accelerators"] == n_value].dropna()
-    return float(values.median()) if len(values) else np.nan
+def _column(runs: pd.DataFrame, name: str) -> np.ndarray:
+    """A numeric column as floats, non-positive and missing values as NaN."""
+    if name not in runs.columns:
+        return np.full(len(runs), np.nan)
+    v = pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isfinite(v) & (v > 0), v, np.nan)
+
+
+def _median_at(n: np.ndarray, n_value: float, values: np.ndarray) -> float:
+    at = values[(n == n_value) & np.isfinite(values)]
+    return float(np.median(at)) if at.size else np.nan
 
 
 def measured_figures(points: SeriesPoints) -> tuple[dict[str, float], pd.DataFrame]:
@@ -118,25 +129,25 @@ def measured_figures(points: SeriesPoints) -> tuple[dict[str, float], pd.DataFra
     runs = points.runs
     if not len(runs):
         return figures, pd.DataFrame(columns=["series_id", "n_accelerators", "efficiency"])
-    per_n = (pd.DataFrame({"n": points.n, "y": points.y}).groupby("n")["y"].median())
-    n_min, n_max = float(per_n.index.min()), float(per_n.index.max())
-    eff = per_n / (per_n.index.to_numpy() * per_n.iloc[0] / n_min)
-    figures["efficiency_at_n_max"] = float(eff.iloc[-1])
-    curve = pd.DataFrame({"series_id": points.series_id, "n_accelerators": per_n.index.astype(int),
-                          "efficiency": eff.to_numpy()})
-    tps = _positive(runs.get("tokens_per_s", pd.Series(np.nan, index=runs.index)))
-    tok_hour = SECONDS_PER_HOUR * tps / runs["n_accelerators"].astype(float)
-    figures["tokens_per_accelerator_hour_at_n_min"] = _median_at(runs, n_min, tok_hour)
-    figures["tokens_per_accelerator_hour_at_n_max"] = _median_at(runs, n_max, tok_hour)
-    energy = _positive(runs.get("energy_j_per_token", pd.Series(np.nan, index=runs.index)))
-    power = _positive(runs.get("power_w_per_accelerator", pd.Series(np.nan, index=runs.index)))
-    energy = energy.fillna(power * runs["n_accelerators"].astype(float) / tps)
-    figures["energy_j_per_token_at_n_min"] = _median_at(runs, n_min, energy)
-    figures["energy_j_per_token_at_n_max"] = _median_at(runs, n_max, energy)
-    has = energy.notna()
-    if runs.loc[has, "n_accelerators"].nunique() >= 2:
-        slope = np.polyfit(np.log2(runs.loc[has, "n_accelerators"].astype(float)),
-                           np.log2(energy[has].astype(float)), 1)[0]
+    n_levels = np.unique(points.n)
+    per_n = np.array([np.median(points.y[points.n == level]) for level in n_levels])
+    n_min, n_max = float(n_levels[0]), float(n_levels[-1])
+    eff = per_n / (n_levels * per_n[0] / n_min)
+    figures["efficiency_at_n_max"] = float(eff[-1])
+    curve = pd.DataFrame({"series_id": points.series_id, "n_accelerators": n_levels.astype(int),
+                          "efficiency": eff})
+    n = runs["n_accelerators"].to_numpy(dtype=float)
+    tps = _column(runs, "tokens_per_s")
+    tok_hour = SECONDS_PER_HOUR * tps / n
+    figures["tokens_per_accelerator_hour_at_n_min"] = _median_at(n, n_min, tok_hour)
+    figures["tokens_per_accelerator_hour_at_n_max"] = _median_at(n, n_max, tok_hour)
+    energy = _column(runs, "energy_j_per_token")
+    energy = np.where(np.isfinite(energy), energy, _column(runs, "power_w_per_accelerator") * n / tps)
+    figures["energy_j_per_token_at_n_min"] = _median_at(n, n_min, energy)
+    figures["energy_j_per_token_at_n_max"] = _median_at(n, n_max, energy)
+    has = np.isfinite(energy)
+    if np.unique(n[has]).size >= 2:
+        slope = np.polyfit(np.log2(n[has]), np.log2(energy[has]), 1)[0]
         # log2-log2 slope: energy per token multiplies by 2**slope per doubling of N
         figures["energy_per_token_doubling_factor"] = float(2.0 ** slope)
     else:

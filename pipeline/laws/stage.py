@@ -110,6 +110,10 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
 def _score(extra: pd.DataFrame) -> pd.DataFrame:
     """Fill ``ape`` for every predicted row in one scikit-learn call (validation is costly)."""
     extra = extra.copy()
+    floats = ["actual", "predicted", "pi_low", "pi_high", "ape"]
+    extra[floats] = extra[floats].astype(float)
+    extra[["k", "n_train_max", "n_target"]] = extra[["k", "n_train_max", "n_target"]].astype("int64")
+    extra[["covered", "converged"]] = extra[["covered", "converged"]].astype(bool)
     ok = np.isfinite(extra["predicted"].to_numpy(float))
     ape = np.full(len(extra), np.nan)
     ape[ok] = point_ape(extra["actual"].to_numpy(float)[ok], extra["predicted"].to_numpy(float)[ok])
@@ -122,23 +126,18 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
     df.to_csv(path, index=False, float_format="%.10g", lineterminator="\n")
 
 
-def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    """Run the fit stage; returns the metrics written to ``metrics_path``."""
-    cfg = _settings(params)
-    runs = pd.read_parquet(runs_path)
-    series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
+def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
+             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame]]:
+    """Fit rows, extrapolation rows (chosen scale, other scale) and efficiency curves."""
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
-    # The other response scale is scored too (metrics only) so fit.json shows whether
-    # `fit.scale` is the better-predicting choice on this data.
-    other_scale = next(sc for sc in SCALES if sc != cfg["scale"])
     other_rows: list[dict] = []
     curves: list[pd.DataFrame] = []
+    other_scale = next(sc for sc in SCALES if sc != cfg["scale"])
     by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
     no_runs = runs.iloc[0:0]
     for _, srow in tqdm(series.iterrows(), total=len(series), desc="fit", unit="series",
-                        file=None, disable=None):
+                        disable=None):
         points = series_points(by_series.get(srow["series_id"], no_runs), srow)
         measured, curve = measured_figures(points)
         curves.append(curve)
@@ -149,24 +148,40 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
         for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
                               min_distinct_n=cfg["min_distinct_n"]):
             fit_rows.append({**ident, **row, **measured})
-        if points.n_distinct >= cfg["extra_min_distinct_n"]:
-            extra_rows += extrapolate_series(points, str(srow.get("source")), cfg["laws"],
-                                             cfg["ks"], scale=cfg["scale"],
-                                             interval=cfg["interval"])
-            if cfg["score_other_scale"]:
-                other_rows += extrapolate_series(points, str(srow.get("source")), cfg["laws"],
-                                                 cfg["ks"], scale=other_scale,
-                                                 interval=cfg["interval"])
+        if points.n_distinct < cfg["extra_min_distinct_n"]:
+            continue
+        source = str(srow.get("source"))
+        extra_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
+                                         scale=cfg["scale"], interval=cfg["interval"])
+        if cfg["score_other_scale"]:
+            other_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
+                                             scale=other_scale, interval=cfg["interval"])
+    return fit_rows, extra_rows, other_rows, curves
 
+
+def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
     fits = pd.DataFrame(fit_rows, columns=[c for c in FIT_COLUMNS if c != "delta_aicc"])
-    fits["aicc"] = fits["aicc"].astype(float)
-    best = fits[fits["converged"]].groupby("series_id")["aicc"].min()
-    fits["delta_aicc"] = np.where(fits["converged"], fits["aicc"] - fits["series_id"].map(best),
-                                  np.nan)
+    floats = ["aicc", "bic", "r2", *LAW_FIGURES, *MEASURED_FIGURES]
+    fits[floats] = fits[floats].astype(float)
+    fits["converged"] = fits["converged"].astype(bool)
+    # AICc against the series' best law (finite AICc only: 3-point fits have none)
+    finite = fits["converged"].astype(bool) & np.isfinite(fits["aicc"])
+    best = fits[finite].groupby("series_id")["aicc"].min()
+    fits["delta_aicc"] = np.where(finite, fits["aicc"] - fits["series_id"].map(best), np.nan)
     fits = fits[list(FIT_COLUMNS)]
     for col in ("n_min", "n_max"):
         fits[col] = fits[col].astype("Int64")
-    fits = fits.sort_values(["series_id", "law"]).reset_index(drop=True)
+    return fits.sort_values(["series_id", "law"]).reset_index(drop=True)
+
+
+def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
+        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
+    """Run the fit stage; returns the metrics written to ``metrics_path``."""
+    cfg = _settings(params)
+    runs = pd.read_parquet(runs_path)
+    series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
+    fit_rows, extra_rows, other_rows, curves = _collect(runs, series, cfg)
+    fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
     cross, cross_headlines = cross_series(runs, cfg["catalog_dir"], cfg["interval"])
@@ -185,10 +200,13 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
 
     metrics = _metrics(fits, extra, cfg, cross_headlines, n_series=len(series))
     if cfg["score_other_scale"]:
+        # metrics only: does `fit.scale` predict better than the other scale on this data?
         other = summarise(_score(pd.DataFrame(other_rows, columns=list(EXTRA_COLUMNS))),
                           cfg["laws"], cfg["ks"], cfg["min_success"])
-        metrics["other_scale"] = {"scale": other_scale, "default_law": other["default_law"],
+        metrics["other_scale"] = {"scale": next(sc for sc in SCALES if sc != cfg["scale"]),
+                                  "default_law": other["default_law"],
                                   "default_law_scores": other.get("common_mean_median_ape"),
+                                  "all_laws_common": other.get("all_laws_common"),
                                   "extrapolation": other["laws"]}
     write_json(metrics, metrics_path)
     return metrics
@@ -197,21 +215,24 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
 def _metrics(fits: pd.DataFrame, extra: pd.DataFrame, cfg: dict, cross: dict,
              n_series: int) -> dict[str, Any]:
     fitted = fits[fits["converged"]]
-    best_law = fitted.loc[fitted.groupby("series_id")["aicc"].idxmin(), "law"] if len(fitted) else []
+    best_law = fits.loc[fits["delta_aicc"] == 0.0, "law"]
     summary = summarise(extra, cfg["laws"], cfg["ks"], cfg["min_success"])
     usl = fitted[fitted["law"] == "usl"]
     return {
         "scale": cfg["scale"],
+        "interval": cfg["interval"],
+        "holdout_k": cfg["ks"],
         "n_series": n_series,
         "n_series_fitted": int(fitted["series_id"].nunique()),
         "n_series_extrapolated": int(extra["series_id"].nunique()) if len(extra) else 0,
         "converged": {law: int((fitted["law"] == law).sum()) for law in cfg["laws"]},
-        "best_aicc": {law: int((pd.Series(best_law) == law).sum()) for law in cfg["laws"]},
+        "best_aicc": {law: int((best_law == law).sum()) for law in cfg["laws"]},
         "usl_series_with_peak_in_range": int(((usl["n_peak"] >= usl["n_min"]) &
                                               (usl["n_peak"] <= usl["n_max"])).sum()),
         "extrapolation": summary["laws"],
         "default_law": summary["default_law"],
         "default_law_reason": summary.get("default_law_reason"),
         "default_law_scores": summary.get("common_mean_median_ape"),
+        "all_laws_common": summary.get("all_laws_common"),
         "cross_series": cross,
     }

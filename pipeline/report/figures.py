@@ -21,6 +21,27 @@ SHARE_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "n
 SCENARIO_STYLES = ("-", "--", "-.", ":")
 
 
+def representative_runs(c: pd.DataFrame, per_source: int | None = None) -> pd.DataFrame:
+    """One run per (source, model, accelerator family): the one at the largest N (ties: the
+    highest MFU, then run_id), so that sweeps of thousands of configurations do not bury the
+    rest; ``per_source`` keeps the largest-N ones of each source."""
+    if c.empty:
+        return c
+    r = c.sort_values(["n_accelerators", "mfu", "run_id"], ascending=[False, False, True])
+    r = r.groupby(["source", "model", "accelerator_family"], sort=False).head(1)
+    if per_source:
+        r = r.groupby("source", sort=False).head(per_source)
+    return r.sort_values(["source", "n_accelerators", "run_id"])
+
+
+def best_per_point(c: pd.DataFrame, col: str, keys: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The best (highest) ``col`` per (source, model, accelerator family, N, *keys): a grid
+    search of thousands of configurations counts as one point per N, its best one."""
+    by = ["source", "model", "accelerator_family", "n_accelerators", *keys]
+    g = c.dropna(subset=[col, *keys])
+    return g.loc[g.groupby(by, sort=True)[col].idxmax()] if len(g) else g
+
+
 def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     c = data.comparison_curves
     c = c[c["series_id"] == sid]
@@ -57,9 +78,8 @@ def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
                 ax_t.fill_between(curve["n_accelerators"], curve["pi_low"] / unit,
                                   curve["pi_high"] / unit, color=colour, alpha=0.08, lw=0)
                 ax_e.plot(curve["n_accelerators"], curve["efficiency_law"], "-", color=colour, lw=1)
-            theory = pd.concat([meas, curve]).sort_values("n_accelerators")
-            if theory["efficiency_theory"].notna().sum() > 1:
-                ax_e.plot(theory["n_accelerators"], theory["efficiency_theory"], ":", color=colour, lw=1.2)
+            if curve["efficiency_theory"].notna().sum() > 1:
+                ax_e.plot(curve["n_accelerators"], curve["efficiency_theory"], ":", color=colour, lw=1.2)
             lo = min(lo, meas["n_accelerators"].min())
             hi = max(hi, curve["n_accelerators"].max() if len(curve) else meas["n_accelerators"].max())
         ideal = np.array([lo, hi])
@@ -99,9 +119,13 @@ def laws_holdout(data: ReportData, out: Path) -> Path:
         x = j + np.linspace(-0.25, 0.25, len(g)) if len(g) > 1 else np.array([j])
         ax_r.vlines(x, g["pi_low"] / g["actual"], g["pi_high"] / g["actual"], color=colour, lw=0.6)
         ax_r.plot(x, ratio, "o", ms=3, color=colour)
-    span = np.array([ex["actual"].min() / 2, ex["actual"].max() * 2])
+    span = np.array([ex["actual"].min() / 3, ex["actual"].max() * 3])
     ax.plot(span, span, "k--", lw=0.8, label="predicted = actual")
-    ax.set(xscale="log", yscale="log", xlabel="actual throughput (series' y-metric units)",
+    # intervals of some refits span tens of decades; the axes show the useful range only
+    ax.set_xlim(*span)
+    ax.set_ylim(*span)
+    ax_r.set_ylim(0.1, 10)
+    ax.set(xscale="log", yscale="log", xlabel="actual (series' own throughput unit)",
            ylabel=f"predicted (error bar: {level} PI)", title="held-out largest-N points")
     ax.legend(frameon=False)
     ax_r.axhline(1.0, color="k", lw=0.8, ls="--")
@@ -133,24 +157,32 @@ def strategy(data: ReportData, out: Path, sources: list[str], models: dict[str, 
 
 
 def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> Path:
-    """MFU against the accelerator's compute-to-bandwidth ratio (peak FLOP/s over HBM B/s)."""
-    fig, ax = new_figure(1, 4.0)
+    """MFU against the accelerator's compute-to-bandwidth ratio (peak FLOP/s over HBM B/s):
+    every run faint, each family's median with its interquartile range bold, and the fit
+    stage's partial slope drawn through the overall medians."""
+    fig, ax = new_figure(1, 4.2)
     c = data.comparison
     col = "flop_per_hbm_byte"
     if c.empty or col not in c or c[col].notna().sum() == 0:
         note(ax, "compute-to-bandwidth ratios are not in the stage outputs")
         return save(fig, out / "hardware.png")
-    g = c[c[col].notna() & c["mfu"].notna()]
-    for fam, h in g.groupby("accelerator_family"):
-        ax.plot(h[col], h["mfu"], "o", ms=4, alpha=0.75, color=family_colour(fam), label=fam)
-    if regression and {"slope", "intercept"} <= set(regression):
+    g = best_per_point(c[c[col].notna()], "mfu", (col,))
+    for (fam, ratio), h in g.groupby(["accelerator_family", col], sort=True):
+        colour = family_colour(fam)
+        ax.plot(h[col], h["mfu"], "o", ms=2.5, alpha=0.25, color=colour)
+        q1, q2, q3 = h["mfu"].quantile([0.25, 0.5, 0.75])
+        ax.errorbar([ratio], [q2], yerr=[[q2 - q1], [q3 - q2]], fmt="o", ms=7, color=colour,
+                    mec="k", capsize=3, label=f"{fam} at {ratio:.0f} FLOP/B (n={len(h)})")
+    slope = (regression or {}).get("slope_per_doubling")
+    if slope is not None:
         x = np.geomspace(g[col].min(), g[col].max(), 50)
-        xv = np.log10(x) if str(regression.get("x", "")).startswith("log") else x
-        ax.plot(x, regression["intercept"] + regression["slope"] * xv, "k-", lw=1,
-                label="fit-stage regression")
-    ax.set(xscale="log", xlabel="peak FLOP/s ÷ HBM bytes/s (FLOP/byte)", ylabel="measured MFU",
-           title="utilization against compute-to-bandwidth ratio", ylim=(0, None))
-    ax.legend(frameon=False, ncol=2)
+        x0, y0 = float(np.exp(np.log(g[col]).median())), float(g["mfu"].median())
+        ax.plot(x, y0 + slope * np.log2(x / x0), "k-", lw=1,
+                label=f"fit stage: {slope * 100:+.2f} MFU points per doubling (partial effect)")
+    ax.set(xscale="log", xlabel="peak FLOP/s ÷ HBM bytes/s at the run's precision (FLOP/byte)",
+           ylabel="best MFU per source, model and N (median, IQR)",
+           title="utilization against compute-to-bandwidth ratio", ylim=(0, 1.05))
+    ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper right")
     return save(fig, out / "hardware.png")
 
 
@@ -164,52 +196,66 @@ def power_cost(data: ReportData, out: Path) -> Path:
         if g.empty:
             note(ax, f"no runs report {ylabel}")
             continue
-        for key, h in g.groupby(g["series_id"].fillna("single runs"), sort=True):
+        # energy: lowest is best; throughput: highest is best
+        best = best_per_point(g.assign(_key=-g[col] if col.startswith("energy") else g[col]), "_key")
+        for (src, model, fam), h in best.groupby(["source", "model", "accelerator_family"], sort=True):
             h = h.sort_values("n_accelerators")
-            for fam, k in h.groupby("accelerator_family"):
-                style = "o" if key == "single runs" else "o-"
-                ax.plot(k["n_accelerators"], k[col], style, ms=3.5, lw=1, alpha=0.8,
-                        color=family_colour(fam))
+            ax.plot(h["n_accelerators"], h[col], "o-" if len(h) > 1 else "o", ms=3.5, lw=1,
+                    alpha=0.8, color=family_colour(fam))
         for fam in sorted(g["accelerator_family"].dropna().unique()):
             ax.plot([], [], "o", color=family_colour(fam), label=fam)
         ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel=ylabel)
         ax.legend(frameon=False, ncol=2)
-    ax_e.set_title("energy per token (lines join a series)")
-    ax_c.set_title("throughput per accelerator-hour")
+    ax_e.set_title("energy per token (best per model and N)")
+    ax_c.set_title("tokens per accelerator-hour (best per model and N)")
     return save(fig, out / "power_cost.png")
 
 
-def frontier(data: ReportData, out: Path) -> Path:
-    """Utilization against training compute per scenario, knee and wall marked, runs overlaid."""
-    fig, ax = new_figure(1, 4.4)
+def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
+    """Utilization against training compute per scenario (colour: the scenario's accelerator
+    family; line style: the variant), knee and wall marked, measured runs overlaid."""
+    fig, ax = new_figure(1, 4.6)
     f, theory = data.frontier, data.metrics["theory"]
     if f.empty:
         note(ax, "no frontier from the theory stage")
         return save(fig, out / "frontier.png")
-    for i, (scen, g) in enumerate(f.groupby("scenario", sort=True)):
-        g = g[g["feasible"].astype(bool)].sort_values("training_flop")
-        ls = SCENARIO_STYLES[i % len(SCENARIO_STYLES)]
-        ax.plot(g["training_flop"], g["utilization"], ls, color="k", lw=1.3, label=scen)
-        marks = theory.get(scen, {}) if isinstance(theory.get(scen), dict) else {}
+    names = [s for s in scenarios if s in set(f["scenario"])] or sorted(f["scenario"].unique())
+    styles: dict[str, int] = {}
+    for scen in names:
+        g = f[(f["scenario"] == scen) & f["feasible"].astype(bool)].sort_values("training_flop")
+        marks = theory.get(scen) if isinstance(theory.get(scen), dict) else {}
+        fam = str(marks.get("accelerator", "")).split("-SXM")[0]
+        colour = family_colour(marks.get("accelerator"))
+        ls = SCENARIO_STYLES[styles.setdefault(fam, 0) % len(SCENARIO_STYLES)]
+        styles[fam] += 1
+        ax.plot(g["training_flop"], g["utilization"], ls=ls, color=colour, lw=1.4, label=scen)
         for key, sym in (("knee_flop", "v"), ("wall_flop", "x")):
             x = marks.get(key)
-            if x:
-                ax.axvline(x, color="k", lw=0.5, ls=ls, alpha=0.5)
-                y = np.interp(np.log(x), np.log(g["training_flop"]), g["utilization"]) if len(g) else 0
-                ax.plot([x], [y], sym, color="k", ms=7)
+            if x and len(g):
+                y = np.interp(np.log(x), np.log(g["training_flop"]), g["utilization"])
+                ax.plot([x], [y], sym, color=colour, mec="k", ms=7)
     c = data.comparison
     if not c.empty and "training_flop" in c:
-        r = c[c["training_flop"].notna() & c["mfu"].notna()]
+        r = representative_runs(c[c["training_flop"].notna() & c["mfu"].notna()])
         for fam, h in r.groupby("accelerator_family"):
-            ax.plot(h["training_flop"], h["mfu"], "o", ms=4, alpha=0.7, color=family_colour(fam),
-                    label=f"measured: {fam}")
-    ax.plot([], [], "kv", label="knee (▼)")
-    ax.plot([], [], "kx", label="latency wall (×)")
+            ax.plot(h["training_flop"], h["mfu"], "o", ms=4, alpha=0.6, color=family_colour(fam),
+                    mec="none")
+        ax.plot([], [], "o", color="#777777", ms=4, label="measured runs (colour: family)")
+    ax.plot([], [], "kv", label="knee")
+    ax.plot([], [], "kx", label="latency wall")
     ax.set(xscale="log", xlabel="training compute (FLOP)", ylabel="utilization (MFU)",
-           title="frontier: best feasible utilization in the scenario's training duration",
-           ylim=(0, 1))
-    ax.legend(frameon=False, ncol=2, fontsize=7)
+           title="frontier per scenario (colour: accelerator family), measured runs overlaid",
+           ylim=(0, 1.05))
+    ax.legend(frameon=False, ncol=2, fontsize=7, loc="lower left")
     return save(fig, out / "frontier.png")
+
+
+def _model_name(model: object, width: int = 26) -> str:
+    """'GPT (529.6B; 105 layers, ...)' -> 'GPT (529.6B)'."""
+    name = str(model)
+    if "(" in name and ";" in name:
+        name = name.split(";")[0] + ")"
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def gap(data: ReportData, out: Path, limit: int) -> Path:
@@ -220,9 +266,9 @@ def gap(data: ReportData, out: Path, limit: int) -> Path:
         note(ax, "no runs with both a measured MFU and a theory bound")
         return save(fig, out / "gap.png")
     g = c[c["share_compute"].notna() & (c["share_unexplained"] >= 0)]
-    top = g.sort_values("n_accelerators").groupby(g["series_id"].fillna(g["run_id"])).tail(1)
-    top = top.sort_values(["fraction_of_ceiling", "run_id"]).tail(limit)
-    labels = [f"{r.model} · {r.accelerator_family} · N={int(r.n_accelerators)}"
+    per_source = max(1, limit // max(g["source"].nunique(), 1))
+    top = representative_runs(g, per_source).head(limit).iloc[::-1]
+    labels = [f"{r.source}: {_model_name(r.model)} · {r.accelerator_family} · N={int(r.n_accelerators):,}"
               for r in top.itertuples()]
     left = np.zeros(len(top))
     for key, colour in SHARE_COLOURS.items():
@@ -233,7 +279,7 @@ def gap(data: ReportData, out: Path, limit: int) -> Path:
         left += v
     ax.set_yticks(range(len(top)), labels, fontsize=7)
     ax.set(xlim=(0, 1), xlabel="share of measured step time",
-           title="where the step time goes: theory-explained components and the unexplained rest")
+           title="where the measured step time goes (largest-N runs of each source)")
     ax.legend(frameon=False, ncol=5, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return save(fig, out / "gap.png")
 
@@ -242,10 +288,11 @@ def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path
     """Draw every figure; returns name -> PNG path."""
     out.mkdir(parents=True, exist_ok=True)
     t, e = scaling(data, out, cfg["series_per_panel"])
-    reg = next((v for k, v in data.metrics["fit"].items()
-                if "hardware" in k and isinstance(v, dict)), None)
+    from pipeline.report.findings import hardware_regression
+    reg = hardware_regression(data.metrics["fit"])
     return {"scaling_throughput": t, "scaling_efficiency": e,
             "laws_holdout": laws_holdout(data, out),
             "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
-            "frontier": frontier(data, out), "gap": gap(data, out, cfg["gap_runs"])}
+            "frontier": frontier(data, out, cfg["frontier_scenarios"]),
+            "gap": gap(data, out, cfg["gap_runs"])}

@@ -191,13 +191,29 @@ def strategy_section(d: ReportData, sources: list[str], models: dict[str, list[s
     return out
 
 
+def hardware_regression(fit_metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The fit stage's regression of MFU on the compute-to-HBM-bandwidth ratio, normalised to
+    a slope per doubling of the ratio (as a fraction, not points) with its 95% interval."""
+    node = (fit_metrics.get("cross_series") or {}).get("hardware") or {}
+    hbm = node.get("hbm") if isinstance(node, dict) else None
+    if not isinstance(hbm, dict) or "mfu_points_per_doubling_of_ratio" not in hbm:
+        return None
+    scale = 0.01  # MFU points -> fraction
+    return {"slope_per_doubling": hbm["mfu_points_per_doubling_of_ratio"] * scale,
+            "ci_low": _f(hbm.get("ci_low")) * scale if _f(hbm.get("ci_low")) is not None else None,
+            "ci_high": _f(hbm.get("ci_high")) * scale if _f(hbm.get("ci_high")) is not None else None,
+            "n_obs": hbm.get("n_obs"), "n_types": hbm.get("n_accelerator_types"),
+            "formula": hbm.get("formula")}
+
+
 def hardware_section(d: ReportData) -> dict[str, Any]:
     c = _ok(d.comparison) if not d.comparison.empty else d.comparison
-    out: dict[str, Any] = {"table": [], "regression": next(
-        (v for k, v in d.metrics["fit"].items() if "hardware" in k and isinstance(v, dict)), None)}
+    out: dict[str, Any] = {"table": [], "regression": hardware_regression(d.metrics["fit"])}
     if c.empty:
         return out
-    for fam, g in c.dropna(subset=["mfu"]).groupby("accelerator_family", sort=True):
+    from pipeline.report.figures import best_per_point  # one definition of "best per point"
+    best = best_per_point(c, "mfu")
+    for fam, g in best.groupby("accelerator_family", sort=True):
         ratio = g["flop_per_hbm_byte"].median() if "flop_per_hbm_byte" in g else np.nan
         out["table"].append({"family": fam, "runs": len(g), "median_mfu": _f(g["mfu"].median()),
                              "max_mfu": _f(g["mfu"].max()), "flop_per_byte": _f(ratio)})
@@ -225,8 +241,10 @@ def power_section(d: ReportData) -> dict[str, Any]:
 
 def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
     c, th = d.comparison, d.metrics["theory"]
-    scen = [{"scenario": k, "knee": _f(v.get("knee_flop")), "wall": _f(v.get("wall_flop"))}
-            for k, v in sorted(th.items()) if isinstance(v, dict)]
+    scen = [{"scenario": k, "knee": _f(v.get("knee_flop")), "wall": _f(v.get("wall_flop")),
+             "accelerator": v.get("accelerator"), "precision": v.get("precision"),
+             "plateau": _f(v.get("plateau_utilization"))}
+            for k, v in sorted(th.items()) if isinstance(v, dict) and "knee_flop" in v]
     base = next((s for s in scen if s["scenario"] == baseline), None) or next(
         (s for s in scen if "baseline" in s["scenario"]), scen[0] if scen else None)
     out: dict[str, Any] = {"scenarios": scen, "baseline": base,
@@ -237,8 +255,20 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
     out.update(n_bound=len(frac), median_frac=_f(frac.median()), q25=_f(frac.quantile(0.25)),
                q75=_f(frac.quantile(0.75)), n_exceeds=int((frac > 1).sum()),
                median_unexplained=_f(c["share_unexplained"].dropna().median()))
+    by_source = []
+    for src, g in c.dropna(subset=["fraction_of_ceiling"]).groupby("source", sort=True):
+        f = g["fraction_of_ceiling"]
+        bind = g["binding"].dropna().value_counts()
+        by_source.append({"source": src, "runs": len(g), "median": _f(f.median()),
+                          "q25": _f(f.quantile(0.25)), "q75": _f(f.quantile(0.75)),
+                          "exceeds": int((f > 1).sum()),
+                          "median_bound": _f(g["bound_mfu"].median()),
+                          "median_mfu": _f(g["mfu"].median()),
+                          "binding": bind.index[0] if len(bind) else None})
+    out["by_source"] = sorted(by_source, key=lambda r: (-r["runs"], r["source"]))
     binding = c["binding"].dropna().value_counts() if "binding" in c else pd.Series(dtype=int)
     out["binding"] = [{"binding": k, "count": int(v)} for k, v in sorted(binding.items())]
+    out["n_binding"] = int(binding.sum())
     placed = c.dropna(subset=["training_flop"])
     if len(placed):
         top = placed.sort_values(["training_flop", "run_id"]).iloc[-1]

@@ -25,6 +25,7 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
                                 default=["megatron2021", "ultrascale_playbook2025"]),
         "baseline_scenario": get(params, "report.baseline_scenario", str, default=""),
         "strategy_models": get(params, "report.strategy_models", dict, default={}) or {},
+        "frontier_scenarios": get(params, "report.frontier_scenarios", list, default=[]),
     }
     for src, models in cfg["strategy_models"].items():
         if not (isinstance(models, list) and all(isinstance(m, str) for m in models)):

@@ -21,7 +21,7 @@ FAMILY_COLOURS = {
 _SPARE = ("#636363", "#969696", "#6baed6", "#fd8d3c", "#807dba")
 STRATEGY_COLOURS = {
     "fsdp": "#d95f02", "ddp": "#e6ab02", "hybrid_fsdp": "#a6761d", "tp": "#7570b3",
-    "pp": "#66a61e", "tp_pp": "#1b9e77", "3d": "#1b9e77", "unknown": "#999999",
+    "pp": "#66a61e", "tp_pp": "#1b9e77", "3d": "#e7298a", "unknown": "#999999",
 }
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 DPI = 110

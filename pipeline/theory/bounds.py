@@ -44,6 +44,7 @@ class BoundDefaults:
     moe_expert_fraction: float = 0.67
     moe_top_k: float = 2.0
     tolerance: float = 0.005
+    search_max_log2: int = 6
     hardware: Mapping[str, float] | None = None
 
 
@@ -60,6 +61,8 @@ def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
                  "moe_expert_fraction", "moe_top_k", "tolerance"):
         values[name] = float(get(params, f"theory.bounds.{name}", (int, float),
                                  default=getattr(base, name)))
+    values["search_max_log2"] = get(params, "theory.bounds.search_max_log2", int,
+                                    default=base.search_max_log2)
     hw = get(params, "theory.bounds.hardware", dict, default={})
     for key, value in hw.items():
         get(params, f"theory.bounds.hardware.{key}", (int, float))
@@ -159,29 +162,37 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     only_l = ~(layers > 0) & (d > 0)
     layers = np.where(only_l, active / (12.0 * d * d), layers)
     notes.add(only_l, "n_layers from params and d_model (12 L d^2)")
+    # A guessed depth must at least hold the stated pipeline: raise it to pp, keep 12 L d^2.
+    pp_given = _col(runs, "pp")
+    shallow = (both | only_l) & (pp_given > layers)
+    layers = np.where(shallow, pp_given, layers)
+    d = np.where(shallow, np.sqrt(active / (12.0 * layers)), d)
+    notes.add(shallow, "n_layers raised to pp (guessed depth below the stated pipeline)")
     seq = _col(runs, "seq_len")
     notes.add(~(seq > 0) & ~no_bound, f"seq_len={dflt.seq_len:g}")
     seq = np.where(seq > 0, seq, dflt.seq_len)
 
-    # Layout: cp and the replicas of ep fold into token parallelism; missing degrees are 1.
+    # Layout: cp and the replicas of ep fold into token parallelism; a missing degree is 1,
+    # except that a run stating neither tp nor pp gets the best 1-D TP x PP layout whose
+    # degrees divide its chip count (a ceiling over the layouts it could have used).
     n_acc = _col(runs, "n_accelerators")
-    notes.add(~(n_acc >= 1), "no bound: n_accelerators missing")
+    notes.add(~(n_acc >= 1), "no bound: n_accelerators missing or zero")
     no_bound |= ~(n_acc >= 1)
+    tp_stated, pp_stated = _col(runs, "tp"), _col(runs, "pp")
+    searched = ~(tp_stated >= 1) & ~(pp_stated >= 1) & ~no_bound
     deg = {}
     for name in ("tp", "pp", "cp", "ep"):
         value = _col(runs, name)
-        notes.add(~(value >= 1) & ~no_bound, f"{name}=1")
+        quiet = searched if name in ("tp", "pp") else np.zeros(n, bool)
+        notes.add(~(value >= 1) & ~no_bound & ~quiet, f"{name}=1")
         deg[name] = np.where(value >= 1, value, 1.0)
-    tp, pp, cp, ep = deg["tp"], deg["pp"], deg["cp"], deg["ep"]
+    cp, ep_stated = deg["cp"], deg["ep"]
     dp_stated = _col(runs, "dp")
-    dp = n_acc / (tp * pp * cp)
-    mismatch = (dp_stated >= 1) & (np.abs(dp_stated - dp) > 0.5)
-    notes.add(mismatch & ~no_bound, lambda i: f"dp={dp[i]:g} from n_accelerators (stated "
+    dp_run = n_acc / (deg["tp"] * deg["pp"] * cp)
+    mismatch = (dp_stated >= 1) & (np.abs(dp_stated - dp_run) > 0.5) & ~searched
+    notes.add(mismatch & ~no_bound, lambda i: f"dp={dp_run[i]:g} from n_accelerators (stated "
               f"{dp_stated[i]:g})")
     notes.add((cp > 1) & ~no_bound, "cp as token parallelism (KV exchange ignored)")
-    replicas = np.maximum(dp * cp, 1.0)
-    ep = np.minimum(ep, replicas)  # Megatron: the ep group lies inside the dp group
-    dp_eff = replicas / ep
     moe = active < params_n * (1 - 1e-9)
     f_exp = np.where(moe, dflt.moe_expert_fraction, 0.0)
     notes.add(moe & ~no_bound, f"expert_fraction={dflt.moe_expert_fraction:g}, "
@@ -196,37 +207,75 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     notes.add(~(zero >= 0) & ~fsdp & ~no_bound, "zero_stage=1")
     zero = np.where(zero >= 0, zero, np.where(fsdp, 3.0, 1.0))
 
-    # Batch and microbatches.
+    # Batch: sequences split over dp (cp splits each sequence and does not multiply them).
     batch = _col(runs, "global_batch_tokens")
     micro = _col(runs, "micro_batch")
     notes.add(~(micro > 0) & ~no_bound, f"micro_batch={dflt.micro_batch_sequences:g}")
     micro = np.where(micro > 0, micro, dflt.micro_batch_sequences)
     no_batch = ~(batch > 0)
-    m_default = np.where(pp > 1, 4.0 * pp, 1.0)
-    batch = np.where(no_batch, replicas * micro * seq * m_default, batch)
-    notes.add(no_batch & ~no_bound, "global_batch_tokens=dp*micro_batch*seq_len*m (m=4 pp)")
-    m = np.maximum(batch / (replicas * micro * seq), 1.0)
+    m_default = np.where(deg["pp"] > 1, 4.0 * deg["pp"], 1.0)
+    batch = np.where(no_batch, np.maximum(dp_run, 1.0) * micro * seq * m_default, batch)
+    notes.add(no_batch & ~no_bound,
+              "global_batch_tokens=dp*micro_batch*seq_len*m (m = 4 pp, or 1 without pp)")
+
+    # Candidates: one per run, or the TP x PP grid for runs whose layout is searched.
+    grid = 2.0 ** np.arange(dflt.search_max_log2 + 1)
+    g_tp, g_pp = (a.ravel() for a in np.meshgrid(grid, grid, indexing="ij"))
+    counts = np.where(searched, g_tp.size, 1)
+    owner = np.repeat(np.arange(n), counts)
+    first = np.r_[0, np.cumsum(counts)[:-1]]
+    pos = np.arange(owner.size) - first[owner]
+    c_tp = np.where(searched[owner], g_tp[pos % g_tp.size], deg["tp"][owner])
+    c_pp = np.where(searched[owner], g_pp[pos % g_pp.size], deg["pp"][owner])
+    dp = n_acc[owner] / (c_tp * c_pp * cp[owner])
+    fits = (dp >= 1 - 1e-9) & (c_pp <= layers[owner]) & (c_tp <= d[owner])
+    valid = fits & (~searched[owner] | (np.abs(dp - np.round(dp)) < 1e-9))
+    replicas = np.maximum(dp * cp[owner], 1.0)
+    ep = np.minimum(ep_stated[owner], replicas)  # Megatron: the ep group lies inside dp
+    m = np.maximum(np.round(batch[owner] / (np.maximum(dp, 1.0) * micro[owner] * seq[owner])),
+                   1.0)
     if dflt.interleave == "max":
-        v = np.where((m >= pp) & (pp > 1), np.maximum(np.floor(layers / pp), 1.0), 1.0)
+        v = np.where((m >= c_pp) & (c_pp > 1), np.maximum(np.floor(layers[owner] / c_pp), 1.0),
+                     1.0)
     else:
-        v = np.ones(n)
+        v = np.ones(owner.size)
 
     ok = ~no_bound
-    safe = lambda x, fill=1.0: np.where(ok & np.isfinite(x), x, fill)  # noqa: E731
-    hw = Hardware(peak_flops_per_s=safe(peak), hbm_bytes_per_s=safe(hw_cols["hbm_bytes_per_s"]),
-                  scaleup_bytes_per_s=safe(hw_cols["scaleup_bytes_per_s"]),
-                  scaleup_domain_size=safe(hw_cols["scaleup_domain_size"]),
-                  scaleout_bytes_per_s=safe(hw_cols["scaleout_bytes_per_s"]),
+    safe = lambda x, fill=1.0: np.where(ok[owner] & np.isfinite(x), x, fill)  # noqa: E731
+    at = lambda x: x[owner]  # noqa: E731
+    hw = Hardware(peak_flops_per_s=safe(at(peak)),
+                  hbm_bytes_per_s=safe(at(hw_cols["hbm_bytes_per_s"])),
+                  scaleup_bytes_per_s=safe(at(hw_cols["scaleup_bytes_per_s"])),
+                  scaleup_domain_size=safe(at(hw_cols["scaleup_domain_size"])),
+                  scaleout_bytes_per_s=safe(at(hw_cols["scaleout_bytes_per_s"])),
                   **{k: latency[k] for k in LATENCY_FIELDS})
     attention = 12.0 * layers * d * seq if dflt.attention_flops else np.zeros(n)
-    shape = Shape(params=safe(params_n), active_params=safe(active), n_layers=safe(layers),
-                  d_model=safe(d), seq_len=safe(seq), expert_fraction=safe(f_exp, 0.0),
-                  top_k=dflt.moe_top_k, n_experts=safe(n_experts),
-                  attention_flop_per_token=safe(attention, 0.0))
-    layout = Layout(dp=safe(dp_eff), tp1=safe(tp), pp=safe(pp), ep=safe(ep),
-                    microbatches=safe(m), zero_stage=safe(zero, 1.0), interleave=safe(v))
+    shape = Shape(params=safe(at(params_n)), active_params=safe(at(active)),
+                  n_layers=safe(at(layers)), d_model=safe(at(d)), seq_len=safe(at(seq)),
+                  expert_fraction=safe(at(f_exp), 0.0), top_k=dflt.moe_top_k,
+                  n_experts=safe(at(n_experts)), attention_flop_per_token=safe(at(attention), 0.0))
+    layout = Layout(dp=safe(replicas / ep), tp1=safe(c_tp), pp=safe(c_pp), ep=safe(ep),
+                    microbatches=safe(m), zero_stage=safe(at(zero), 1.0), interleave=safe(v))
     run_const = replace(const, blocks_per_layer=dflt.blocks_per_layer)
-    cost = _cost_by_width(hw, shape, layout, safe(batch), run_const, safe(width, 2.0))
+    cand = _cost_by_width(hw, shape, layout, safe(at(batch)), run_const, safe(at(width), 2.0))
+    # Best valid candidate per run (first on ties).
+    score = np.where(valid, cand.utilization, -np.inf)
+    order = np.lexsort((np.arange(owner.size), -score, owner))
+    pick = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
+    cost = type(cand)(**{k: np.broadcast_to(val, owner.shape)[pick]
+                         for k, val in cand.__dict__.items()})
+    found = np.isfinite(score[pick])
+    notes.add(searched & found, lambda i: f"layout searched: tp={c_tp[pick][i]:g}, "
+              f"pp={c_pp[pick][i]:g} (best 1-D TP x PP dividing n_accelerators)")
+    notes.add(searched & ~found, "no bound: no TP x PP layout divides n_accelerators")
+    stated_bad = ~searched & ~found & ~no_bound
+    notes.add(stated_bad & (deg["tp"] * deg["pp"] * cp > n_acc),
+              "no bound: tp*pp*cp exceeds n_accelerators")
+    notes.add(stated_bad & (deg["pp"] > layers), "no bound: pp exceeds n_layers")
+    notes.add(stated_bad & (deg["tp"] > d), "no bound: tp exceeds d_model")
+    no_bound |= stated_bad
+    no_bound |= searched & ~found
+    ok = ~no_bound
     nan = np.where(ok, 1.0, np.nan)
     out = pd.DataFrame({
         "run_id": _text_col(runs, "run_id"),
@@ -275,6 +324,7 @@ def _compare(out: pd.DataFrame, runs: pd.DataFrame, tolerance: float) -> pd.Data
             reasons.append(None)
             continue
         reasons.append(f"measured {kind[i]} {measured[i]:.3f} > bound {out['bound_mfu'].iat[i]:.3f}"
-                       f" (binding {out['binding'].iat[i]}; assumed: {out['assumed'].iat[i] or '-'})")
+                       f" (binding {out['binding'].iat[i]}; "
+                       f"assumed: {out['assumed'].iat[i] or '-'})")
     out["exceed_reason"] = reasons
     return out.sort_values("run_id", kind="mergesort").reset_index(drop=True)

@@ -66,7 +66,7 @@ def _group_split(size: np.ndarray, stride: np.ndarray, domain: np.ndarray
     Ranks are laid out tp1, tp2, ep, dp, pp from the innermost; a group of ``size`` ranks
     ``stride`` apart has floor(domain / stride) members per domain (at least 1, at most size).
     """
-    p_in = np.clip(np.floor(domain / stride), 1.0, size)
+    p_in = np.minimum(np.maximum(np.floor(domain / stride), 1.0), size)
     return p_in, size / p_in
 
 
@@ -110,7 +110,8 @@ def _argmax_first(times: tuple[np.ndarray, ...]) -> np.ndarray:
 
 def _link_seconds(up_bytes: np.ndarray, out_bytes: np.ndarray, hw: Hardware) -> np.ndarray:
     """An axis's time on its busier link class (the two link classes run concurrently)."""
-    return np.maximum(up_bytes / _f(hw.scaleup_bytes_per_s), out_bytes / _f(hw.scaleout_bytes_per_s))
+    return np.maximum(up_bytes / _f(hw.scaleup_bytes_per_s),
+                      out_bytes / _f(hw.scaleout_bytes_per_s))
 
 
 def step_cost(hw: Hardware, shape: Shape, layout: Layout, batch_tokens, const: Constants

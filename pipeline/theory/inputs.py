@@ -109,8 +109,8 @@ class Layout:
 
     @property
     def n_accelerators(self) -> np.ndarray:
-        return (np.asarray(self.dp, float) * np.asarray(self.ep, float) * np.asarray(self.tp1, float)
-                * np.asarray(self.tp2, float) * np.asarray(self.pp, float))
+        degrees = (self.dp, self.ep, self.tp1, self.tp2, self.pp)
+        return np.prod(np.broadcast_arrays(*(np.asarray(x, float) for x in degrees)), axis=0)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class Laws:
 
 
 def active_params(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
-    """N_act = sqrt(C / (6 rho)) from C = 6 N_act D and D = rho N_act [C: ChinchillaOptimalModel]."""
+    """N_act = sqrt(C / (6 rho)) from C = 6 N_act D and D = rho N_act [C]."""
     return np.sqrt(np.asarray(flop, dtype=float)
                    / (laws.flop_per_token_per_param * laws.tokens_per_param))
 
@@ -53,17 +53,19 @@ def training_tokens(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
 
 def n_layers(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
     """L = L0 (C / C0)^gamma, continuous [C: run_optimizer2]."""
-    return laws.layers_anchor * (np.asarray(flop, dtype=float) / laws.anchor_flop) ** laws.layers_exponent
+    ratio = np.asarray(flop, dtype=float) / laws.anchor_flop
+    return laws.layers_anchor * ratio**laws.layers_exponent
 
 
 def d_model(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
-    """d = sqrt(N_act / (2 h L)): each layer is two linears d x h d [C]. d/L = 129.25 at baseline."""
+    """d = sqrt(N_act / (2 h L)): a layer is two linears d x h d [C]; d/L = 129.25 at baseline."""
     return np.sqrt(active_params(flop, laws) / (2.0 * laws.width_ratio * n_layers(flop, laws)))
 
 
 def critical_batch_tokens(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
     """B_crit = B0 (C / C0)^beta tokens per step; used as a hard cap on the batch [C]."""
-    return laws.batch_anchor_tokens * (np.asarray(flop, dtype=float) / laws.anchor_flop) ** laws.batch_exponent
+    ratio = np.asarray(flop, dtype=float) / laws.anchor_flop
+    return laws.batch_anchor_tokens * ratio**laws.batch_exponent
 
 
 def optimizer_steps(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
@@ -71,7 +73,8 @@ def optimizer_steps(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
     return training_tokens(flop, laws) / critical_batch_tokens(flop, laws)
 
 
-def latency_per_layer_budget_s(flop: np.ndarray | float, duration_s: float, laws: Laws) -> np.ndarray:
+def latency_per_layer_budget_s(flop: np.ndarray | float, duration_s: float, laws: Laws
+                               ) -> np.ndarray:
     """T / (S L): the per-layer forward+backward time a run of C FLOP can afford (G8) [R]."""
     return duration_s / (optimizer_steps(flop, laws) * n_layers(flop, laws))
 
@@ -92,7 +95,8 @@ def latency_wall_flop(tau_layer_s: np.ndarray | float, duration_s: float, laws: 
     if expo <= 0:
         raise ValueError("theory.laws: batch_exponent must be below layers_exponent + 1/2 for a "
                          "finite latency wall")
-    rhs = lhs * np.sqrt(six * rho) * laws.anchor_flop ** (laws.layers_exponent - laws.batch_exponent)
+    gap = laws.layers_exponent - laws.batch_exponent
+    rhs = lhs * np.sqrt(six * rho) * laws.anchor_flop**gap
     return rhs ** (1.0 / expo)
 
 

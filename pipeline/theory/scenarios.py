@@ -142,12 +142,18 @@ def load_scenarios(params: Mapping[str, Any], catalog) -> list[Scenario]:
             raise ConfigError(f"params: field '{where}.accelerator': {accel!r} is not a catalog id")
         peak, used = catalog.peak_flops_per_s(accel, precision)
         if peak is None:
-            raise ValueError(f"{where}.precision: catalog has no {precision} peak for {accel}")
+            raise ConfigError(f"params: field '{where}.precision': catalog has no {precision} "
+                              f"peak for {accel}")
         scale = float(get(params, f"{where}.latency_scale", (int, float), default=1.0))
         lat = {k: v * scale for k, v in latency.items()}
-        hw = hardware_from_spec(catalog.spec(accel), peak, lat,
-                                get(params, f"{where}.hardware", dict, default={}),
-                                where=f"{where}.hardware")
+        try:  # a catalog gap is a configuration problem here: name the field, exit 2
+            hw = hardware_from_spec(catalog.spec(accel), peak, lat,
+                                    get(params, f"{where}.hardware", dict, default={}),
+                                    where=f"{where}.hardware")
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(f"params: {exc}") from exc
         s_laws = _dataclass_from(Laws, params, f"{where}.laws", base=laws)
         s_const = _dataclass_from(Constants, params, f"{where}.model", base=const)
         s_const = replace(s_const, bytes_per_value=bytes_per_value(params, used))

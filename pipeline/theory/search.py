@@ -1,8 +1,9 @@
 """Frontier search: for a training compute C and duration T, the best layout that finishes.
 
 For each C the laws (``pipeline.theory.laws``) fix N, D, L, d and the batch B = B_crit(C); the
-search then looks over power-of-two layouts (tp1, tp2, pp, ep, microbatches m, dp) for the
-highest utilization whose training time S t_step is at most T. All layouts of all C values are
+search then looks over layouts (power-of-two tp1, tp2, pp, ep and microbatches m; dp on a
+quarter-octave grid, as dp needs no divisibility) for the highest utilization whose training
+time S t_step is at most T. All layouts of all C values are
 evaluated together as flat numpy arrays; dp is found by a vectorised bisection, which is exact
 because for fixed other degrees the utilization never rises with dp (each component per step is
 a/dp + c(dp) with c non-decreasing, so dp t_step never falls), so the best feasible dp is the
@@ -67,7 +68,8 @@ def _combos(scn: Scenario, model: dict) -> dict[str, np.ndarray]:
     tp1 = upto(hidden / width)
     tp2 = upto(model["d_model"] / width) if scn.search.two_d_tp else np.zeros(1, int)
     pp = upto(model["n_layers"])
-    ep = np.arange(int(np.log2(scn.moe.n_experts)) + 1) if scn.moe.expert_fraction > 0 else np.zeros(1, int)
+    sparse = scn.moe.expert_fraction > 0
+    ep = np.arange(int(np.log2(scn.moe.n_experts)) + 1) if sparse else np.zeros(1, int)
     # m = 1, or pp * 2^j for j = 0..log2(max_microbatches_per_stage): with interleaving m >= pp
     # is needed, and m below pp only lengthens the bubble.
     jmax = int(np.log2(scn.search.max_microbatches_per_stage))
@@ -84,7 +86,7 @@ def _combos(scn: Scenario, model: dict) -> dict[str, np.ndarray]:
 
 def _evaluate(scn: Scenario, model: dict, idx: np.ndarray, combo: dict, k: np.ndarray,
               dp: np.ndarray):
-    """Step cost of layouts ``k`` (combo indices) with data-parallel degree ``dp``, C indices ``idx``."""
+    """Step cost of layouts ``k`` (combo indices) at data-parallel degree ``dp``, C ``idx``."""
     mdl = {key: val[idx] for key, val in model.items()}
     tp1, tp2, pp = 2.0 ** combo["tp1"][k], 2.0 ** combo["tp2"][k], 2.0 ** combo["pp"][k]
     m, ep = 2.0 ** combo["m"][k], 2.0 ** combo["ep"][k]
@@ -108,37 +110,7 @@ def search(scn: Scenario, flop) -> Frontier:
     model = model_for(flop, scn)
     combo = _combos(scn, model)
     s, q = scn.search, float(scn.search.dp_steps_per_octave)
-    hidden = model["active_params"] / (2.0 * model["n_layers"] * model["d_model"])
-    lt1, lt2, lpp = combo["tp1"][None, :], combo["tp2"][None, :], combo["pp"][None, :]
-    lm, lep = combo["m"][None, :], combo["ep"][None, :]
-    # Caps per (C, layout): shard widths, pp <= L, the smallest microbatch, G cap, memory.
-    ok = 2.0 ** lt1 <= (hidden / s.min_shard_width)[:, None]
-    ok &= 2.0 ** lt2 <= (model["d_model"] / s.min_shard_width)[:, None]
-    ok &= 2.0 ** lpp <= model["n_layers"][:, None]
-    # dp runs over floor(2^(j/q)), j = 0, 1, ...; hi: most replicas the batch allows.
-    log_dp_max = np.log2(model["batch"][:, None] / s.min_microbatch_tokens) - lm - lep
-    if s.max_accelerators > 0:
-        log_dp_max = np.minimum(log_dp_max, np.log2(s.max_accelerators) - lt1 - lt2 - lpp - lep)
-    hi = np.floor(q * np.minimum(log_dp_max, s.max_log2_degree) + 1e-9)
-    hi = np.where(np.isfinite(hi), hi, -1.0)
-    ok &= hi >= 0
-    # lo: a layout with fewer chips than C / (F T) cannot finish even at utilization 1.
-    g_min = flop / (float(np.asarray(scn.hardware.peak_flops_per_s)) * scn.duration_s)
-    lo = np.ceil(q * (np.log2(g_min)[:, None] - lt1 - lt2 - lpp - lep) - 1e-9)
-    if s.memory_check:
-        lo = np.maximum(lo, q * _memory_log2_dp(scn, model, combo))
-    lo = np.maximum(lo, 0.0)
-    worth = ok & (hi >= lo) & (_time_lower_bound(scn, model, combo, hi, q) <= scn.duration_s)
-    idx, k = np.nonzero(worth)
-    hi_j, lo_j = hi[idx, k], lo[idx, k]
-    # C values where every layout was pruned: keep the largest-G valid layout as a fallback.
-    orphan = ~worth.any(axis=1) & ok.any(axis=1)
-    if orphan.any():
-        size = np.where(ok, hi + q * (lt1 + lt2 + lpp + lep), -np.inf)[orphan]
-        o_idx, o_k = np.nonzero(orphan)[0], np.argmax(size, axis=1)
-        idx, k = np.concatenate([idx, o_idx]), np.concatenate([k, o_k])
-        hi_j = np.concatenate([hi_j, hi[o_idx, o_k]])
-        lo_j = np.concatenate([lo_j, hi[o_idx, o_k]])
+    idx, k, lo_j, hi_j = _cells(scn, model, combo, flop, q)
     duration = scn.duration_s
 
     # Branch and bound. u falls with dp, so u at lo caps a layout's utilization; a layout
@@ -153,7 +125,7 @@ def search(scn: Scenario, flop) -> Frontier:
     f_u = np.where(at_lo, lo_cost.utilization, hi_cost.utilization)[feasible]
     cap = lo_cost.utilization[feasible]
     best = np.full(flop.size, -np.inf)
-    np.maximum.at(best, f_idx, f_u)
+    _group_max_into(best, f_idx, f_u)
     # Bisect the most promising layouts of each C first (highest cap), so that the bound
     # prunes the rest early; then everything whose cap still beats the best.
     rank = _rank_within(f_idx, -cap)
@@ -171,7 +143,7 @@ def search(scn: Scenario, flop) -> Frontier:
             f_u[live] = np.where(good, u_mid, f_u[live])
             f_lo[live] = np.where(good, f_lo[live], mid + 1.0)
             cap[live] = np.where(good, cap[live], u_mid)
-            np.maximum.at(best, f_idx[live][good], u_mid[good])
+            _group_max_into(best, f_idx[live][good], u_mid[good])
 
     # Pick per C: feasible -> highest utilization; none feasible -> the fastest layout at hi.
     all_idx = np.concatenate([f_idx, idx])
@@ -199,26 +171,83 @@ def search(scn: Scenario, flop) -> Frontier:
     return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
 
 
-def _time_lower_bound(scn: Scenario, model: dict, combo: dict, hi: np.ndarray, q: float
-                      ) -> np.ndarray:
-    """A training time no layout of a (C, combo) cell can beat, at any dp: S times the larger of
-    the FLOP time at the largest dp and the weight traffic, plus the latency chain with every
-    TP collective taken at scale-up latency. Cells above T are skipped unevaluated."""
+def _cells(scn: Scenario, model: dict, combo: dict, flop: np.ndarray, q: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The (C index, combo index) cells worth evaluating, with their dp grid range [lo, hi].
+
+    Caps: shard widths, pp <= L, the smallest microbatch (hi), the G cap, memory (lo), and
+    G >= C / (F T) (lo: fewer chips cannot finish even at utilization 1). Cells whose time
+    lower bound exceeds T are dropped; a C left with no cell keeps its largest-G valid cell
+    so that every C reports a layout.
+    """
+    s = scn.search
+    hidden = model["active_params"] / (2.0 * model["n_layers"] * model["d_model"])
+    ok = 2.0 ** combo["tp1"][None, :] <= (hidden / s.min_shard_width)[:, None]
+    ok &= 2.0 ** combo["tp2"][None, :] <= (model["d_model"] / s.min_shard_width)[:, None]
+    ok &= 2.0 ** combo["pp"][None, :] <= model["n_layers"][:, None]
+    idx, k = np.nonzero(ok)
+    log_chips = combo["tp1"][k] + combo["tp2"][k] + combo["pp"][k] + combo["ep"][k]
+    # dp runs over floor(2^(j/q)), j = 0, 1, ...; hi: most replicas the batch allows.
+    log_dp_max = (np.log2(model["batch"][idx] / s.min_microbatch_tokens) - combo["m"][k]
+                  - combo["ep"][k])
+    if s.max_accelerators > 0:
+        log_dp_max = np.minimum(log_dp_max, np.log2(s.max_accelerators) - log_chips)
+    hi = np.floor(q * np.minimum(log_dp_max, s.max_log2_degree) + 1e-9)
+    keep = np.isfinite(hi) & (hi >= 0)
+    idx, k, hi, log_chips = idx[keep], k[keep], hi[keep], log_chips[keep]
+    g_min = flop[idx] / (float(np.asarray(scn.hardware.peak_flops_per_s)) * scn.duration_s)
+    lo = np.ceil(q * (np.log2(g_min) - log_chips) - 1e-9)
+    if s.memory_check:
+        lo = np.maximum(lo, np.ceil(q * _memory_log2_dp(scn, model, combo, idx, k) - 1e-9))
+    lo = np.maximum(lo, 0.0)
+    worth = (hi >= lo) & (_time_lower_bound(scn, model, combo, idx, k, hi, q)
+                          <= scn.duration_s)
+    has_cell = np.zeros(flop.size, bool)
+    has_cell[idx[worth]] = True
+    orphan = ~has_cell[idx]
+    if orphan.any():  # per orphan C, its cell with the most chips (first on ties)
+        o = np.nonzero(orphan)[0]
+        order = o[np.lexsort((o, -(hi[o] + q * log_chips[o]), idx[o]))]
+        first = order[np.r_[True, idx[order][1:] != idx[order][:-1]]]
+        worth[first] = True
+        lo[first] = hi[first]
+    return idx[worth], k[worth], lo[worth], hi[worth]
+
+
+def _time_lower_bound(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray,
+                      hi: np.ndarray, q: float) -> np.ndarray:
+    """A training time no layout of a cell can beat, at any dp: S times the larger of the FLOP
+    time at the largest dp and the weight traffic, plus the latency chain with every TP
+    collective taken at scale-up latency. Cells above T are skipped unevaluated."""
     hw, const = scn.hardware, scn.constants
-    log_g = (hi / q + combo["tp1"] + combo["tp2"] + combo["pp"] + combo["ep"])
-    flop_step = 6.0 * model["active_params"] * model["batch"]
-    t_flop = flop_step[:, None] / (2.0 ** log_g * float(np.asarray(hw.peak_flops_per_s)))
-    tp = 2.0 ** (combo["tp1"] + combo["tp2"])[None, :]
-    pp, ep = 2.0 ** combo["pp"][None, :], 2.0 ** combo["ep"][None, :]
-    dense = model["active_params"][:, None] * (1.0 - scn.moe.expert_fraction)
-    local = dense / (tp * pp) + (model["params"][:, None] - dense) / (tp * pp * ep)
-    t_weights = (2.0 ** combo["m"])[None, :] * const.weight_passes * local \
+    l_tp = combo["tp1"][k] + combo["tp2"][k]
+    log_g = hi / q + l_tp + combo["pp"][k] + combo["ep"][k]
+    flop_step = 6.0 * model["active_params"][idx] * model["batch"][idx]
+    t_flop = flop_step / (2.0**log_g * float(np.asarray(hw.peak_flops_per_s)))
+    local = _local_params(scn, model, combo, idx, k)
+    t_weights = (2.0 ** combo["m"][k]) * const.weight_passes * local \
         * const.bytes_per_value / float(np.asarray(hw.hbm_bytes_per_s))
-    n_tp = (combo["tp1"] > 0).astype(float) + (combo["tp2"] > 0)
+    n_tp = (combo["tp1"][k] > 0).astype(float) + (combo["tp2"][k] > 0)
     tau = (const.kernels_per_layer * float(np.asarray(hw.kernel_latency_s))
            + 2.0 * const.blocks_per_layer * n_tp * float(np.asarray(hw.scaleup_latency_s)))
-    t_lat = model["n_layers"][:, None] * tau[None, :]
-    return model["steps"][:, None] * (np.maximum(t_flop, t_weights) + t_lat)
+    return model["steps"][idx] * (np.maximum(t_flop, t_weights) + model["n_layers"][idx] * tau)
+
+
+def _local_params(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray
+                  ) -> np.ndarray:
+    """Parameters per chip: the dense part over tp pp, the experts also over ep."""
+    tp_pp = 2.0 ** (combo["tp1"][k] + combo["tp2"][k] + combo["pp"][k])
+    dense = model["active_params"][idx] * (1.0 - scn.moe.expert_fraction)
+    return dense / tp_pp + (model["params"][idx] - dense) / (tp_pp * 2.0 ** combo["ep"][k])
+
+
+def _group_max_into(best: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+    """best[i] = max(best[i], values of group i); ``ids`` sorted (cells come C by C)."""
+    if ids.size == 0:
+        return
+    starts = np.r_[0, np.nonzero(ids[1:] != ids[:-1])[0] + 1]
+    group = ids[starts]
+    best[group] = np.maximum(best[group], np.maximum.reduceat(values, starts))
 
 
 _FIRST_ROUND = 16  # layouts per C bisected before the bound is applied to the rest
@@ -252,16 +281,14 @@ def _empty(flop: np.ndarray, model: dict) -> dict:
             "binding": np.full(n, "none", dtype=object), "n_accelerators": nan.copy()}
 
 
-def _memory_log2_dp(scn: Scenario, model: dict, combo: dict) -> np.ndarray:
+def _memory_log2_dp(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray
+                    ) -> np.ndarray:
     """Smallest log2 dp at which weights, gradients and optimizer states fit in HBM (ZeRO-1:
     optimizer states split over dp * ep; activations assumed recomputed); inf where weights
     and gradients alone do not fit."""
     s, w = scn.search, scn.constants.bytes_per_value
-    tp = 2.0 ** (combo["tp1"] + combo["tp2"])[None, :]
-    pp, ep = 2.0 ** combo["pp"][None, :], 2.0 ** combo["ep"][None, :]
-    dense = model["active_params"][:, None] * (1.0 - scn.moe.expert_fraction)
-    local = dense / (tp * pp) + (model["params"][:, None] - dense) / (tp * pp * ep)
+    local = _local_params(scn, model, combo, idx, k)
     room = float(np.asarray(scn.hardware.hbm_bytes)) - 2.0 * w * local
     with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.log2(s.optimizer_bytes_per_param * local / (room * ep))
+        need = np.log2(s.optimizer_bytes_per_param * local / (room * 2.0 ** combo["ep"][k]))
     return np.where(room > 0, need, np.inf)

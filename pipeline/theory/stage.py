@@ -30,12 +30,13 @@ def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict
                      float(get(params, "theory.frontier.max_flop", (int, float))),
                      int(get(params, "theory.frontier.points", int)))
     fraction = float(get(params, "theory.frontier.knee_fraction", (int, float)))
-    steps = int(get(params, "theory.frontier.refine_steps", int))
+    rounds = int(get(params, "theory.frontier.refine_rounds", int))
+    points = int(get(params, "theory.frontier.refine_points", int))
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
                     leave=False):
         front = search(scn, grid)
-        head = headline(scn, front, fraction, steps)
+        head = headline(scn, front, fraction, rounds, points)
         frames.append(frontier_frame(scn.name, front))
         metrics[scn.name] = {
             "knee_flop": head.knee_flop, "wall_flop": head.wall_flop,
