@@ -3,27 +3,30 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# dvc.yaml's commands say `python -m pipeline ...`: run them with the project's interpreter.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: setup report test bench clean
 
-# Re-install only when pyproject.toml changes (idempotent).
-$(STAMP): pyproject.toml
+# Re-install only when pyproject.toml or the pinned versions of every dependency change.
+# constraints.txt is `pip freeze` of a working environment: the same versions on every machine.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
 
 report: $(STAMP)
-	$(BIN)/dvc repro
+	dvc repro
 	@echo "Report: $(CURDIR)/reports/report.html (Markdown: $(CURDIR)/reports/report.md)"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf data/processed/* reports/figures/* reports/plots/* reports/metrics/*
+	rm -rf data/processed reports/figures reports/report.html reports/report.md

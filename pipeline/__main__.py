@@ -1,7 +1,8 @@
 """Command line: one sub-command per DVC stage, ``python -m pipeline <stage>``.
 
-Paths come from ``dvc.yaml`` (passed as options here); settings come from ``params.yaml``.
-A broken configuration stops the stage with a message naming the field (exit status 2).
+Paths come from ``dvc.yaml`` (passed as options here; the defaults are the same paths, for use
+by hand); settings come from ``params.yaml``. A broken configuration stops the stage with a
+message naming the field and exit status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="scalewall: measured diminishing returns against data-movement limits.")
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params.yaml of the project")
+CATALOG = typer.Option(Path("data/catalog"), help="hardware and model catalogs")
+PROCESSED = typer.Option(Path("data/processed"), help="folder of stage outputs")
+RUNS = typer.Option(Path("data/processed/runs.parquet"))
+METRICS_DIR = typer.Option(Path("reports/metrics"))
+PLOTS = typer.Option(Path("reports/plots"), help="plot data for `dvc plots`")
 
 
 def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
@@ -35,67 +41,70 @@ def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
     logs: Path = typer.Option(Path("data/raw/logs"), help="folder of training step logs"),
-    catalog: Path = typer.Option(Path("data/catalog"), help="hardware and model catalogs"),
-    out: Path = typer.Option(Path("data/processed"), help="output folder"),
+    catalog: Path = CATALOG,
+    out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),
     params: Path = PARAMS,
 ) -> None:
     """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
-    _run_stage("pipeline.ingest.stage", params, published_dir=published, logs_dir=logs, catalog_dir=catalog,
-            out_dir=out, metrics_path=metrics)
+    _run_stage("pipeline.ingest.stage", params, published_dir=published, logs_dir=logs,
+               catalog_dir=catalog, out_dir=out, metrics_path=metrics)
 
 
 @app.command()
 def fit(
-    runs: Path = typer.Option(Path("data/processed/runs.parquet")),
+    runs: Path = RUNS,
     series: Path = typer.Option(Path("data/processed/series.parquet")),
-    out: Path = typer.Option(Path("data/processed")),
+    catalog: Path = CATALOG,
+    out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
-    plots: Path = typer.Option(Path("reports/plots")),
+    plots: Path = PLOTS,
     params: Path = PARAMS,
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series, out_dir=out,
-            metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series,
+               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def theory(
-    runs: Path = typer.Option(Path("data/processed/runs.parquet")),
-    catalog: Path = typer.Option(Path("data/catalog")),
-    out: Path = typer.Option(Path("data/processed")),
+    runs: Path = RUNS,
+    catalog: Path = CATALOG,
+    out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
-    plots: Path = typer.Option(Path("reports/plots")),
+    plots: Path = PLOTS,
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog, out_dir=out,
-            metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog,
+               out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def compare(
-    processed: Path = typer.Option(Path("data/processed")),
-    metrics_dir: Path = typer.Option(Path("reports/metrics")),
-    out: Path = typer.Option(Path("data/processed")),
+    processed: Path = PROCESSED,
+    metrics_dir: Path = METRICS_DIR,
+    catalog: Path = CATALOG,
+    out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
-    plots: Path = typer.Option(Path("reports/plots")),
+    plots: Path = PLOTS,
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
-            metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir,
+               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def report(
-    processed: Path = typer.Option(Path("data/processed")),
-    metrics_dir: Path = typer.Option(Path("reports/metrics")),
-    out: Path = typer.Option(Path("reports")),
+    processed: Path = PROCESSED,
+    metrics_dir: Path = METRICS_DIR,
+    out: Path = typer.Option(Path("reports"), help="folder of report.html, report.md, figures/"),
     params: Path = PARAMS,
 ) -> None:
     """Render reports/report.html and reports/report.md with figures from the stage outputs."""
-    _run_stage("pipeline.report.stage", params, processed_dir=processed, metrics_dir=metrics_dir, out_dir=out)
+    _run_stage("pipeline.report.stage", params, processed_dir=processed, metrics_dir=metrics_dir,
+               out_dir=out)
 
 
 if __name__ == "__main__":  # pragma: no cover

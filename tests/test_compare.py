@@ -58,7 +58,11 @@ def test_gap_shares_sum_to_one(mfu: float, bound: float, times: list[float]) -> 
     assert sum(s[k] for k in SHARES) == pytest.approx(1.0)
     assert s["compute"] == pytest.approx(mfu)
     assert all(s[k] >= -1e-12 for k in SHARES if k != "unexplained")
-    assert (s["unexplained"] < 0) == (mfu > bound * (1 + 1e-12))
+    # a run above its ceiling leaves a negative unexplained share, one below it a positive one
+    if mfu > bound * (1 + 1e-9):
+        assert s["unexplained"] < 0
+    elif mfu < bound * (1 - 1e-9):
+        assert s["unexplained"] > 0
 
 
 def test_half_n_interpolates_in_log_n() -> None:

@@ -19,8 +19,8 @@ from synthetic_upstream import make_runs, make_series
 
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
                   "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
-                  "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True,
-                  "catalog_dir": "does/not/exist"}}
+                  "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True}}
+NO_CATALOG = Path("does/not/exist")
 
 
 def _upstream(tmp_path: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
@@ -55,7 +55,7 @@ def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
     runs_path, series_path, _, _ = _upstream(tmp_path)
     out = tmp_path / tag
     metrics = run(params, runs_path=runs_path, series_path=series_path, out_dir=out,
-                  metrics_path=out / "fit.json", plots_dir=out / "plots")
+                  metrics_path=out / "fit.json", plots_dir=out / "plots", catalog_dir=NO_CATALOG)
     return metrics, out
 
 
@@ -155,7 +155,7 @@ def test_broken_config_names_the_field(tmp_path: Path, field: str, value: object
 def test_project_params_are_valid(tmp_path: Path) -> None:
     fit_params = load_params()["fit"]
     assert set(PARAMS["fit"]) == set(fit_params)
-    _run(tmp_path, {"fit": {**fit_params, "catalog_dir": "does/not/exist"}})
+    _run(tmp_path, {"fit": fit_params})
 
 
 def test_holdout_split_uses_distinct_n() -> None:
@@ -252,7 +252,7 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
     write_parquet(series.iloc[0:0], series_path)
     out = tmp_path / "empty"
     metrics = run(PARAMS, runs_path=runs_path, series_path=series_path, out_dir=out,
-                  metrics_path=out / "fit.json", plots_dir=out / "plots")
+                  metrics_path=out / "fit.json", plots_dir=out / "plots", catalog_dir=NO_CATALOG)
     assert metrics["n_series"] == 0 and metrics["default_law"] is None
     assert len(pd.read_parquet(out / "fits.parquet")) == 0
     extra = pd.read_parquet(out / "extrapolation.parquet")

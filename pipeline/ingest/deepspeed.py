@@ -27,8 +27,13 @@ from __future__ import annotations
 
 import re
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, floats, \
-    int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_of, regex_lines, to_float
+from typing import Sequence
+
+import numpy as np
+
+from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, dense_rows, \
+    float_col, int_col, int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_col, \
+    rank_of, regex_lines, to_float
 
 NAME = "deepspeed"
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")
@@ -49,6 +54,11 @@ _CFG_KEYS = {"train_batch_size": "batch_samples", "train_micro_batch_size_per_gp
              "world_size": "n_accelerators", "zero_optimization_stage": "zero_stage"}
 
 
+def _clean(rows: list[tuple[str, ...]]) -> bool:
+    # A second counter in the tail is two ranks' lines run together: the slow path says so.
+    return "global_step=" not in "\n".join(r[-1] for r in rows)
+
+
 def detect(sample: str) -> int:
     """Number of DeepSpeed throughput lines and profiler summaries in ``sample``."""
     return (len(_TPUT_RE.findall(sample)) + len(_OLD_TPUT_RE.findall(sample))
@@ -64,16 +74,18 @@ class Parser:
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        linenos, lines = candidate_lines(text, "SamplesPerSec=", first_lineno, self.state.counts)
-        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
-        if len(rows) == len(lines) and rows and not any("global_step=" in r[-1] for r in rows):
-            r1, r2, stamp, step, sps, _ = zip(*rows)
-            self.state.extend(map(int, step), linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
-                              [False] * len(rows), samples_per_s=floats(sps),
-                              wall_s=iso_seconds_many(list(stamp)))
+        rows = dense_rows(text, _FAST_RE, "SamplesPerSec=")
+        if rows is not None and _clean(rows):
+            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
         else:
-            for lineno, line in zip(linenos, lines):
-                self._step(line, lineno)
+            linenos, lines = candidate_lines(text, "SamplesPerSec=", first_lineno,
+                                             self.state.counts)
+            rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
+            if len(rows) == len(lines) and rows and _clean(rows):
+                self._bulk(rows, linenos)
+            else:
+                for lineno, line in zip(linenos, lines):
+                    self._step(line, lineno)
         if header:
             for lineno, line in lines_with(text, "....", first_lineno):
                 if m := _CFG_RE.search(line):
@@ -88,6 +100,12 @@ class Parser:
             for lineno, m in regex_lines(block, _PROFILE_RE, first):
                 self._profile(m.group(1).lower(), m.group(2), m.group(3), lineno)
             start = text.find("Profile Summary at step", start + 1)
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
+        r1, r2, stamp, step, sps, _ = zip(*rows)
+        self.state.extend(int_col(step), linenos, rank_col(r1, r2),
+                          np.zeros(len(rows), dtype=bool), samples_per_s=float_col(sps),
+                          wall_s=iso_seconds_many(stamp))
 
     def _cfg(self, key: str, value: str, lineno: int) -> None:
         if key in _CFG_KEYS:

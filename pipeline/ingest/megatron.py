@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
+from typing import Sequence
+
+import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, ParseState, candidate_lines, floats, int_or_none, iso_seconds, iso_seconds_many,
-    precision_from_flags, rank_of, regex_lines, to_float,
+    NAN, ParseState, candidate_lines, dense_rows, float_col, int_col, int_or_none, iso_seconds,
+    iso_seconds_many, precision_from_flags, rank_col, rank_of, regex_lines, to_float,
 )
 
 NAME = "megatron"
@@ -71,6 +73,11 @@ def _nan_iterations(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _clean(rows: list[tuple[str, ...]]) -> bool:
+    # A second counter in the tail is two ranks' lines run together: the slow path says so.
+    return "iteration " not in "\n".join(r[-1] for r in rows)
+
+
 def detect(sample: str) -> int:
     """Number of Megatron step lines in ``sample``."""
     return sum(1 for m in _STEP_RE.finditer(sample)
@@ -86,14 +93,17 @@ class Parser:
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
-        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
-        # A second counter in the tail is two ranks' lines run together: the slow path says so.
-        if len(rows) == len(lines) and rows and not any("iteration " in r[-1] for r in rows):
-            self._bulk(rows, linenos)
+        rows = dense_rows(text, _FAST_RE, MARKER)
+        if rows is not None and _clean(rows):
+            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
         else:
-            for lineno, line in zip(linenos, lines):
-                self._step(line, lineno)
+            linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
+            rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
+            if len(rows) == len(lines) and rows and _clean(rows):
+                self._bulk(rows, linenos)
+            else:
+                for lineno, line in zip(linenos, lines):
+                    self._step(line, lineno)
         if header and " ..." in text:
             for lineno, m in regex_lines(text, _ARG_RE, first_lineno):
                 self._arg(m.group(1), m.group(2), lineno)
@@ -105,19 +115,19 @@ class Parser:
         elif name in _PRECISION_ARGS:
             self.precision[name] = value
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
         r1, r2, stamp, step, ms, tflops, gbs, loss, rest = zip(*rows)
-        loss_f = floats(loss)
-        nan_loss = [not math.isfinite(x) or ("nan iterations:" in r
-                                             and "nan iterations:   0 " not in r
-                                             and _nan_iterations(r) > 0)
-                    for x, r in zip(loss_f, rest)]
-        step_time_s = array("d", (x / 1000.0 for x in floats(ms)))
-        self.state.extend(map(int, step), linenos,
-                          [int(a or b or -1) for a, b in zip(r1, r2)], nan_loss,
-                          step_time_s=step_time_s, loss=loss_f,
-                          tflops_per_accelerator=floats(tflops), batch_samples=floats(gbs),
-                          wall_s=iso_seconds_many(list(stamp)))
+        loss_f = float_col(loss)
+        nan_loss = ~np.isfinite(loss_f)
+        tail = "\n".join(rest)
+        # Each row's own test only when some "nan iterations:" is not followed by "  0 ".
+        if tail.count("nan iterations:") != tail.count("nan iterations:   0 "):
+            nan_loss |= np.array([("nan iterations:" in r and "nan iterations:   0 " not in r
+                                   and _nan_iterations(r) > 0) for r in rest], dtype=bool)
+        self.state.extend(int_col(step), linenos, rank_col(r1, r2), nan_loss,
+                          step_time_s=float_col(ms) / 1000.0, loss=loss_f,
+                          tflops_per_accelerator=float_col(tflops), batch_samples=float_col(gbs),
+                          wall_s=iso_seconds_many(stamp))
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state

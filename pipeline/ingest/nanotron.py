@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
+from typing import Sequence
 
-from pipeline.ingest.steplog_base import ANSI_RE, NAN, ParseState, candidate_lines, human_float, \
-    rank_of, regex_lines
+import numpy as np
+
+from pipeline.ingest.steplog_base import ANSI_RE, NAN, ParseState, candidate_lines, dense_rows, \
+    human_col, human_float, int_col, rank_of, regex_lines
 
 NAME = "nanotron"
 _STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
@@ -45,6 +47,11 @@ _FAST_RE = re.compile(
 _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
              "context_parallel_size": "cp", "hidden_size": "d_model",
              "num_hidden_layers": "n_layers", "sequence_length": "seq_len"}
+
+
+def _clean(rows: list[tuple[str, ...]]) -> bool:
+    # A second counter in the tail is two lines run together: the slow path says so.
+    return "iteration:" not in "\n".join(r[-1] for r in rows)
 
 
 def detect(sample: str) -> int:
@@ -77,6 +84,11 @@ class Parser:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno, 0,
                                          end if end >= 0 else None):
                 self.state.fact(_CFG_KEYS[m.group(1)], int(m.group(2)), lineno)
+        rows = dense_rows(text, _FAST_RE, MARKER, ANSI_RE)
+        if rows is not None and _clean(rows):
+            self.header = False
+            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
+            return
         linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
         if lines:
             self.header = False
@@ -84,24 +96,24 @@ class Parser:
         if "\x1b" in block:  # current releases dim the prefix with ANSI codes
             block = ANSI_RE.sub("", block)
         rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
-        if len(rows) == len(lines) and rows and not any("iteration:" in r[-1] for r in rows):
+        if len(rows) == len(lines) and rows and _clean(rows):
             self._bulk(rows, linenos)
         else:
             for lineno, line in zip(linenos, block.split("\n") if lines else ()):
                 self._step(line, lineno)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
         mo, d, h, mi, sec, step, ms, tps, tps_gpu, gbs, loss, tflops, _ = zip(*rows)
-        loss_f = array("d", map(human_float, loss))
-        wall = array("d", ((((int(a) * 31 + int(b)) * 24 + int(c)) * 60 + int(e)) * 60.0 + int(f)
-                           for a, b, c, e, f in zip(mo, d, h, mi, sec)))
-        self.state.extend(map(int, step), linenos, [-1] * len(rows),
-                          [not math.isfinite(x) for x in loss_f],
-                          step_time_s=array("d", (human_float(x) / 1000.0 for x in ms)),
-                          loss=loss_f, tokens_per_s=array("d", map(human_float, tps)),
-                          tokens_per_s_per_accelerator=array("d", map(human_float, tps_gpu)),
-                          tflops_per_accelerator=array("d", map(human_float, tflops)),
-                          batch_samples=array("d", map(human_float, gbs)), wall_s=wall)
+        loss_f = human_col(loss)
+        # Whole minutes are exact in int64; one float step after, as the per-line path does.
+        minutes = ((int_col(mo) * 31 + int_col(d)) * 24 + int_col(h)) * 60 + int_col(mi)
+        wall = minutes * 60.0 + int_col(sec)
+        self.state.extend(int_col(step), linenos, np.full(len(rows), -1, dtype=np.int32),
+                          ~np.isfinite(loss_f), step_time_s=human_col(ms) / 1000.0,
+                          loss=loss_f, tokens_per_s=human_col(tps),
+                          tokens_per_s_per_accelerator=human_col(tps_gpu),
+                          tflops_per_accelerator=human_col(tflops),
+                          batch_samples=human_col(gbs), wall_s=wall)
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state

@@ -25,8 +25,12 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, floats, \
-    int_or_none, rank_of, regex_lines, to_float
+from typing import Sequence
+
+import numpy as np
+
+from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, dense_rows, \
+    float_col, int_col, int_or_none, rank_col, rank_of, regex_lines, to_float
 
 NAME = "nemo"
 _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")
@@ -71,6 +75,11 @@ class Parser:
         if header and self.header:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno):
                 self._cfg(m.group(1), m.group(2), lineno)
+        rows = dense_rows(text, _FAST_RE, "train_step_timing in s")
+        if rows is not None:
+            self.header = False
+            if self._bulk(rows, range(first_lineno, first_lineno + len(rows))):
+                return
         linenos, lines = candidate_lines(text, "train_step_timing in s", first_lineno,
                                          self.state.counts)
         if lines:
@@ -86,17 +95,17 @@ class Parser:
                     if "train_step_timing in s=" in segment:
                         self._bar(segment, lineno)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> bool:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, gbs, step, loss, timing, rest = zip(*rows)
-        steps = list(map(int, step))
-        if any("Training epoch" in r for r in rest) or any(
-                a == b for a, b in zip([self.last_step] + steps, steps)):
+        steps = int_col(step)
+        if "Training epoch" in "\n".join(rest) or steps[0] == self.last_step or bool(
+                (steps[1:] == steps[:-1]).any()):
             return False  # garbled lines or redraws: the line-by-line path handles them
-        loss_f = floats(loss)
-        self.state.extend(steps, linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
-                          [not math.isfinite(x) for x in loss_f], step_time_s=floats(timing),
-                          loss=loss_f, batch_samples=floats(gbs))
-        self.last_step = steps[-1]
+        loss_f = float_col(loss)
+        self.state.extend(steps, linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
+                          step_time_s=float_col(timing), loss=loss_f,
+                          batch_samples=float_col(gbs))
+        self.last_step = int(steps[-1])
         return True
 
     def _cfg(self, key: str, value: str, lineno: int) -> None:

@@ -131,12 +131,13 @@ def convert(records: Iterator[Record], catalog: Any, options: Options
         except Reject as exc:
             rejects.append(_reject_row(record, str(exc)))
             continue
-        # The same run twice: same identifying fields, or the same log file (by content hash)
-        # published again under another path (MLPerf re-publications).
+        # The same run twice: same identifying fields within a source, or the same log file (by
+        # content hash) in any source: MLPerf re-publications, and a result tree pointed at
+        # rounds that the published MLPerf table already holds.
         keys = [(record.source, row["run_id"])]
         digest = record.fields.get("log_sha1") if record.fields else None
         if digest:
-            keys.append((record.source, f"log_sha1={digest}"))
+            keys.append(("*", f"log_sha1={digest}"))
         first = next((seen[k] for k in keys if k in seen), None)
         if first is not None:
             rejects.append(_reject_row(record, f"duplicate: same run as {first}"))

@@ -112,13 +112,80 @@ def floats(texts: Iterable[str]) -> array:
     return out
 
 
-def iso_seconds_many(stamps: list[str]) -> array:
-    """``iso_seconds`` of many stamps at once (numpy's datetime64 parser)."""
+def float_col(texts: list[str] | tuple[str, ...]) -> np.ndarray:
+    """``floats`` as a float64 numpy array; numpy parses Python ``str`` exactly as ``float()``
+    does, in one C loop, and anything it refuses goes through ``floats``."""
     try:
-        ms = np.array([s.replace(",", ".") for s in stamps], dtype="datetime64[ms]")
+        return np.array(texts, dtype=np.float64)
+    except (ValueError, TypeError):
+        return np.frombuffer(floats(texts), dtype=np.float64)
+
+
+def human_col(texts: tuple[str, ...]) -> np.ndarray:
+    """``human_float`` of each text as float64: plain numbers in one C loop; else each distinct
+    text once (``human_format`` prints 3 significant digits, so values repeat)."""
+    try:
+        return np.array(texts, dtype=np.float64)
+    except (ValueError, TypeError):
+        pass
+    value = {t: human_float(t) for t in set(texts)}
+    return np.fromiter(map(value.__getitem__, texts), dtype=np.float64, count=len(texts))
+
+
+def int_col(texts: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Printed integers (``\\d+`` captures) as int64; too large for int64: OverflowError, as
+    ``array('q')`` raises it."""
+    try:
+        return np.array(texts, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        return np.array(list(map(int, texts)), dtype=np.int64)
+
+
+def rank_col(r1: tuple[str, ...], r2: tuple[str, ...]) -> np.ndarray | list[int]:
+    """Ranks from the two optional launcher-prefix captures of the bulk patterns (-1: none)."""
+    n = len(r1)
+    if r1.count("") == n and r2.count("") == n:
+        return np.full(n, -1, dtype=np.int32)
+    return [int(a or b or -1) for a, b in zip(r1, r2)]
+
+
+def dense_rows(text: str, pattern: re.Pattern, marker: str,
+               strip: re.Pattern | None = None) -> list[tuple[str, ...]] | None:
+    """``pattern.findall(text)`` when every line of ``text`` (a chunk of whole lines) holds
+    ``marker`` and is matched by the line-anchored ``pattern``; None otherwise.
+
+    A chunk of nothing but step lines is matched as it stands: splitting it into lines, keeping
+    those with the marker and joining them again (``candidate_lines``) would cost more than
+    the regex. One match per line (the pattern spans a line and starts at ``^``) and as many
+    matches as lines means every line matched, so line numbers follow from the chunk's first.
+    ``strip`` (ANSI codes) is removed first; the marker must then still be there once a line.
+    """
+    n = text.count("\n")
+    if not n or text[-1] != "\n" or text.count(marker) != n or "\x00" in text:
+        return None
+    if strip is not None and "\x1b" in text:
+        text = strip.sub("", text)
+        if text.count(marker) != n:
+            return None
+    rows = pattern.findall(text)
+    return rows if len(rows) == n else None
+
+
+def no_commas(texts: tuple[str, ...]) -> list[str] | tuple[str, ...]:
+    """``t.replace(",", "")`` of each text (thousands separators), as two C-level passes."""
+    joined = "\n".join(texts)
+    return joined.replace(",", "").split("\n") if "," in joined else texts
+
+
+def iso_seconds_many(stamps: list[str] | tuple[str, ...]) -> np.ndarray:
+    """``iso_seconds`` of many stamps at once (numpy's datetime64 parser)."""
+    joined = "\n".join(stamps)
+    try:
+        ms = np.array(joined.replace(",", ".").split("\n") if "," in joined else stamps,
+                      dtype="datetime64[ms]")
     except ValueError:
-        return array("d", map(iso_seconds, stamps))
-    return array("d", (ms.astype(np.int64) / 1000.0).tobytes())
+        return np.array(list(map(iso_seconds, stamps)), dtype=np.float64)
+    return ms.astype(np.int64) / 1000.0
 
 
 def candidate_lines(text: str, marker: str, first_lineno: int,
@@ -227,15 +294,19 @@ class ParseState:
         c["wall_s"].append(wall_s)
 
     def extend(self, step: Iterable[int], line: Iterable[int], rank: Iterable[int],
-               nan_loss: Iterable[bool], **values: array) -> None:
-        """Append many steps at once; ``values`` arrays (``STEP_FLOAT_COLUMNS`` names) have one
-        number a step, absent columns are NaN."""
+               nan_loss: Iterable[bool], **values: Any) -> None:
+        """Append many steps at once; ``values`` (``STEP_FLOAT_COLUMNS`` names: arrays, numpy
+        arrays or sequences) have one number a step, absent columns are NaN. numpy arrays are
+        copied in as raw memory, without a Python object per number."""
         before = len(self.step)
-        self.step.extend(step)
+        _append(self.step, step)
         n = len(self.step) - before
-        self.line.extend(line)
-        self.rank.extend(rank)
-        self.flags.extend(FLAG_NAN_LOSS if bad else 0 for bad in nan_loss)
+        _append(self.line, line)
+        _append(self.rank, rank)
+        if isinstance(nan_loss, np.ndarray):
+            _append(self.flags, nan_loss.astype(np.int8) * FLAG_NAN_LOSS)
+        else:
+            self.flags.extend(FLAG_NAN_LOSS if bad else 0 for bad in nan_loss)
         nans = None
         for name, col in self.cols.items():
             given = values.get(name)
@@ -244,7 +315,7 @@ class ParseState:
                     nans = array("d", [NAN]) * n
                 col.extend(nans)
             else:
-                col.extend(given)
+                _append(col, given)
         if not (len(self.line) == len(self.rank) == len(self.flags) == len(self.step)) or any(
                 len(c) != len(self.step) for c in self.cols.values()):
             raise ValueError("extend: columns of different lengths")
@@ -267,6 +338,26 @@ class ParseState:
             self.fact_lines[key] = line
         elif old != value:
             self.counts[f"fact_changed:{key}"] += 1
+
+
+_NP_TYPES = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}
+
+
+def _append(arr: array, values: Any) -> None:
+    if isinstance(values, np.ndarray):
+        # Same conversions as ``array.extend`` (which would take a Python object per number):
+        # integer columns refuse floats and out-of-range values.
+        typ = _NP_TYPES[arr.typecode]
+        if values.dtype != typ:
+            if arr.typecode != "d" and values.dtype.kind not in "iub":
+                raise TypeError("integer column given non-integer values")
+            if values.dtype.kind in "iu" and len(values) and (
+                    values.min() < np.iinfo(typ).min or values.max() > np.iinfo(typ).max):
+                raise OverflowError("value out of range for the column")
+            values = values.astype(typ)
+        arr.frombytes(np.ascontiguousarray(values).tobytes())
+    else:
+        arr.extend(values)
 
 
 def int_or_none(text: str) -> int | None:

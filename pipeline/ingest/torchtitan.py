@@ -23,13 +23,14 @@ reduction takes it from stamp differences between logged steps (``step_time_from
 
 from __future__ import annotations
 
-import math
 import re
-from array import array
+from typing import Sequence
+
+import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    ANSI_RE, NAN, NUM, ParseState, candidate_lines, floats, iso_seconds, iso_seconds_many,
-    lines_with, rank_of, to_float,
+    ANSI_RE, NAN, NUM, ParseState, candidate_lines, dense_rows, float_col, int_col,
+    iso_seconds, iso_seconds_many, lines_with, no_commas, rank_col, rank_of, to_float,
 )
 
 NAME = "torchtitan"
@@ -54,6 +55,11 @@ _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "p
               "cp": "cp", "ep": "ep"}
 
 
+def _clean(rows: list[tuple[str, ...]]) -> bool:
+    # A second "step:" in the tail is two ranks' lines run together: the slow path says so.
+    return "step:" not in "\n".join(r[-1] for r in rows)
+
+
 def detect(sample: str) -> int:
     """Number of torchtitan step lines in ``sample``."""
     sample = ANSI_RE.sub("", sample)
@@ -71,30 +77,32 @@ class Parser:
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
         counts = self.state.counts
-        linenos, lines = candidate_lines(text, "step:", first_lineno, counts)
-        block = "\n".join(lines)
-        if "\x1b" in block:
-            block = ANSI_RE.sub("", block)
-        rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
-        if len(rows) == len(lines) and rows and not any("step:" in r[-1] for r in rows):
-            self._bulk(rows, linenos)
+        rows = dense_rows(text, _FAST_RE, "step:", ANSI_RE)
+        if rows is not None and _clean(rows):
+            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
         else:
-            for lineno, line in zip(linenos, block.split("\n") if lines else ()):
-                self._line(line, lineno)
+            linenos, lines = candidate_lines(text, "step:", first_lineno, counts)
+            block = "\n".join(lines)
+            if "\x1b" in block:
+                block = ANSI_RE.sub("", block)
+            rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
+            if len(rows) == len(lines) and rows and _clean(rows):
+                self._bulk(rows, linenos)
+            else:
+                for lineno, line in zip(linenos, block.split("\n") if lines else ()):
+                    self._line(line, lineno)
         if header:
             for marker in _FACT_MARKERS:
                 for lineno, line in lines_with(text, marker, first_lineno):
                     self._fact(ANSI_RE.sub("", line), lineno)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: list[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
         r1, r2, stamp, step, loss, tps, tflops, mfu, _ = zip(*rows)
-        loss_f = floats(loss)
-        self.state.extend(map(int, step), linenos, [int(a or b or -1) for a, b in zip(r1, r2)],
-                          [not math.isfinite(x) for x in loss_f], loss=loss_f,
-                          tokens_per_s_per_accelerator=floats(t.replace(",", "") for t in tps),
-                          tflops_per_accelerator=floats(t.replace(",", "") for t in tflops),
-                          mfu=array("d", (x / 100.0 for x in floats(mfu))),
-                          wall_s=iso_seconds_many(list(stamp)))
+        loss_f = float_col(loss)
+        self.state.extend(int_col(step), linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
+                          loss=loss_f, tokens_per_s_per_accelerator=float_col(no_commas(tps)),
+                          tflops_per_accelerator=float_col(no_commas(tflops)),
+                          mfu=float_col(mfu) / 100.0, wall_s=iso_seconds_many(stamp))
 
     def _line(self, line: str, lineno: int) -> None:
         if "loss:" not in line:

@@ -62,9 +62,9 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("params: fields 'fit.min_distinct_n' (>= 2) and "
                           "'fit.extrapolation_min_distinct_n' (>= 3) are too small")
     score_other = get(params, "fit.score_other_scale", bool)
-    return dict(laws=list(laws), score_other_scale=score_other, ks=list(ks), interval=interval, scale=scale,
-                min_success=min_success, min_distinct_n=min_n, extra_min_distinct_n=extra_n,
-                catalog_dir=Path(get(params, "fit.catalog_dir", str)))
+    return dict(laws=list(laws), score_other_scale=score_other, ks=list(ks), interval=interval,
+                scale=scale, min_success=min_success, min_distinct_n=min_n,
+                extra_min_distinct_n=extra_n)
 
 
 def _json(values: dict[str, float]) -> str:
@@ -175,8 +175,12 @@ def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
 
 
 def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    """Run the fit stage; returns the metrics written to ``metrics_path``."""
+        metrics_path: Path, plots_dir: Path,
+        catalog_dir: Path = Path("data/catalog")) -> dict[str, Any]:
+    """Run the fit stage; returns the metrics written to ``metrics_path``.
+
+    ``catalog_dir`` gives the hardware ratios of the cross-series MFU model.
+    """
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
     series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
@@ -184,7 +188,7 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
-    cross, cross_headlines = cross_series(runs, cfg["catalog_dir"], cfg["interval"])
+    cross, cross_headlines = cross_series(runs, Path(catalog_dir), cfg["interval"])
 
     out_dir = Path(out_dir)
     write_parquet(fits, out_dir / "fits.parquet")
