@@ -239,7 +239,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         raise Reject("not_a_run", f"record_kind={kind_of_record}")
     status = (_text(f, "status") or "ok").lower()
     if status == "missing_file":
-        raise Reject("missing_file", _text(f, "notes") or "listed result has no log file")
+        notes = _text(f, "notes")
+        raise Reject("missing_file", "the source lists this result but not its log"
+                     + (f" (notes: {notes})" if notes else ""))
     if status not in STATUSES:
         raise Reject("bad_value", f"status={_short(status)} not one of {', '.join(STATUSES)}")
     row["status"] = status

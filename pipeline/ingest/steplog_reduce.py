@@ -60,7 +60,9 @@ class Reduced:
 
 
 def _arr(a: Any, dtype: str) -> np.ndarray:
-    return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.zeros(0, dtype=dtype)
+    # A view of the parsed column, not a copy: a log's steps are held once (the state must
+    # not grow while the view lives; parsing is over by now).
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 
 def _runs(seg: np.ndarray) -> list[np.ndarray]:
@@ -159,7 +161,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
                           f"{int(step[used][i - 1])} -> {int(step[used][i])})" for i in back[:5])
         notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
 
-    t = cols["step_time_s"]
+    t = cols["step_time_s"].copy()  # filled in below where the format prints no time
     wall = cols["wall_s"]
     batch = cols["batch_samples"]
     batch_fact = facts.get("batch_samples")

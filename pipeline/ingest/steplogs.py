@@ -22,8 +22,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest import deepspeed, hf_trainer, jsonl, megatron, nanotron, nemo, torchtitan
@@ -32,6 +32,9 @@ from pipeline.ingest.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.steplog_base import ParseState
 from pipeline.ingest.steplog_reduce import Settings, reduce_steps
 from pipeline.ingest.steplog_series import assign_series
+from pipeline.ingest.steplog_store import STEP_COLUMNS, gather, steps_table, write_steps
+
+__all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
 
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
                                jsonl)}
@@ -50,10 +53,6 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
             "accelerators_per_node", "system")
-STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
-                "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
-                "loss", "tflops_per_accelerator", "mfu", "wall_s", "is_warmup", "is_nan_loss",
-                "used")
 
 
 def settings(params: dict) -> Settings:
@@ -245,20 +244,9 @@ def _hf_summary(state: ParseState, facts: dict[str, Any],
                           f"({n_steps:.0f} steps, {runtime:g} s)")
 
 
-def _steps_frame(shown: str, fmt: str, columns: dict[str, Any]) -> pd.DataFrame:
-    """One log's step rows, sorted, in ``STEP_COLUMNS`` order (path and format categorical)."""
-    n = len(columns["step"])
-    frame = pd.DataFrame({
-        "path": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [shown]),
-        "format": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [fmt]),
-        **{c: columns[c] for c in STEP_COLUMNS[2:]}}, copy=False)
-    return frame.sort_values(["step", "segment", "rank", "line"], kind="stable",
-                             ignore_index=True)
-
-
 def read_one(path: Path, logs_dir: Path, s: Settings,
-             cache: dict) -> tuple[dict[str, Any] | tuple[str, str], pd.DataFrame | None]:
-    """One log -> (run fields or (code, detail), its step rows)."""
+             cache: dict) -> tuple[dict[str, Any] | tuple[str, str], pa.Table | None]:
+    """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     shown = _display(path)
     try:
         side = load_sidecar(path, logs_dir, cache, display=_display)
@@ -288,7 +276,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
-    steps = _steps_frame(shown, fmt, red.columns) if len(state) else None
+    steps = steps_table(shown, fmt, red.columns) if len(state) else None
     notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
     measures, derived = red.measures, list(red.derived)
     try:
@@ -332,7 +320,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
 
 
 def _read_guarded(path: Path, logs_dir: Path, s: Settings,
-                  cache: dict) -> tuple[Any, pd.DataFrame | None]:
+                  cache: dict) -> tuple[Any, pa.Table | None]:
     """``read_one``, with a parser failure turned into a reject that says so: one odd log must
     not stop the stage (the fuzz tests look for such failures; none is known)."""
     try:
@@ -342,16 +330,29 @@ def _read_guarded(path: Path, logs_dir: Path, s: Settings,
                                  f"{exc}); please report it with the log"), None
 
 
-def _read_task(args: tuple[Path, Path, Settings]) -> tuple[Any, pd.DataFrame | None]:
-    path, logs_dir, s = args
-    return _read_guarded(path, logs_dir, s, {})
+def _read_task(args: tuple[Path, Path, Settings, Path | None],
+               cache: dict | None = None) -> tuple[Any, pa.Table | str | None]:
+    """One log, in a worker or not; with ``out`` its rows go to that file (its name returned)
+    instead of travelling back."""
+    path, logs_dir, s, out = args
+    result, steps = _read_guarded(path, logs_dir, s, {} if cache is None else cache)
+    if out is not None and steps is not None:
+        write_steps(steps, out)
+        return result, out.name
+    return result, steps
 
 
-def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]:
+def read_logs(logs_dir: Path, params: dict,
+              steps_dir: Path | None = None) -> tuple[list[Record], pd.DataFrame]:
     """Every log under ``logs_dir`` -> one Record each, and the per-step rows of all logs.
 
     ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
-    time; the result does not depend on it.
+    time; the result does not depend on it. Without ``steps_dir`` the rows of all logs come
+    back in one DataFrame (``STEP_COLUMNS``; memory grows with the steps). With it, each log's
+    rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
+    ``pipeline.ingest.steplog_store``), each Record's ``meta["steps_file"]`` names its file
+    (absent: the log has no step rows), and the DataFrame returned is empty: memory then stays
+    that of the largest single log, whatever their number.
     """
     s = settings(params)
     workers = get(params, "ingest.logs.workers", int, default=1)
@@ -359,47 +360,37 @@ def read_logs(logs_dir: Path, params: dict) -> tuple[list[Record], pd.DataFrame]
         raise ConfigError(f"params: field 'ingest.logs.workers' must be >= 1, got {workers}")
     logs_dir = Path(logs_dir)
     paths = find_logs(logs_dir)
-    tasks = [(p, logs_dir, s) for p in paths]
+    if steps_dir is not None:
+        steps_dir = Path(steps_dir)
+        steps_dir.mkdir(parents=True, exist_ok=True)
+        for old in steps_dir.glob("*.arrow"):
+            old.unlink()  # files of an earlier run must not mix with this one's
+    tasks = [(p, logs_dir, s, None if steps_dir is None else steps_dir / f"{i:06d}.arrow")
+             for i, p in enumerate(paths)]
     if workers > 1 and len(paths) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(paths))) as pool:
             outcomes = list(pool.map(_read_task, tasks))
     else:
         cache: dict = {}
-        outcomes = [_read_guarded(p, logs_dir, s, cache) for p in paths]
+        outcomes = [_read_task(t, cache) for t in tasks]
     assign_series([r for r, _ in outcomes if isinstance(r, dict)])
     records = []
-    for path, (result, _) in zip(paths, outcomes):
+    for path, (result, steps) in zip(paths, outcomes):
         shown = _display(path)
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             result.pop("_folder")
+            meta = {"format": fmt}
+            if isinstance(steps, str):
+                meta["steps_file"] = steps
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
-                                  meta={"format": fmt}))
+                                  meta=meta))
         else:
             rel = path.parent.relative_to(logs_dir).as_posix()
             source = "logs" if rel == "." else f"logs/{rel}"
             records.append(Record.reject(source, shown, 0, shown, *result))
-    frames = sorted((steps for _, steps in outcomes if steps is not None),
-                    key=lambda f: str(f["path"].cat.categories[0]))
+    tables = sorted(((r.path, steps) for r, (_, steps) in zip(records, outcomes)
+                     if isinstance(steps, pa.Table)), key=lambda pair: pair[0])
     outcomes.clear()
-    return records, _concat(frames)
-
-
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Stack the logs' step rows, freeing each log's frame as it is copied (peak: the result
-    plus one log's rows, not twice the result as ``pd.concat`` would hold)."""
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
-    total = sum(len(f) for f in frames)
-    out = {c: np.empty(total, dtype=object if c in ("path", "format") else frames[0][c].dtype)
-           for c in STEP_COLUMNS}
-    start = 0
-    while frames:
-        frame = frames.pop(0)
-        end = start + len(frame)
-        for c in STEP_COLUMNS:
-            out[c][start:end] = frame[c].to_numpy(dtype=object) if c in ("path", "format") \
-                else frame[c].to_numpy()
-        start = end
-        del frame
-    return pd.DataFrame(out, copy=False)
+    tables = [t for _, t in tables]  # gather frees each as it copies it
+    return records, gather(tables)

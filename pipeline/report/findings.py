@@ -59,8 +59,12 @@ def data_section(d: ReportData) -> dict[str, Any]:
     return out
 
 
-def scaling_section(d: ReportData) -> dict[str, Any]:
-    """Efficiency at the largest measured N, the 50% crossings, and the extrapolations."""
+def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
+    """Efficiency at the largest measured N, the 50% crossings, and the extrapolations.
+
+    The series table lists, per source, the ``table_per_source`` series that span the widest
+    range of N (a sweep such as the Playbook's has hundreds; all are in comparison_series).
+    """
     summ, curves, m = d.comparison_series, d.comparison_curves, d.metrics["compare"]
     out: dict[str, Any] = {"threshold": m.get("efficiency_threshold", 0.5),
                            "interval": m.get("interval", 0.95), "law": m.get("default_law"),
@@ -99,7 +103,11 @@ def scaling_section(d: ReportData) -> dict[str, Any]:
             "median_high": _f(h["efficiency_law_high"].median()),
             "median_theory": _f(th.median()) if len(th) else None})
     out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
-    for r in summ.sort_values(["scaling", "series_id"]).itertuples():
+    span = summ.assign(_span=summ["n_max"] / summ["n_min"])
+    shown = (span.sort_values(["source", "_span", "series_id"], ascending=[True, False, True])
+             .groupby("source", sort=True).head(table_per_source))
+    out["table_total"], out["table_shown"] = len(summ), len(shown)
+    for r in shown.sort_values(["scaling", "series_id"]).itertuples():
         out["table"].append({
             "series_id": r.series_id, "scaling": r.scaling, "strategy": r.strategy_family,
             "family": r.accelerator_family, "n_min": int(r.n_min), "n_max": int(r.n_max),
@@ -283,7 +291,8 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
 
 
 def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
-    return {"data": data_section(d), "scaling": scaling_section(d), "laws": laws_section(d),
+    return {"data": data_section(d), "scaling": scaling_section(d, cfg["series_table_per_source"]),
+            "laws": laws_section(d),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],

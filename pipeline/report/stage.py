@@ -21,6 +21,7 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
         "title": get(params, "report.title", str),
         "series_per_panel": get(params, "report.series_per_panel", int, default=6),
         "gap_runs": get(params, "report.gap_runs", int, default=20),
+        "series_table_per_source": get(params, "report.series_table_per_source", int, default=6),
         "strategy_sources": get(params, "report.strategy_sources", list,
                                 default=["megatron2021", "ultrascale_playbook2025"]),
         "baseline_scenario": get(params, "report.baseline_scenario", str, default=""),
@@ -31,7 +32,7 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
         if not (isinstance(models, list) and all(isinstance(m, str) for m in models)):
             raise ConfigError(f"params: field 'report.strategy_models.{src}' must be a list of "
                               "model names")
-    for key in ("series_per_panel", "gap_runs"):
+    for key in ("series_per_panel", "gap_runs", "series_table_per_source"):
         if cfg[key] < 1:
             raise ConfigError(f"params: field 'report.{key}' must be >= 1")
     if not all(isinstance(s, str) for s in cfg["strategy_sources"]):

@@ -1,0 +1,90 @@
+"""Per-step rows of the step logs: one Arrow table per log, gathered into one DataFrame or
+written to disk one file per log.
+
+``read_logs`` (``pipeline.ingest.steplogs``) either returns every log's rows in one DataFrame
+(memory grows with the number of steps: ~110 bytes a row) or, given ``steps_dir``, has the
+process that parsed a log write its rows to ``steps_dir/<n>.arrow`` (Arrow IPC, uncompressed,
+``n`` the log's place in sorted path order) and keeps none of them: memory then stays that of
+the largest single log being parsed, whatever the number of logs. Read such a folder with
+``pyarrow.dataset.dataset(steps_dir, format="arrow")`` or file by file
+(``pyarrow.ipc.open_file``); each file holds one log's rows sorted by (step, segment, rank,
+line), ``path`` and ``format`` dictionary-encoded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
+                "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
+                "loss", "tflops_per_accelerator", "mfu", "wall_s", "is_warmup", "is_nan_loss",
+                "used")
+_TEXT = ("path", "format")
+
+
+def _in_order(columns: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Row order by (step, segment, rank, line), stable; None when the rows are in it already
+    (step numbers strictly rising: the usual log, checked in one pass instead of sorted)."""
+    step = columns["step"]
+    if len(step) < 2 or bool((step[1:] > step[:-1]).all()):
+        return None
+    return np.lexsort([columns[k] for k in ("line", "rank", "segment", "step")])
+
+
+def steps_table(shown: str, fmt: str, columns: dict[str, np.ndarray]) -> pa.Table:
+    """One log's step rows as an Arrow table in ``STEP_COLUMNS`` order, sorted; numeric columns
+    are wrapped without copying where already in order."""
+    n = len(columns["step"])
+    order = _in_order(columns)
+    arrays = {}
+    for name, value in ((n_, v) for n_, v in zip(("path", "format"), (shown, fmt))):
+        arrays[name] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)),
+                                                      pa.array([value], pa.string()))
+    for name in STEP_COLUMNS[2:]:
+        col = np.asarray(columns[name])
+        arrays[name] = pa.array(col if order is None else col[order])
+    return pa.table(arrays)
+
+
+def write_steps(table: pa.Table, path: Path) -> None:
+    """One log's rows to an Arrow IPC file (no compression: written and read at memory speed)."""
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def empty_frame() -> pd.DataFrame:
+    """A steps frame with no rows (the columns and dtypes of ``gather``'s)."""
+    dtypes = {"path": object, "format": object, "step": np.int64, "segment": np.int64,
+              "rank": np.int32, "line": np.int64, "is_warmup": bool, "is_nan_loss": bool,
+              "used": bool}
+    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, np.float64)) for c in STEP_COLUMNS})
+
+
+def gather(tables: list[pa.Table]) -> pd.DataFrame:
+    """Stack the logs' tables (in the given order) into one frame, freeing each table as it is
+    copied: peak is the result plus one log's rows, not twice the result. ``path`` and
+    ``format`` are object columns (one shared ``str`` per log)."""
+    if not tables:
+        return empty_frame()
+    total = sum(t.num_rows for t in tables)
+    first = tables[0]
+    out = {c: np.empty(total, dtype=object if c in _TEXT
+                       else first.column(c).type.to_pandas_dtype()) for c in STEP_COLUMNS}
+    start = 0
+    while tables:
+        table = tables.pop(0)
+        end = start + table.num_rows
+        for c in STEP_COLUMNS:
+            col = table.column(c)
+            if c in _TEXT:
+                out[c][start:end] = col.chunk(0).dictionary[0].as_py() if len(col) else None
+            else:
+                out[c][start:end] = col.to_numpy()
+        start = end
+        del table
+    return pd.DataFrame(out, copy=False)
