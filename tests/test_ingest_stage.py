@@ -140,33 +140,98 @@ def _count_rows(folder: Path) -> Counter:
     return counts
 
 
-def test_accounting_on_the_real_published_tables(tmp_path: Path) -> None:
-    if not any(PUBLISHED.glob("*.csv")):
-        pytest.skip("data/raw/published has no tables yet")
-    try:
-        import pipeline.catalog  # noqa: F401
-    except ImportError:
-        pytest.skip("pipeline.catalog is not there yet")
-    metrics = stage.run(_params(tmp_path), published_dir=PUBLISHED, logs_dir=tmp_path / "none",
-                        catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=tmp_path / "out",
-                        metrics_path=tmp_path / "ingest.json")
+@pytest.fixture(scope="module")
+def real_ingest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The ingest stage on the shipped published tables and the real catalog."""
+    tmp = tmp_path_factory.mktemp("real")
+    metrics = stage.run(_params(tmp), published_dir=PUBLISHED, logs_dir=tmp / "none",
+                        catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=tmp / "out",
+                        metrics_path=tmp / "ingest.json")
+    return tmp, metrics
+
+
+def test_accounting_on_the_real_published_tables(real_ingest: tuple[Path, dict]) -> None:
+    tmp, metrics = real_ingest
     for source, m in metrics["sources"].items():
         assert m["read"] == m["runs"] + sum(m["rejects"].values()), source
-    runs = pd.read_parquet(tmp_path / "out" / "runs.parquet")
-    rejects = pd.read_parquet(tmp_path / "out" / "rejects.parquet")
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet")
+    rejects = pd.read_parquet(tmp / "out" / "rejects.parquet")
     ended = Counter(runs["provenance"].str.rsplit(":", n=1).str[0])
     ended.update(rejects["path"])
     assert ended == _count_rows(PUBLISHED)
-    assert json.loads((tmp_path / "ingest.json").read_text())["totals"]["read"] == sum(
+    assert json.loads((tmp / "ingest.json").read_text())["totals"]["read"] == sum(
         _count_rows(PUBLISHED).values())
 
 
+def test_the_shipped_dataset_is_large_and_resolved(real_ingest: tuple[Path, dict]) -> None:
+    """Issue 2's floor: >= 2,000 runs, >= 8 sources, >= 4 accelerator families, every
+    accelerator a catalog id."""
+    from pipeline.catalog import load_catalog
+    tmp, _ = real_ingest
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet")
+    assert len(runs) >= 2000
+    assert runs["source"].nunique() >= 8
+    assert runs["accelerator_family"].nunique() >= 4
+    catalog = load_catalog(PROJ_ROOT / "data" / "catalog")
+    assert runs["accelerator"].notna().all()
+    assert set(runs["accelerator"]) <= set(catalog.hardware.index)
+
+
+# Published value -> runs.parquet column and the factor between their units.
+_SAME_VALUE = {"n_accelerators": ("n_accelerators", 1.0), "params_b": ("params", 1e9),
+               "tokens_per_s": ("tokens_per_s", 1.0), "mfu": ("mfu", 1.0), "hfu": ("hfu", 1.0),
+               "step_time_s": ("step_time_s", 1.0), "time_to_train_s": ("time_to_train_s", 1.0),
+               "global_batch_tokens": ("global_batch_tokens", 1.0), "tp": ("tp", 1.0),
+               "pp": ("pp", 1.0), "dp": ("dp", 1.0)}
+
+
+def test_every_published_value_reaches_its_run(real_ingest: tuple[Path, dict]) -> None:
+    """Each run's published numbers equal its CSV row's (the row named in provenance)."""
+    tmp, _ = real_ingest
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet").set_index("provenance")
+    checked = 0
+    for path in sorted(PUBLISHED.glob("*.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            for row in reader:
+                key = f"{path.relative_to(PROJ_ROOT).as_posix()}:{reader.line_num}"
+                if key not in runs.index:
+                    continue  # a reject; the accounting test covers it
+                run = runs.loc[key]
+                assert run["source"] == row["source"] and run["citation"] == row["citation"]
+                for column, (target, factor) in _SAME_VALUE.items():
+                    if (row.get(column) or "").strip():
+                        assert run[target] == pytest.approx(float(row[column]) * factor,
+                                                            rel=1e-12), (key, column)
+                        checked += 1
+    assert checked > 10_000
+
+
+def test_a_result_tree_already_in_the_published_table_is_not_counted_twice(
+        tmp_path: Path, mlperf_traces: Path) -> None:
+    """The traces are MLPerf logs that mlperf_training.csv lists: same content hash ->
+    duplicate, except the runs the table leaves out (non-LLM benchmarks, absent rows)."""
+    params = _params(tmp_path, mlperf_roots=[str(mlperf_traces)])
+    metrics = stage.run(params, published_dir=PUBLISHED, logs_dir=tmp_path / "none",
+                        catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=tmp_path / "out",
+                        metrics_path=tmp_path / "ingest.json")
+    logs = metrics["sources"]["mlperf_logs"]
+    table = pd.read_csv(PUBLISHED / "mlperf_training.csv", usecols=["log_sha1"])
+    rejects = pd.read_parquet(tmp_path / "out" / "rejects.parquet")
+    dup = rejects[(rejects["source"] == "mlperf_logs")
+                  & rejects["reason"].str.startswith("duplicate")]
+    runs = pd.read_parquet(tmp_path / "out" / "runs.parquet")
+    from_logs = runs[runs["source"] == "mlperf_logs"]
+    assert len(dup) >= 10  # the LLM traces: gpt3 and llama31_405b logs of the table
+    assert logs["rejects"]["duplicate"] == len(dup)
+    # No run from the trees repeats a log the table holds.
+    from pipeline.ingest.mlperf import read_tree
+    hashes = {r.path: (r.fields or {}).get("log_sha1") for r in read_tree(mlperf_traces)}
+    kept = {hashes.get(p) for p in from_logs["provenance"].str.rsplit(":", n=1).str[0]}
+    assert not kept & set(table["log_sha1"].dropna())
+
+
 def test_mlperf_traces_accounting_and_determinism(tmp_path: Path, mlperf_traces: Path) -> None:
-    try:
-        import pipeline.catalog  # noqa: F401
-        import pipeline.ingest.mlperf  # noqa: F401
-    except ImportError:
-        pytest.skip("pipeline.catalog / pipeline.ingest.mlperf are not there yet")
     params = _params(tmp_path, mlperf_roots=[str(mlperf_traces)])
     outs = []
     for out in ("a", "b"):
@@ -213,14 +278,6 @@ def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:
     """Published + MLPerf + step-log fixtures in one stage run: accounting and steps joined."""
     logs = Path(__file__).parent / "fixtures" / "logs"
     rounds = Path(__file__).parent / "fixtures" / "mlperf" / "rounds"
-    try:
-        import pipeline.catalog  # noqa: F401
-        import pipeline.ingest.mlperf  # noqa: F401
-        import pipeline.ingest.steplogs  # noqa: F401
-    except ImportError:
-        pytest.skip("a parser or the catalog is not there yet")
-    if not (logs.is_dir() and rounds.is_dir()):
-        pytest.skip("parser fixtures absent")
     params = _params(tmp_path, mlperf_roots=[str(rounds)])
     for out in ("a", "b"):
         metrics = stage.run(params, published_dir=FIXTURES, logs_dir=logs,
