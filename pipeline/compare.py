@@ -21,7 +21,6 @@ per-device ratio). The theory's efficiency for the same family is bound_mfu(N)/b
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -130,23 +129,16 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
 # -- laws and theory adapters ------------------------------------------------------------------
 def law_fitter() -> tuple[Callable[..., Any], str]:
     """``pipeline.laws.fit`` (the fit stage's engine) and its name for the metrics."""
-    return importlib.import_module("pipeline.laws").fit, "pipeline.laws"
+    from pipeline.laws import fit
+
+    return fit, "pipeline.laws"
 
 
 def predict_frame(result: Any, n: np.ndarray, interval: float) -> pd.DataFrame:
-    """Normalise ``result.predict(n, interval=...)`` to columns predicted, pi_low, pi_high."""
-    raw = result.predict(np.asarray(n, float), interval=interval)
-    if isinstance(raw, tuple):
-        raw = dict(zip(("predicted", "pi_low", "pi_high"), raw))
-    frame = pd.DataFrame(raw if not isinstance(raw, pd.DataFrame) else raw.reset_index(drop=True))
-    aliases = {"predicted": ("predicted", "mean", "y", "yhat", "prediction"),
-               "pi_low": ("pi_low", "lower", "obs_ci_lower", "low"),
-               "pi_high": ("pi_high", "upper", "obs_ci_upper", "high")}
-    out = {}
-    for name, options in aliases.items():
-        col = next((c for c in options if c in frame.columns), None)
-        out[name] = frame[col].to_numpy(float) if col else np.full(len(n), np.nan)
-    return pd.DataFrame(out)
+    """A ``pipeline.laws`` fit's predictions at ``n``: columns predicted, pi_low, pi_high (the
+    interval for one new measurement at that N)."""
+    pred = result.predict(np.asarray(n, float), interval=interval)
+    return pred[["predicted", "pi_low", "pi_high"]].reset_index(drop=True)
 
 
 def theory_ceilings(refs: list[tuple[str, dict, np.ndarray]], catalog: Any,
@@ -265,11 +257,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         if law:
             options = {"scaling": s.scaling} | ({"scale": scale} if scale else {})
             try:
-                try:
-                    result = fit(n_obs, y_obs, law=law, **options)
-                except TypeError:  # a law engine without these keywords
-                    result = fit(n_obs, y_obs, law=law)
-                pred = predict_frame(result, grid, cfg["interval"])
+                pred = predict_frame(fit(n_obs, y_obs, law=law, **options), grid, cfg["interval"])
             except Exception as exc:  # reported per series, the stage goes on
                 note = f"fit failed: {type(exc).__name__}: {exc}"[:200]
         pred0 = float(pred["predicted"].iloc[0]) / n0

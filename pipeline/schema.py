@@ -42,10 +42,13 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("accelerator_family", _S, "catalog family, e.g. H100, TPU-v5p"),
     ("n_accelerators", _I, "accelerator chips in the job"),
     ("accelerators_per_node", _I, "chips per node (scale-up domain when not stated otherwise)"),
-    ("precision", _S, "bf16 | fp16 | fp8 | fp32 | tf32"),
-    ("peak_flops_per_s_per_accelerator", _F, "catalog dense peak at `precision` (FLOP/s)"),
-    ("peak_precision", _S, "precision of the catalog peak used (differs from `precision` when "
-                           "the chip has no peak at it, e.g. V100 bf16 -> fp16)"),
+    ("precision", _S, "bf16 | fp16 | fp8 | fp32 | tf32 as the source states it; when it states "
+                      "none: the assumed default if a derived value used its peak (then listed "
+                      "in `derived`), else null"),
+    ("peak_flops_per_s_per_accelerator", _F, "catalog dense peak at `peak_precision` (FLOP/s)"),
+    ("peak_precision", _S, "precision of the catalog peak: `precision`, or the chip's stand-in "
+                           "(V100 bf16 -> fp16), or the assumed default when `precision` is null "
+                           "(then listed in `derived`)"),
     ("dp", _I, "data-parallel degree"),
     ("tp", _I, "tensor-parallel degree"),
     ("pp", _I, "pipeline-parallel degree"),

@@ -252,6 +252,10 @@ def convert_palm2022(refs: list[dict[str, str]]) -> list[Row]:
             derived.append("tokens_per_s_per_accelerator")
         if ref["model"] == "PaLM" and row["record_kind"] == "run":
             derived += ["global_batch_tokens", "dp"]
+            if row["dp"] and row["tp"] is None:
+                # "12-way model x 256-way data" per pod: tp = N / dp = 6144 / 512 = 12.
+                row["tp"] = row["n_accelerators"] // row["dp"]
+                derived.append("tp")
         out.append(with_derived(row, *derived))
     return out
 
@@ -328,10 +332,12 @@ def convert_nvidia_dgxc2024(refs: list[dict[str, str]]) -> list[Row]:
             if "proxy" in ref["model"]:
                 family = f"{size}-proxy"
                 row["params_b"] = round(llama31_405b_params(row["n_layers"]) / 1e9, 2)
-                derived.append("params_b")
-                row["notes"] += (f" params_b derived for the {row['n_layers']}-layer proxy from the"
-                                 " Llama 3.1 405B shape (arXiv:2407.21783 Table 3); the README"
-                                 " prints 405.")
+                # The proxy keeps the 405B width, so model FLOPs keep their attention term.
+                row["d_model"] = LLAMA31_405B["d_model"]
+                derived += ["params_b", "d_model"]
+                row["notes"] += (f" params_b and d_model derived for the {row['n_layers']}-layer"
+                                 " proxy from the Llama 3.1 405B shape (arXiv:2407.21783 Table"
+                                 " 3); the README prints 405.")
         row.update(micro_batch=1, precision=precision, scaling="weak",
                    series=f"nvidia_dgxc2024:{family}:{precision}")
         out.append(with_derived(row, *derived))

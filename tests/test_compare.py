@@ -71,18 +71,32 @@ def test_half_n_interpolates_in_log_n() -> None:
     assert math.isnan(_half_n(n, np.array([0.9, 0.8]), 0.5))
 
 
-def test_predict_frame_accepts_tuple_and_aliases() -> None:
-    class Tup:
-        def predict(self, n, interval=0.95):
-            return np.asarray(n) * 2, np.asarray(n), np.asarray(n) * 3
+def test_predict_frame_from_a_law_fit() -> None:
+    """On exact Amdahl data (serial fraction 0.01) the refit predicts the law at new N,
+    inside its own prediction interval."""
+    from pipeline.laws import fit
 
-    class Alias:
-        def predict(self, n, interval=0.95):
-            return pd.DataFrame({"mean": n, "obs_ci_lower": n, "obs_ci_upper": n})
+    n = np.array([8.0, 16, 32, 64, 128, 256])
+    amdahl = lambda x: x / (1 + 0.01 * (x - 1))  # noqa: E731
+    rng = np.random.default_rng(0)
+    y = amdahl(n) * (1 + 0.002 * rng.standard_normal(n.size))
+    f = predict_frame(fit(n, y, law="amdahl", scale="log"), np.array([512.0, 1e4]), 0.95)
+    assert list(f.columns) == ["predicted", "pi_low", "pi_high"] and len(f) == 2
+    assert f["predicted"].to_numpy() == pytest.approx(amdahl(np.array([512.0, 1e4])), rel=0.05)
+    assert ((f["pi_low"] <= f["predicted"]) & (f["predicted"] <= f["pi_high"])).all()
 
-    f = predict_frame(Tup(), np.array([1.0, 2.0]), 0.95)
-    assert list(f["predicted"]) == [2.0, 4.0] and list(f["pi_high"]) == [3.0, 6.0]
-    assert list(predict_frame(Alias(), np.array([5.0]), 0.9)["pi_low"]) == [5.0]
+
+def test_theory_efficiency_follows_the_bounds(outputs: dict) -> None:
+    """At measured N the theory's efficiency is the ratio of the runs' own ceilings (synthetic
+    bounds are mfu x 1.6, so for an uncapped series it equals the MFU ratio)."""
+    runs = pd.read_parquet(outputs["processed"] / "runs.parquet")
+    bounds = pd.read_parquet(outputs["processed"] / "bounds.parquet").set_index("run_id")
+    summ = pd.read_parquet(outputs["processed"] / "comparison_series.parquet").set_index("series_id")
+    sid = "syn/zero3-175b-a100-strong"
+    g = runs[runs["series_id"] == sid].assign(b=lambda d: d["run_id"].map(bounds["bound_mfu"]))
+    b = g.groupby("n_accelerators")["b"].median().sort_index()
+    assert summ.loc[sid, "theory_efficiency_at_n_max"] == pytest.approx(b.iloc[-1] / b.iloc[0])
+    assert summ.loc[sid, "theory_efficiency_at_n_max"] < 0.5  # the synthetic ceiling falls too
 
 
 def test_per_run_rows_and_fraction(outputs: dict) -> None:

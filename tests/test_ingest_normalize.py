@@ -128,12 +128,27 @@ def test_no_mfu_against_an_assumed_precision_on_fp8_chips() -> None:
     unless ingest.mfu_on_assumed_precision says otherwise. An A100 has no fp8: derived."""
     row = _norm(tflops_per_accelerator="430", tokens_per_s=None)
     assert row["mfu"] is None and row["model_flops_per_s"] == 430e12 * 64
-    assert "mfu not derived" in row["notes"] and row["precision"] == "bf16"
+    assert "mfu not derived" in row["notes"]
+    # Nothing rests on the assumed precision: the run's precision stays as the source left it,
+    # and the peak columns say which precision their peak is at (an assumption, so derived).
+    assert row["precision"] is None and "precision" not in row["derived"].split(";")
+    assert (row["peak_precision"], row["peak_flops_per_s_per_accelerator"]) == ("bf16", 989.5e12)
+    assert "peak_precision" in row["derived"].split(";")
+    # No peak-based FLOP/s either: the source's MFU times an ambiguous peak is not derived.
+    mfu_only = _norm(mfu="0.4", tokens_per_s=None)
+    assert mfu_only["model_flops_per_s"] is None and mfu_only["precision"] is None
     assumed = _norm(Options(mfu_on_assumed_precision=True), tflops_per_accelerator="430",
                     tokens_per_s=None)
-    assert assumed["mfu"] == pytest.approx(430 / 989.5)
+    assert assumed["mfu"] == pytest.approx(430 / 989.5) and assumed["precision"] == "bf16"
+    assert "precision" in assumed["derived"].split(";")
     a100 = _norm(accelerator="A100 80GB", tflops_per_accelerator="156", tokens_per_s=None)
-    assert a100["mfu"] == pytest.approx(0.5) and "precision" in a100["derived"].split(";")
+    assert a100["mfu"] == pytest.approx(0.5) and a100["precision"] == "bf16"
+    assert "precision" in a100["derived"].split(";")
+    # An A100 run whose measures need no peak (time-to-train only) keeps precision empty.
+    ttt = _norm(accelerator="A100 80GB", tokens_per_s=None, time_to_train_s="1600")
+    assert ttt["precision"] is None and ttt["peak_precision"] == "bf16"
+    # The assumption is no part of a run's identity.
+    assert ttt["run_id"] == _norm(accelerator="A100 80GB", tokens_per_s="1000")["run_id"]
 
 
 def test_params_from_model_catalog() -> None:

@@ -73,3 +73,21 @@ def test_slug() -> None:
     assert slug("GPT (1.7B; 24 layers)") == "gpt-1.7b-24-layers"
     assert slug("A100-SXM4-80GB", lower=False) == "A100-SXM4-80GB"
     assert slug("///") == "na"
+
+
+def test_mlperf_rounds_and_submitters_form_separate_series() -> None:
+    """MLPerf: GBS is the submitter's choice per system. A batch that grows with N is labelled
+    weak; runs of another round or submitter never join the series."""
+    def ml(n: int, gbt: float, version: str, submitter: str = "nvidia") -> dict[str, Any]:
+        return _run(n, gbt, source="mlperf_training", submitter=submitter, mlperf_version=version,
+                    precision=None, strategy_family="unknown")
+    v40 = [ml(512, 2 ** 22, "v4.0"), ml(1024, 2 ** 23, "v4.0")]
+    v41 = [ml(512, 2 ** 22, "v4.1"), ml(2048, 2 ** 22, "v4.1")]
+    other = [ml(512, 2 ** 22, "v4.0", submitter="google")]
+    table = assign_series(v40 + v41 + other)
+    assert v40[0]["series_id"] == ("mlperf_training/nvidia/v4.0/gpt-175b/A100-SXM4-80GB/"
+                                   "unstated/unknown/weak")
+    assert {r["series_id"] for r in v40} & {r["series_id"] for r in v41 + other} == set()
+    assert {r["scaling"] for r in v41} == {"strong"}
+    assert [(s["series_id"].split("/")[2], s["scaling"], s["n_min"], s["n_max"])
+            for s in table] == [("v4.0", "weak", 512, 1024), ("v4.1", "strong", 512, 2048)]

@@ -207,6 +207,81 @@ def test_every_published_value_reaches_its_run(real_ingest: tuple[Path, dict]) -
     assert checked > 10_000
 
 
+def _one(runs: pd.DataFrame, **match: Any) -> pd.Series:
+    hit = runs
+    for column, value in match.items():
+        hit = hit[hit[column] == value]
+    assert len(hit) == 1, match
+    return hit.iloc[0]
+
+
+def test_golden_runs_by_hand(real_ingest: tuple[Path, dict]) -> None:
+    """Real runs against the paper's numbers and the FLOP formula worked by hand."""
+    tmp, _ = real_ingest
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet")
+    # Megatron-LM (arXiv:2104.04473) Table 1, 1T on 3072 A100: 163 TF/s (recompute counted),
+    # 52 % of 312 TF/s. tokens/s from Eq. 3: 96 l h^2 (1 + s/6h + V/16lh) FLOPs per token.
+    mt = _one(runs, source="megatron2021", n_accelerators=3072)
+    eq3 = 96 * 128 * 25600**2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600))
+    assert mt["hardware_flops_per_s"] == pytest.approx(163e12 * 3072, rel=1e-12)
+    assert mt["hfu"] == 0.52 and mt["tokens_per_s"] == pytest.approx(163e12 * 3072 / eq3,
+                                                                    rel=1e-5)
+    model_fpt = 6 * 1008e9 + 12 * 128 * 25600 * 2048  # 6N + 12 L d T, no recompute
+    assert mt["model_flops_per_s"] == pytest.approx(mt["tokens_per_s"] * model_fpt, rel=1e-12)
+    assert mt["mfu"] == pytest.approx(mt["model_flops_per_s"] / (3072 * 312e12), rel=1e-12)
+    assert mt["mfu"] == pytest.approx(0.52 * 6 / 8, rel=0.02)  # MFU = HFU x 6N/8N (recompute)
+    assert mt["scaling"] == "weak" and mt["precision"] == "bf16"
+    assert {"mfu", "model_flops_per_s", "precision"} <= set(mt["derived"].split(";"))
+    # Llama 3 (arXiv:2407.21783) Table 4: 405B on 8192 H100, 430 TF/s per GPU, MFU 43 %.
+    ll = _one(runs, source="llama3", n_accelerators=8192)
+    assert ll["model_flops_per_s"] == 430e12 * 8192 and ll["mfu"] == 0.43
+    assert ll["scaling"] == "strong" and "mfu" not in ll["derived"].split(";")
+    # DGX Cloud Llama 3.1 70B BF16 on 128 H100: 1112.3 tokens/s per GPU (the README's MFU kept).
+    dg = _one(runs, source="nvidia_dgxc2024", n_accelerators=128, precision="bf16",
+              model="Llama 3.1 70B")
+    assert dg["tokens_per_s"] == 142373 and dg["mfu"] == 0.5406
+    assert dg["tokens_per_s_per_accelerator"] == 1112.3 and dg["scaling"] == "weak"
+    assert dg["model_flops_per_s"] == pytest.approx(142373 * (6 * 70e9 + 12 * 80 * 8192 * 8192),
+                                                    rel=1e-12)
+    # torchtitan Table 1: FSDP on 8 H100 96GB at 5,762 TPS/GPU; no public peak -> no MFU.
+    tt = _one(runs, source="torchtitan2024", n_accelerators=8, strategy="FSDP")
+    assert tt["tokens_per_s"] == 5762 * 8 and pd.isna(tt["mfu"])
+    assert tt["scaling"] == "weak" and pd.isna(tt["precision"])
+    # MLPerf v3.1 GPT-3 on 10,752 H100 (Azure): 2,844.01 samples/s x 2,048 tokens; precision
+    # unstated on an fp8 chip -> no MFU, precision null, the bf16 peak named as an assumption.
+    gp = _one(runs, source="mlperf_training", mlperf_version="v3.1", submitter="Azure+NVIDIA",
+              n_accelerators=10752, result_path="Azure+NVIDIA/results/ND_H100_v5_n1344_pytorch/"
+                                                "gpt3/result_0.txt")
+    assert gp["tokens_per_s"] == pytest.approx(2844.01 * 2048, rel=1e-6)  # 2844.01 is rounded
+    assert gp["model_flops_per_s"] == pytest.approx(
+        gp["tokens_per_s"] * (6 * 175e9 + 12 * 96 * 12288 * 2048), rel=1e-12)
+    assert pd.isna(gp["mfu"]) and pd.isna(gp["precision"]) and gp["peak_precision"] == "bf16"
+    assert "peak_precision" in gp["derived"].split(";") and "mfu not derived" in gp["notes"]
+    assert gp["series_id"].startswith("mlperf_training/azure+nvidia/v3.1/gpt3-175b/")
+
+
+def test_derivations_hold_on_every_run(real_ingest: tuple[Path, dict]) -> None:
+    """Invariants of the derived columns over the whole shipped table."""
+    tmp, _ = real_ingest
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet")
+    derived = runs["derived"].fillna("").str.split(";")
+    has = lambda name: derived.apply(lambda d: name in d)  # noqa: E731
+    mfu_d = runs[has("mfu")]
+    assert len(mfu_d) > 20
+    assert (mfu_d["mfu"] - mfu_d["model_flops_per_s"] / (
+        mfu_d["n_accelerators"] * mfu_d["peak_flops_per_s_per_accelerator"])).abs().max() < 1e-12
+    assert mfu_d["precision"].notna().all()  # an MFU rests on a named precision
+    both = runs.dropna(subset=["tokens_per_s", "tokens_per_s_per_accelerator"])
+    ratio = both["tokens_per_s_per_accelerator"] * both["n_accelerators"] / both["tokens_per_s"]
+    assert ratio.between(0.98, 1.02).all()
+    # A null precision never fed a derivation; a stated one is never marked derived.
+    unstated = runs[runs["precision"].isna()]
+    assert not has("mfu")[unstated.index].any() and len(unstated) > 1000
+    assert (has("peak_precision") == (runs["precision"].isna()
+                                      & runs["peak_flops_per_s_per_accelerator"].notna())).all()
+    assert runs["mfu"].dropna().between(0, 1, inclusive="right").all()
+
+
 def test_a_result_tree_already_in_the_published_table_is_not_counted_twice(
         tmp_path: Path, mlperf_traces: Path) -> None:
     """The traces are MLPerf logs that mlperf_training.csv lists: same content hash ->
@@ -272,6 +347,16 @@ def test_duplicates_by_identity_and_by_log_hash() -> None:
     assert [r["_path"] for r in runs] == ["a/result_0.txt", "a/result_1.txt"]
     assert [r["reason"] for r in rejects] == ["duplicate: same run as a/result_0.txt:1"]
     stage.check_accounting(read, runs, rejects)
+    # An edited re-publication (new hash, other system name) with the same run_start/run_stop.
+    key = {"dedup_key": "gpt3:1000:2000"}
+    recs = [Record("m", "s/result_0.txt", 1, fields=dict(base, log_sha1="abc"), meta=key),
+            Record("m", "s-ac/result_0.txt", 1, fields=dict(base, log_sha1="xyz",
+                                                          system="s-ac"), meta=key),
+            Record("m", "s/result_1.txt", 1, fields=dict(base, log_sha1="def"),
+                   meta={"dedup_key": "gpt3:1000:2001"})]
+    runs, rejects, read = stage.convert(iter(recs), catalog, stage.Options())
+    assert [r["_path"] for r in runs] == ["s/result_0.txt", "s/result_1.txt"]
+    assert [r["reason"] for r in rejects] == ["duplicate: same run as s/result_0.txt:1"]
 
 
 def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:

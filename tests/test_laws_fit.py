@@ -209,3 +209,65 @@ def test_outlier_statistic_matches_statsmodels() -> None:
     note = _outlier_note(x, np.asarray(ols.resid), np.arange(15.0) + 1, 12)
     assert int(np.argmax(t_ref)) == 4
     assert note == f"possible outlier at N=5 (studentised residual {t_ref[4]:.1f})"
+
+
+@pytest.mark.parametrize("law", sorted(LAWS))
+def test_likelihood_is_of_the_original_y_on_both_scales(law: str) -> None:
+    # What makes AICc comparable across laws and scales: llf is the Gaussian log-likelihood of
+    # y itself. Linear: residuals in y units. Log: residuals of log y plus the Jacobian -sum(log y).
+    rng = np.random.default_rng(4)
+    n = np.repeat([4, 8, 16, 32, 64, 128], 2).astype(float)
+    y = 3e5 * n**0.8 * np.exp(rng.normal(0, 0.05, n.size))
+
+    def gaussian(r: np.ndarray) -> float:
+        return -0.5 * r.size * (np.log(2 * np.pi * float(r @ r) / r.size) + 1)
+
+    lin = fit(n, y, law=law, scale="linear")
+    assert lin.llf == pytest.approx(gaussian(y - lin.fitted()), rel=1e-9)
+    log = fit(n, y, law=law, scale="log")
+    assert log.llf == pytest.approx(gaussian(np.log(y) - np.log(log.fitted()))
+                                    - np.sum(np.log(y)), rel=1e-9)
+    k = log.n_free + 1
+    assert log.aicc == pytest.approx(-2 * log.llf + 2 * k + 2 * k * (k + 1) / (n.size - k - 1))
+    assert log.bic == pytest.approx(-2 * log.llf + k * np.log(n.size))
+
+
+def test_work_per_step_is_per_accelerator_under_weak_scaling() -> None:
+    import pandas as pd
+
+    from pipeline.laws.series import work_per_step
+
+    # 4096 tokens per accelerator and step: the global batch grows with N.
+    n = np.array([8.0, 16.0, 32.0])
+    step_s = np.array([1.0, 1.1, 1.2])
+    runs = pd.DataFrame({"n_accelerators": n, "tokens_per_s": 4096 * n / step_s,
+                         "step_time_s": step_s})
+    assert work_per_step(runs, "tokens_per_s", "weak") == pytest.approx(4096.0)
+    assert work_per_step(runs, "tokens_per_s", "strong") == pytest.approx(4096.0 * 16)
+    # a comm fit in that context returns seconds: t(N) = 1 + 0.1 log2(N/8) here
+    res = fit(n.repeat(2), np.repeat(4096 * n / step_s, 2), law="comm", scaling="weak",
+              work_per_step=4096.0)
+    t = res.params["t_fixed_s"] + res.params["t_lat_s"] * np.log2(n) + res.params["t_lin_s"] * n
+    assert t == pytest.approx(step_s, rel=1e-6)
+
+
+def test_usl_sigma_is_a_fraction_and_a_falling_series_peaks_below_one() -> None:
+    # Throughput that falls from the first accelerator on: unbounded, sigma would exceed 1;
+    # bounded, it sits at 1, kappa carries the fall and the peak is at N = 0 (before the data).
+    n = np.array([1, 2, 4, 8, 16, 32], dtype=float)
+    y = 100 * n / (1 + 1.5 * (n - 1) + 0.01 * n * (n - 1))
+    y = y * np.exp(np.random.default_rng(0).normal(0, 0.01, n.size))
+    res = fit(n, y, law="usl", scale="log")
+    assert res.params["sigma"] == 1.0 and "sigma at upper bound 1" in res.note
+    d = res.derived()
+    assert d["n_peak"] == 0.0 and d["x_max"] == pytest.approx(res.fitted([1.0])[0])
+    assert "n_peak_stderr" not in d
+    # kappa on its bound is Amdahl exactly: the same fit and, counting free parameters, the
+    # same AICc (a slightly superlinear bend pushes kappa below zero)
+    n = np.array([1, 2, 4, 8, 16, 32, 64], dtype=float)
+    y = 10 * n * (1 + 0.001 * n) / (1 + 0.05 * (n - 1))
+    y = y * np.exp(np.random.default_rng(5).normal(0, 0.01, 7))
+    usl, amdahl = fit(n, y, law="usl", scale="log"), fit(n, y, law="amdahl", scale="log")
+    assert usl.params["kappa"] == 0.0
+    assert usl.params["sigma"] == pytest.approx(amdahl.params["sigma"], rel=1e-6)
+    assert usl.aicc == pytest.approx(amdahl.aicc, rel=1e-6)

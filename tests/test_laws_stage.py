@@ -19,7 +19,8 @@ from synthetic_upstream import make_runs, make_series
 
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
                   "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
-                  "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True}}
+                  "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True,
+                  "flag_peak_beyond": 10}}
 NO_CATALOG = Path("does/not/exist")
 
 
@@ -257,3 +258,48 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
     assert len(pd.read_parquet(out / "fits.parquet")) == 0
     extra = pd.read_parquet(out / "extrapolation.parquet")
     assert len(extra) == 0 and extra["k"].dtype == "int64"
+
+
+def test_implausible_fits_are_flagged_in_note() -> None:
+    from pipeline.laws import fit
+    from pipeline.laws.derived import law_figures
+    from pipeline.laws.stage import plausibility_notes
+
+    def notes(n, y, law):
+        res = fit(n, y, law=law, scale="log")
+        return " | ".join(plausibility_notes(res, law_figures(res, min(n), max(n)), min(n),
+                                             max(n), 10.0))
+
+    n = np.array([8, 16, 32, 64, 128], dtype=float)
+    # nearly linear with a whiff of coherency: the USL peak lies ~ 300x beyond the data
+    near_linear = 10 * n / (1 + 1e-3 * (n - 1) + 1e-9 * n * (n - 1))
+    assert "x the largest measured N: extrapolated" in notes(n, near_linear, "usl")
+    # throughput falling over the whole range: the peak sits below the smallest N
+    falling = 1e3 * n / (1 + 0.01 * (n - 1) + 0.05 * n * (n - 1))
+    assert "below the smallest measured N 8" in notes(n, falling, "usl")
+    assert "b < 0" in notes(n, falling, "power")
+    # flat scatter: no trend for a law to explain
+    scatter = np.array([5.0, 9.0, 4.0, 8.0, 5.0])
+    assert "R2" in notes(n, scatter, "power")
+    # a well-measured peak inside the data says nothing
+    inside = 10 * n / (1 + 0.02 * (n - 1) + 2e-4 * n * (n - 1))
+    assert notes(n, inside, "usl") == ""
+
+
+def test_comm_only_caveat_stays_on_comm_rows(tmp_path: Path) -> None:
+    _, out = _run(tmp_path, PARAMS)
+    fits = pd.read_parquet(out / "fits.parquet")
+    flagged = fits[fits.note.str.contains("treated as strong for comm")]
+    assert set(flagged.law) <= {"comm"}
+
+
+def test_coverage_note_says_when_intervals_undercover() -> None:
+    from pipeline.laws.stage import _coverage_note
+
+    laws = {"usl": {"success_rate": 1.0, "k1": {"coverage": 0.55}, "k2": {"coverage": 0.61}},
+            "power": {"success_rate": 1.0, "k1": {"coverage": None}, "by_source": {}}}
+    note = _coverage_note(laws, 0.95)
+    assert note.startswith("extrapolation coverage 0.55-0.61, below the nominal 0.95")
+    laws["usl"]["k2"]["coverage"] = 0.94
+    assert "below" not in _coverage_note(laws, 0.95)
+    assert _coverage_note({}, 0.95) == ""

@@ -132,6 +132,8 @@ def test_throughput_units(ingested) -> None:
     f = recs[l405].fields
     assert f["tokens_per_s"] == pytest.approx(recs[l405].meta["throughput_median"] * 8192)
     assert "tokens_per_s" in f["derived"].split(";")
+    # The model size is the benchmark's reference model, not a logged value: derived.
+    assert f["params_b"] == 405.0 and "params_b" in f["derived"].split(";")
     lora = ("v5.0", "MangoBoost/results/MI300X-LLMBoost-GPUBoost-1node/llama2_70b_lora/result_0.txt")
     assert "tokens_per_s" not in recs[lora].fields
     assert "samples/s" in recs[lora].fields["notes"]

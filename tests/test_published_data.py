@@ -194,6 +194,9 @@ def test_dgxc_proxy_params_follow_the_llama_405b_shape():
     proxy = {int(r["n_layers"]): float(r["params_b"]) for r in rows_of("nvidia_dgxc2024.csv")
              if "proxy" in r["model"]}
     assert proxy == {7: 26.51, 21: 71.14, 42: 138.08}
+    widths = {(r["d_model"], "d_model" in r["derived"].split(";"))
+              for r in rows_of("nvidia_dgxc2024.csv") if "proxy" in r["model"]}
+    assert widths == {("16384", True)}  # the 405B width, marked derived
 
 
 def test_torchtitan_float8_tables_are_fp8():
@@ -329,3 +332,11 @@ def test_mlperf_olympic_score_agrees_with_scores_table(reference_data):
                 and r["system"] == "eos-dfw_n1344_ngc23.09_nemo" and r["benchmark"] == "gpt3"]
     # Published MLPerf Training v3.1 GPT-3 result at 10,752 H100: 3.917 min (mlperf.md).
     assert float(gpt3_v31[0]["olympic_score_s"]) / 60 == pytest.approx(3.917, abs=0.001)
+
+
+def test_palm_model_parallel_degree_is_derived():
+    """PaLM Sec 4: 12-way model x 256-way data parallel per pod, two pods (dp 512 of 6144)."""
+    run = next(r for r in rows_of("palm2022.csv") if r["model"] == "PaLM"
+               and r["record_kind"] == "run")
+    assert (run["dp"], run["tp"]) == ("512", "12")
+    assert {"dp", "tp"} <= set(run["derived"].split(";"))

@@ -11,11 +11,13 @@ import math
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.steplog_base import ParseState
+from pipeline.ingest.steplog_base import ParseState, floats
+from pipeline.ingest.steplog_bulk import _DECIMAL_CHARS, _arrow_parse, float_col, int_col
 from pipeline.ingest.steplog_reduce import Settings
 from pipeline.ingest.steplogs import FORMATS, detect_format, read_one
 
@@ -140,6 +142,58 @@ def test_jsonl_round_trip(rows):
         assert (math.isnan(t) if r["step_time_s"] is None else t == r["step_time_s"])
         loss = r["loss"]
         assert bool(state.flags[i]) == (loss is not None and not math.isfinite(loss))
+
+
+printed_number = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.6E}"),
+    st.floats(0, 1e7).map(lambda x: f"{x:.1f}"), st.integers(0, 10**25).map(str))
+decimal_text = st.one_of(printed_number, st.text(alphabet="0123456789.eE+-", max_size=12))
+
+
+@FUZZ
+@given(plain=st.lists(printed_number, min_size=64, max_size=90),
+       odd=st.lists(decimal_text, min_size=64, max_size=90))
+def test_bulk_number_columns_parse_as_python_does(plain, odd):
+    """Columns of printed numbers (Arrow's parser for plain decimals, numpy otherwise) give
+    bit for bit what ``float()`` gives (NaN where it refuses); integers what ``int()`` gives."""
+    assert _arrow_parse(plain, _DECIMAL_CHARS, pa.float64()) is not None  # the fast path
+    for texts in (plain, odd):
+        got = float_col(texts)
+        assert [repr(x) for x in got.tolist()] == [repr(x) for x in floats(texts)]
+    digits = [t for t in plain + odd if t.isdigit() and len(t) < 19] * 64
+    if digits:
+        assert int_col(digits).tolist() == [int(t) for t in digits]
+
+
+json_number = st.one_of(st.none(), st.integers(-10**20, 10**20),
+                        st.floats(allow_nan=False, allow_infinity=False))
+json_extra = st.one_of(st.text(max_size=12), st.booleans(), st.lists(st.integers(), max_size=3))
+
+
+@FUZZ
+@given(rows=st.lists(st.tuples(
+    st.integers(-10**12, 10**12),
+    st.dictionaries(st.sampled_from(["step_time_s", "tokens_per_s", "loss", "mfu", "time",
+                                     "samples_per_s", "batch_samples"]), json_number),
+    st.dictionaries(st.sampled_from(["lr", "note", "grad_norm"]), json_extra),
+    st.randoms()), min_size=2, max_size=15))
+def test_jsonl_chunk_paths_agree_with_line_by_line(rows):
+    """The C++ JSON reader path (and the json.loads path it falls back to) read a chunk of
+    step objects, keys in any order, numbers of any size, exactly as Python reads each line."""
+    lines = []
+    for step, numbers, extra, rnd in rows:
+        items = [("step", step), *numbers.items(), *extra.items()]
+        rnd.shuffle(items)
+        lines.append(json.dumps(dict(items)))
+    text = "\n".join(lines) + "\n"
+    whole = ParseState(fmt="jsonl")
+    FORMATS["jsonl"].Parser(whole).feed_chunk(text, 1, False)
+    one = ParseState(fmt="jsonl")
+    single = FORMATS["jsonl"].Parser(one)
+    for n, line in enumerate(lines, 1):
+        single.feed_chunk(line + "\n", n, False)
+    assert _columns(whole) == _columns(one)
 
 
 def _columns(state: ParseState) -> dict:

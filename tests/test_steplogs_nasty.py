@@ -166,3 +166,27 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
+
+
+def test_steps_dir_holds_the_same_rows_one_file_per_log(tmp_path):
+    """Rows streamed to ``steps_dir`` (what keeps memory flat) are the rows returned in memory."""
+    import pyarrow.dataset as ds
+
+    records, frame = read_logs(FIXTURES, PARAMS)
+    params = {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}}
+    (tmp_path / "stale.arrow").write_bytes(b"left from an earlier run")
+    streamed, empty = read_logs(FIXTURES, params, steps_dir=tmp_path)
+    assert len(empty) == 0 and list(empty.columns) == list(frame.columns)
+    assert [r.fields or r.reason for r in streamed] == [r.fields or r.reason for r in records]
+    files = {r.path: r.meta.get("steps_file") for r in streamed if r.meta.get("steps_file")}
+    assert sorted(p.name for p in tmp_path.glob("*.arrow")) == sorted(files.values())
+    table = ds.dataset(sorted(tmp_path.glob("*.arrow")), format="arrow").to_table()
+    back = table.to_pandas()
+    for c in ("path", "format"):
+        back[c] = back[c].astype(object)
+    back = back.sort_values(["path", "step", "segment", "rank", "line"], kind="stable",
+                            ignore_index=True)
+    assert len(back) == len(frame) > 0
+    assert back.equals(frame.sort_values(["path", "step", "segment", "rank", "line"],
+                                         kind="stable", ignore_index=True))
+    assert set(back.path) == set(files)

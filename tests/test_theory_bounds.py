@@ -81,7 +81,8 @@ def test_assumed_lists_the_defaults_used(bounds):
         assert field in bare
     assert "; tp=1" not in bare and "; pp=1" not in bare
     assert "; pp=1" in bounds.at["moe", "assumed"]  # tp stated, pp not: pp defaults to 1
-    assert bounds.at["llama405", "assumed"] in ("ep=1; zero_stage=1", "zero_stage=1; ep=1")
+    # m = 32 >= pp = 16: interleaved 1F1B with floor(126/16) = 7 chunks, the optimistic default
+    assert bounds.at["llama405", "assumed"] == "ep=1; zero_stage=1; interleave=7 (L/pp chunks per stage)"
     # The H200 has no scale-out figure in the catalog: the params default is used and named.
     assert "scaleout_bytes_per_s=5e+10" in bounds.at["h200", "assumed"]
     assert "expert_fraction" in bounds.at["moe", "assumed"]
@@ -188,3 +189,18 @@ def test_any_runs_frame_gets_finite_ceilings_or_a_reason(params, catalog, rows):
     assert np.all((out.loc[has, "bound_mfu"] > 0) & (out.loc[has, "bound_mfu"] <= 1))
     assert out.loc[has, list(BOUND_COLUMNS[2:10])].notna().all().all()
     assert out.loc[~has, "assumed"].str.contains("no bound").all()
+
+
+def test_fsdp_runs_get_the_optimistic_gather_and_say_so(params, catalog):
+    # Llama 3 405B as runs.parquet records it (FSDP, zero_stage 3; the paper does not reshard
+    # after forward). Gathering every one of its 32 microbatches would put the ceiling below
+    # the published 43 % MFU; once per step (the bounds default) leaves it above.
+    runs = _runs().iloc[[0]].assign(zero_stage=3)
+    once = compute_bounds(runs, catalog, params).iloc[0]
+    assert "fsdp_gather=step" in once["assumed"]
+    assert once["bound_mfu"] > 0.43 and not once["exceeds_bound"]
+    per_mb = {**params, "theory": {**params["theory"], "bounds": {
+        **params["theory"]["bounds"], "fsdp_gather": "microbatch"}}}
+    every = compute_bounds(runs, catalog, per_mb).iloc[0]
+    assert every["bound_mfu"] < 0.43 and every["exceeds_bound"]
+    assert every["binding"] == "net_dp"

@@ -130,9 +130,22 @@ def test_moe_pays_all_to_all_and_dense_does_not():
 
 
 def test_fsdp_moves_gradient_traffic_into_the_main_phase():
+    # ZeRO-1: one ring all-reduce of the gradients per step, 2 (p-1)/p N w per rank and direction.
+    z1 = step_cost(H100, LLAMA70, Layout(dp=8, zero_stage=1), 2.0**22, CONST)
+    assert z1.t_net_dp_s == pytest.approx(2 * 7 / 8 * 70e9 * 2 / 450e9, rel=1e-12)
+    # ZeRO-3 per microbatch: all-gather forward + all-gather backward + reduce-scatter, each
+    # (p-1)/p N w: 3 (p-1)/p N w = 1.5 all-reduces, m times a step.
+    for m in (1.0, 4.0):
+        z3 = step_cost(H100, LLAMA70, Layout(dp=8, zero_stage=3, microbatches=m), 2.0**22, CONST)
+        assert z3.t_net_dp_s == pytest.approx(m * 3 * 7 / 8 * 70e9 * 2 / 450e9, rel=1e-12)
+    # across domains the ratio to ZeRO-1 is the same
     z1 = step_cost(H100, LLAMA70, Layout(dp=64, zero_stage=1), 2.0**22, CONST)
     z3 = step_cost(H100, LLAMA70, Layout(dp=64, zero_stage=3), 2.0**22, CONST)
-    assert z3.t_net_dp_s == pytest.approx(0.75 * z1.t_net_dp_s)
+    assert z3.t_net_dp_s == pytest.approx(1.5 * z1.t_net_dp_s)
+    # without resharding: one all-gather + one reduce-scatter per step = one all-reduce
+    once = step_cost(H100, LLAMA70, Layout(dp=64, zero_stage=3, microbatches=8.0), 2.0**22,
+                     replace(CONST, fsdp_gather="step"))
+    assert once.t_net_dp_s == pytest.approx(z1.t_net_dp_s)
 
 
 @pytest.mark.parametrize("layout, shape, field", [
@@ -168,3 +181,31 @@ def test_missing_catalog_field_raises_naming_it():
         hardware_from_spec(spec, 1e15, {}, overrides={"bogus": 1.0})
     with pytest.raises(ValueError, match="hardware.scaleup_bytes_per_s"):
         validate(replace(H100, scaleup_bytes_per_s=0.0), LLAMA70, Layout(dp=1))
+
+
+def test_one_d_tp_moves_megatrons_two_all_reduces_per_block():
+    # 1-D TP inside the domain: each block all-reduces b d values forward and backward.
+    const = replace(CONST, blocks_per_layer=2.0)
+    b = 2.0**22 / 8  # dp 8, m 1
+    cost = step_cost(H100, LLAMA70, Layout(dp=8, tp1=8), 2.0**22, const)
+    per_ar = 2 * 7 / 8 * b * 8192 * 2
+    assert cost.t_net_tp_s == pytest.approx(80 * 2 * 2 * per_ar / 450e9, rel=1e-12)
+
+
+def test_expert_all_to_all_volume():
+    # ep 8 inside one domain, tp 1: 4 passes (dispatch + combine, fwd + bwd) of k b d values per
+    # layer, of which (ep-1)/ep leave the chip.
+    lay = Layout(dp=1, ep=8)
+    b = 2.0**22 / 8
+    cost = step_cost(H100, MOE, lay, 2.0**22, CONST)
+    expected = 64 * 4 * 2 * b * 8192 * 7 / 8 * 2 / 450e9
+    assert cost.t_net_ep_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_evaluate_validates_before_costing():
+    from pipeline.theory import evaluate
+
+    with pytest.raises(ValueError, match=r"layout\.pp"):
+        evaluate(H100, LLAMA70, Layout(dp=1, pp=3), 2.0**22, CONST)
+    ok = evaluate(H100, LLAMA70, Layout(dp=8, tp1=8), 2.0**22, CONST)
+    assert 0 < float(ok.utilization) <= 1

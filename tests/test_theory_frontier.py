@@ -170,3 +170,15 @@ def test_memory_check_keeps_weights_and_optimizer_states_in_hbm(scenarios):
     local = model["params"] / (fit.tp1 * fit.tp2 * fit.pp)
     state = local * (2 * 2.0 + 12.0 / (fit.dp * fit.ep))
     assert np.all(state <= 80e9)
+
+
+def test_wall_lies_between_the_closed_forms_of_its_latency_chain(scenarios, heads):
+    # No layout shortens the kernel chain, so the wall cannot pass the closed-form wall at
+    # tau = n_k l_k; the wall's own layout pays at least that, so the search's wall is below.
+    scn = scenarios["baseline"]
+    wall = heads["baseline"][1].wall_flop
+    tau_kernels = scn.constants.kernels_per_layer * scn.hardware.kernel_latency_s
+    assert wall <= lw.latency_wall_flop(tau_kernels, scn.duration_s, scn.laws)
+    # ...and work at the wall costs less than the latency chain itself: the wall is above the
+    # closed form at twice the 33.3 us that gives 2e31 (G9), i.e. above 5e30
+    assert wall >= lw.latency_wall_flop(2 * 33.3e-6, scn.duration_s, scn.laws)

@@ -26,14 +26,17 @@ the sequence length (from the sidecar: DeepSpeed does not know it).
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, dense_rows, \
-    float_col, int_col, int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_col, \
-    rank_of, regex_lines, to_float
+from pipeline.ingest.steplog_base import (
+    NAN, NUM, ParseState, candidate_lines, int_or_none, iso_seconds, iso_seconds_many,
+    lines_with, rank_of, regex_lines, to_float,
+)
+from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
 
 NAME = "deepspeed"
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")
@@ -56,7 +59,7 @@ _CFG_KEYS = {"train_batch_size": "batch_samples", "train_micro_batch_size_per_gp
 
 def _clean(rows: list[tuple[str, ...]]) -> bool:
     # A second counter in the tail is two ranks' lines run together: the slow path says so.
-    return "global_step=" not in "\n".join(r[-1] for r in rows)
+    return "global_step=" not in "\n".join(map(itemgetter(-1), rows))
 
 
 def detect(sample: str) -> int:
@@ -76,7 +79,7 @@ class Parser:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
         rows = dense_rows(text, _FAST_RE, "SamplesPerSec=")
         if rows is not None and _clean(rows):
-            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
+            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
         else:
             linenos, lines = candidate_lines(text, "SamplesPerSec=", first_lineno,
                                              self.state.counts)
@@ -102,7 +105,7 @@ class Parser:
             start = text.find("Profile Summary at step", start + 1)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
-        r1, r2, stamp, step, sps, _ = zip(*rows)
+        r1, r2, stamp, step, sps, _ = transpose(rows)
         self.state.extend(int_col(step), linenos, rank_col(r1, r2),
                           np.zeros(len(rows), dtype=bool), samples_per_s=float_col(sps),
                           wall_s=iso_seconds_many(stamp))

@@ -42,23 +42,28 @@ def flops_per_token(active_params: float, n_layers: int | None, d_model: int | N
     return flops, False
 
 
-def derive_measures(row: dict[str, Any], tflops_per_accelerator: float | None,
-                    attention: bool, hardware_tflops_per_accelerator: float | None = None,
-                    derive_mfu: bool = True) -> list[str]:
-    """Fill missing measures of ``row`` in place; return the names of the columns filled.
+def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelerator: float | None,
+                    attention: bool, hardware_tflops_per_accelerator: float | None = None
+                    ) -> tuple[list[str], bool]:
+    """Fill missing measures of ``row`` in place.
 
-    Needs ``n_accelerators`` and, for FLOP-based measures, ``active_params`` and
-    ``peak_flops_per_s_per_accelerator``. Raises ``Reject('out_of_range')`` when a derived MFU
-    exceeds 1 (a wrong peak, a wrong unit, a lower precision than assumed, or a FLOP count that
-    is not model FLOPs) or when a result overflows, and ``Reject('conflict')`` when the
-    whole-job and per-chip tokens/s given both disagree by more than ``CONSISTENCY_RTOL``.
+    ``peak`` is the dense peak FLOP/s per chip that MFU, and FLOP/s from MFU or HFU, may use
+    (``None``: derive nothing from a peak). Returns the names of the columns filled and whether
+    any of them rests on ``peak``. Needs ``n_accelerators`` and, for FLOP-based measures,
+    ``active_params``. Raises ``Reject('out_of_range')`` when a derived MFU exceeds 1 (a wrong
+    peak, a wrong unit, a lower precision than assumed, or a FLOP count that is not model FLOPs)
+    or when a result overflows, and ``Reject('conflict')`` when the whole-job and per-chip
+    tokens/s given both disagree by more than ``CONSISTENCY_RTOL``.
     """
     derived: list[str] = []
+    from_peak = False
     n = row["n_accelerators"]
 
-    def fill(name: str, value: float) -> None:
+    def fill(name: str, value: float, uses_peak: bool = False) -> None:
+        nonlocal from_peak
         row[name] = value
         derived.append(name)
+        from_peak = from_peak or uses_peak
 
     gbt = row["global_batch_tokens"]
     tps, tpa = row["tokens_per_s"], row["tokens_per_s_per_accelerator"]
@@ -78,7 +83,6 @@ def derive_measures(row: dict[str, Any], tflops_per_accelerator: float | None,
 
     # Model FLOP/s: the source's own FLOP count first (achieved TFLOP/s per chip), then tokens/s
     # times the FLOPs per token, then the source's MFU times the peak.
-    peak = row["peak_flops_per_s_per_accelerator"]
     if row["model_flops_per_s"] is None:
         if tflops_per_accelerator is not None:
             fill("model_flops_per_s", tflops_per_accelerator * TFLOP * n)
@@ -90,21 +94,21 @@ def derive_measures(row: dict[str, Any], tflops_per_accelerator: float | None,
                 row["notes"] = append_note(row["notes"],
                                             "model FLOPs without attention term (shape unknown)")
         elif row["mfu"] is not None and peak is not None:
-            fill("model_flops_per_s", row["mfu"] * n * peak)
+            fill("model_flops_per_s", row["mfu"] * n * peak, uses_peak=True)
 
     mf = row["model_flops_per_s"]
-    if derive_mfu and row["mfu"] is None and mf is not None and peak is not None:
+    if row["mfu"] is None and mf is not None and peak is not None:
         mfu = mf / (n * peak)
         if not mfu <= 1.0:
             raise Reject("out_of_range", f"derived mfu {mfu:.3g} > 1")
-        fill("mfu", mfu)
+        fill("mfu", mfu, uses_peak=True)
 
     # Hardware FLOP/s (recompute counted): the source's TFLOP/s per chip, else HFU times peak.
     if row["hardware_flops_per_s"] is None:
         if hardware_tflops_per_accelerator is not None:
             fill("hardware_flops_per_s", hardware_tflops_per_accelerator * TFLOP * n)
         elif row["hfu"] is not None and peak is not None:
-            fill("hardware_flops_per_s", row["hfu"] * n * peak)
+            fill("hardware_flops_per_s", row["hfu"] * n * peak, uses_peak=True)
 
     if row["inverse_time_to_train_per_s"] is None and row["time_to_train_s"] is not None:
         fill("inverse_time_to_train_per_s", 1.0 / row["time_to_train_s"])
@@ -116,7 +120,7 @@ def derive_measures(row: dict[str, Any], tflops_per_accelerator: float | None,
         value = row[name]
         if not (math.isfinite(value) and value > 0):
             raise Reject("out_of_range", f"derived {name} = {value!r}")
-    return derived
+    return derived, from_peak
 
 
 def append_note(notes: str | None, note: str) -> str:

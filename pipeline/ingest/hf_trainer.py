@@ -23,8 +23,11 @@ import ast
 import json
 import math
 import re
+from typing import Any
 
+from pipeline.ingest.sidecar import SidecarError
 from pipeline.ingest.steplog_base import NAN, ParseState, lines_with, rank_of, to_float
+from pipeline.ingest.steplog_reduce import Settings
 
 NAME = "hf_trainer"
 _BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
@@ -65,6 +68,35 @@ def detect(sample: str) -> int:
     """Number of Trainer log dicts in ``sample``."""
     return (sample.count("'train_samples_per_second'") + sample.count('"train_samples_per_second"')
             + len(re.findall(r"\{['\"]loss['\"]: ", sample)))
+
+
+def summary_measures(state: ParseState, facts: dict[str, Any],
+                     s: Settings) -> tuple[dict[str, float], list[str], str]:
+    """The run measures of a Trainer log from its end-of-training summary: (measures,
+    derived columns, note)."""
+    f = state.facts
+    steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
+    if not steps_per_s or not runtime:
+        raise SidecarError("truncated_log", "Trainer log ends before its training summary "
+                                            "(train_samples_per_second)")
+    n_steps = steps_per_s * runtime
+    if n_steps < s.min_steady_steps:
+        raise SidecarError("too_few_steps", f"{n_steps:.0f} steps < min_steady_steps "
+                                            f"{s.min_steady_steps}")
+    out = {"step_time_s": 1.0 / steps_per_s}
+    derived = ["step_time_s"]
+    seq, n = facts.get("seq_len"), facts.get("n_accelerators")
+    if seq and f.get("train_samples_per_second"):
+        out["tokens_per_s"] = f["train_samples_per_second"] * seq
+        derived.append("tokens_per_s")
+    elif n and f.get("train_tokens_per_second"):
+        out["tokens_per_s"] = f["train_tokens_per_second"] * n
+        derived.append("tokens_per_s")
+    if seq and facts.get("batch_samples"):
+        out["global_batch_tokens"] = facts["batch_samples"] * seq
+        derived.append("global_batch_tokens")
+    return out, derived, (f"whole-run average from the Trainer summary, warm-up included "
+                          f"({n_steps:.0f} steps, {runtime:g} s)")
 
 
 class Parser:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from array import array
 
 import numpy as np
@@ -111,14 +110,14 @@ class Parser:
 
         Taken only where it cannot differ from ``_fast``: every line ``{...}`` and as many rows
         as lines (a blank line or two objects on a line fall back), no ``"rank"`` key, no
-        NaN/Infinity tokens and no control characters (which the C++ parser is laxer about
-        than Python's), ``step`` an integer on every row; a value of another type is an error
-        there, and any error falls back.
+        backslash escapes (which could spell one), no NaN/Infinity tokens and no control
+        characters (which the C++ parser is laxer about than Python's), ``step`` an integer on
+        every row; a value of another type is an error there, and any error falls back.
         """
         n = text.count("\n")
         if (n < 2 or not text.startswith("{") or text.count("\n{") != n - 1
                 or text.count("}\n") != n or '"rank"' in text or "NaN" in text
-                or "Inf" in text):
+                or "Inf" in text or "\\" in text):
             return False
         data = text.encode("utf-8")
         if len(data.translate(None, _CONTROL)) != len(data):
@@ -134,7 +133,8 @@ class Parser:
                 for k in STEP_KEYS + ("time",)}
         loss = table.column("loss")
         nan_loss = ~np.isfinite(cols["loss"]) & ~loss.is_null().to_numpy()
-        self.state.extend(table.column("step").to_numpy(), range(first_lineno, first_lineno + n),
+        self.state.extend(table.column("step").to_numpy(),
+                          np.arange(first_lineno, first_lineno + n),
                           np.full(n, -1, dtype=np.int32), nan_loss, **cols)
         return True
 

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import math
 import re
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, ParseState, candidate_lines, dense_rows, float_col, int_col, int_or_none, iso_seconds,
-    iso_seconds_many, precision_from_flags, rank_col, rank_of, regex_lines, to_float,
+    NAN, ParseState, candidate_lines, int_or_none, iso_seconds, iso_seconds_many,
+    precision_from_flags, rank_of, regex_lines, to_float,
 )
+from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
 
 NAME = "megatron"
 _STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -75,7 +77,7 @@ def _nan_iterations(text: str) -> int:
 
 def _clean(rows: list[tuple[str, ...]]) -> bool:
     # A second counter in the tail is two ranks' lines run together: the slow path says so.
-    return "iteration " not in "\n".join(r[-1] for r in rows)
+    return "iteration " not in "\n".join(map(itemgetter(-1), rows))
 
 
 def detect(sample: str) -> int:
@@ -95,7 +97,7 @@ class Parser:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
         rows = dense_rows(text, _FAST_RE, MARKER)
         if rows is not None and _clean(rows):
-            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
+            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
         else:
             linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
             rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
@@ -116,7 +118,7 @@ class Parser:
             self.precision[name] = value
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
-        r1, r2, stamp, step, ms, tflops, gbs, loss, rest = zip(*rows)
+        r1, r2, stamp, step, ms, tflops, gbs, loss, rest = transpose(rows)
         loss_f = float_col(loss)
         nan_loss = ~np.isfinite(loss_f)
         tail = "\n".join(rest)

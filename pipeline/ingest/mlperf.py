@@ -23,8 +23,9 @@ Decisions (each is tested in ``tests/test_mlperf_*.py``):
 * Fields: published-format-v1 names plus ``RUN_EXTRAS``, and ``submitter``, ``result_path``,
   ``log_sha1`` (first 16 hex digits of the file's SHA-1, as in the reference CSV), which the
   ingest core reads. Computed values are named in ``derived``. Parse counts, GBS in samples,
-  throughput and its unit, and ``dedup_key`` (benchmark:run_start:run_stop ms: the same run
-  re-published in a modified file) go to ``Record.meta``.
+  throughput and its unit, and ``dedup_key`` (benchmark:run_start:run_stop ms, which the ingest
+  stage uses to reject the same run re-published in an edited file) go to ``Record.meta``.
+  ``params_b`` is the benchmark's reference model size (``LLM_MODELS``), so it is derived.
 * Olympic score per (round, submitter, system, benchmark) (``mlperf_system``), as the
   summarizer: sort the runs' TTT, drop the fastest and slowest (4 each for unet3d); runs without
   a successful ``run_stop`` count as dropped slow runs; more than 1 (4) of those, or fewer
@@ -338,6 +339,7 @@ def _to_record(run: _Run, source: str, version: str | None, submitter: str, syst
              provenance=f"{path}:{run.line}")
     if params_b is not None:
         f["params_b"] = params_b
+        run.derived.append("params_b")  # the benchmark's reference size, not read from the log
     if run.log_sha1:
         f["log_sha1"] = run.log_sha1  # the ingest core drops byte-identical re-publications
     if score is not None:

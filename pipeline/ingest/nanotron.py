@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import math
 import re
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import ANSI_RE, NAN, ParseState, candidate_lines, dense_rows, \
-    human_col, human_float, int_col, rank_of, regex_lines
+from pipeline.ingest.steplog_base import (
+    NAN, ParseState, candidate_lines, human_float, rank_of, regex_lines,
+)
+from pipeline.ingest.steplog_bulk import dense_rows, human_col, int_col, strip_ansi, transpose
 
 NAME = "nanotron"
 _STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
@@ -51,7 +54,7 @@ _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
 
 def _clean(rows: list[tuple[str, ...]]) -> bool:
     # A second counter in the tail is two lines run together: the slow path says so.
-    return "iteration:" not in "\n".join(r[-1] for r in rows)
+    return "iteration:" not in "\n".join(map(itemgetter(-1), rows))
 
 
 def detect(sample: str) -> int:
@@ -84,17 +87,17 @@ class Parser:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno, 0,
                                          end if end >= 0 else None):
                 self.state.fact(_CFG_KEYS[m.group(1)], int(m.group(2)), lineno)
-        rows = dense_rows(text, _FAST_RE, MARKER, ANSI_RE)
+        rows = dense_rows(text, _FAST_RE, MARKER, strip_ansi)
         if rows is not None and _clean(rows):
             self.header = False
-            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
+            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
             return
         linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
         if lines:
             self.header = False
         block = "\n".join(lines)
         if "\x1b" in block:  # current releases dim the prefix with ANSI codes
-            block = ANSI_RE.sub("", block)
+            block = strip_ansi(block)
         rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
         if len(rows) == len(lines) and rows and _clean(rows):
             self._bulk(rows, linenos)
@@ -103,7 +106,7 @@ class Parser:
                 self._step(line, lineno)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
-        mo, d, h, mi, sec, step, ms, tps, tps_gpu, gbs, loss, tflops, _ = zip(*rows)
+        mo, d, h, mi, sec, step, ms, tps, tps_gpu, gbs, loss, tflops, _ = transpose(rows)
         loss_f = human_col(loss)
         # Whole minutes are exact in int64; one float step after, as the per-line path does.
         minutes = ((int_col(mo) * 31 + int_col(d)) * 24 + int_col(h)) * 60 + int_col(mi)

@@ -29,8 +29,10 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import NAN, NUM, ParseState, candidate_lines, dense_rows, \
-    float_col, int_col, int_or_none, rank_col, rank_of, regex_lines, to_float
+from pipeline.ingest.steplog_base import (
+    NAN, NUM, ParseState, candidate_lines, int_or_none, rank_of, regex_lines, to_float,
+)
+from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
 
 NAME = "nemo"
 _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")
@@ -78,7 +80,7 @@ class Parser:
         rows = dense_rows(text, _FAST_RE, "train_step_timing in s")
         if rows is not None:
             self.header = False
-            if self._bulk(rows, range(first_lineno, first_lineno + len(rows))):
+            if self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows))):
                 return
         linenos, lines = candidate_lines(text, "train_step_timing in s", first_lineno,
                                          self.state.counts)
@@ -96,7 +98,7 @@ class Parser:
                         self._bar(segment, lineno)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
-        r1, r2, gbs, step, loss, timing, rest = zip(*rows)
+        r1, r2, gbs, step, loss, timing, rest = transpose(rows)
         steps = int_col(step)
         if "Training epoch" in "\n".join(rest) or steps[0] == self.last_step or bool(
                 (steps[1:] == steps[:-1]).any()):

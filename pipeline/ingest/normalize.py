@@ -14,6 +14,11 @@ Checks, in order (the first failure is the reject reason, ``"<code>: <detail>"``
 
 Units: ``params = params_b * 1e9``. Shapes missing from the record are filled from the model
 catalog, and derived measures come from ``derive``; both are named in ``derived``.
+
+Precision: a run whose source states none gets the default (``ingest.default_precision``) only
+when a derived value (MFU, FLOP/s from MFU or HFU) used the peak at that precision, and never on
+a chip with fp8 units unless ``ingest.mfu_on_assumed_precision``; otherwise ``precision`` stays
+null and ``peak_precision`` (listed in ``derived``) names the precision of the catalog peak.
 """
 
 from __future__ import annotations
@@ -38,8 +43,6 @@ _MAX_COUNT = 2**53
 MEASURES = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator",
             "hardware_tflops_per_accelerator", "mfu", "hfu", "step_time_s", "time_to_train_s",
             "model_flops_per_s", "hardware_flops_per_s", "inverse_time_to_train_per_s")
-# Statuses of runs that did not produce a measure but are kept (published sweeps, MLPerf).
-NO_MEASURE_STATUSES = frozenset(s for s in STATUSES if s != "ok")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
          "submitter", "result_path")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
@@ -61,10 +64,9 @@ _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", 
 class Options:
     """Settings of ``params.yaml`` ``ingest`` that change how a record is read."""
 
+    # Precision assumed when the source states none, for peak-based derivations only.
     default_precision: str = "bf16"
-    # MFU against the peak of an *assumed* precision is only derived when that cannot be off by
-    # a precision factor: not on chips with fp8 units, where the run may have used fp8
-    # (MLPerf submissions on H100/B200 do) and a bf16 peak would double its MFU.
+    # Use the peak at the assumed precision even on chips with fp8 units (see ``normalize``).
     mfu_on_assumed_precision: bool = False
     attention_flops: bool = True
 
@@ -295,16 +297,15 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     row["accelerator_family"] = catalog.family(acc_id)
 
     precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", _PRECISION_ALIASES)
-    derive_mfu = True
-    if precision is None:
-        precision = options.default_precision
-        derived.append("precision")
-        if not options.mfu_on_assumed_precision and catalog.peak(acc_id, "fp8")[0] is not None:
-            derive_mfu = False
-    row["precision"] = precision
-    peak, peak_precision = catalog.peak(acc_id, precision)
+    assumed = precision is None
+    peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak
     row["peak_precision"] = peak_precision if peak is not None else None
+    # Measures are derived from a peak at an assumed precision only where it cannot be off by a
+    # precision factor: not on chips with fp8 units, where the run may have used fp8 (MLPerf
+    # submissions on H100/B200 do) and the bf16 peak would double its MFU.
+    peak_withheld = (assumed and not options.mfu_on_assumed_precision
+                     and catalog.peak(acc_id, "fp8")[0] is not None)
 
     params = params_b * BILLION if params_b is not None else None
     model_id = catalog.model(row["model"], params)
@@ -332,8 +333,19 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
             row[name] = int(shape[name])
             derived.append(name)
 
-    derived += derive_measures(row, tflops, options.attention_flops, hw_tflops, derive_mfu)
-    if not derive_mfu and row["mfu"] is None and row["model_flops_per_s"] is not None:
+    filled, from_peak = derive_measures(row, None if peak_withheld else peak, tflops,
+                                        options.attention_flops, hw_tflops)
+    derived += filled
+    # An assumed precision becomes the run's only when a derived value rests on its peak;
+    # otherwise `precision` stays empty as the source left it, and the peak columns say which
+    # precision their (assumed) peak is at.
+    if assumed and from_peak:
+        precision = options.default_precision
+        derived.append("precision")
+    elif assumed and peak is not None:
+        derived.append("peak_precision")
+    row["precision"] = precision
+    if peak_withheld and row["mfu"] is None and row["model_flops_per_s"] is not None:
         row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
                                            "has fp8 units")
     for name in ("params", "active_params"):
@@ -345,7 +357,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     row["scaling"] = parse_scaling(_text(f, "scaling"))
     row["derived"] = ";".join(dict.fromkeys(derived)) or None
     row["provenance"] = _text(f, "provenance") or f"{record.path}:{record.line}"
-    row["run_id"] = run_id(record.source, row, record.path if kind != "published" else None)
+    # The id holds the precision as stated, so an assumption cannot change a run's identity.
+    row["run_id"] = run_id(record.source, dict(row, precision=None) if assumed else row,
+                           record.path if kind != "published" else None)
     row["_series"] = _text(f, "series")
     return row
 

@@ -1,8 +1,10 @@
 """Scaling series: runs of one source that differ only in the number of accelerators.
 
 A series groups runs with ``status == ok`` and a usable y (one of ``schema.Y_METRICS``) by
-source, submitter, model, accelerator, precision, strategy family and batch policy. A ``series``
-field in the input overrides the automatic grouping (within its source).
+source, model, accelerator, precision, strategy family and batch policy, and for MLPerf by
+submitter and round too: a round is a separate publication with its own software stack, so runs
+of two rounds differ in more than N. A ``series`` field in the input overrides the automatic
+grouping (within its source).
 
 Batch policy (the ``scaling`` label), when the source does not state it:
 
@@ -13,7 +15,9 @@ Batch policy (the ``scaling`` label), when the source does not state it:
 * any batch unknown -> ``unknown``.
 
 A source's ``strong`` label with differing batches splits the same way; its other labels are kept
-as given. ``y_metric`` is the first of ``Y_METRICS`` present on every run of the series. Every
+as given. MLPerf states no batch policy: its labels come from the logged global batch, which each
+submitter picks per system, so ``weak`` there means "the chosen batch grows with N" (and a
+time-to-train y then also absorbs the extra samples a larger batch needs to converge). ``y_metric`` is the first of ``Y_METRICS`` present on every run of the series. Every
 eligible run gets a ``series_id``; ``series.parquet`` lists the series with at least two
 distinct N and a common y.
 """
@@ -59,18 +63,17 @@ def _batch_label(group: list[dict[str, Any]]) -> str:
 def _base_key(row: dict[str, Any]) -> tuple[Any, ...]:
     if row["_series"] is not None:
         return ("explicit", row["source"], row["_series"])
-    return (row["source"], row["submitter"], row["model_id"] or row["model"], row["accelerator"],
-            row["precision"], row["strategy_family"], row["scaling"])
+    return (row["source"], row["submitter"], row["mlperf_version"], row["model_id"] or row["model"],
+            row["accelerator"], row["precision"], row["strategy_family"], row["scaling"])
 
 
 def _series_id(row: dict[str, Any], label: str, batch: float | None) -> str:
     if row["_series"] is not None:
         return f"{slug(row['source'])}/{slug(row['_series'])}"
     parts = [slug(row["source"])]
-    if row["submitter"]:
-        parts.append(slug(row["submitter"]))
+    parts += [slug(row[k]) for k in ("submitter", "mlperf_version") if row[k]]
     parts += [slug(row["model_id"] or row["model"]), slug(row["accelerator"], lower=False),
-              slug(row["precision"]), slug(row["strategy_family"]), label]
+              slug(row["precision"] or "unstated"), slug(row["strategy_family"]), label]
     if batch is not None:
         parts.append(f"gbt-{batch:.0f}")
     return "/".join(parts)

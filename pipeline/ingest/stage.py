@@ -131,13 +131,16 @@ def convert(records: Iterator[Record], catalog: Any, options: Options
         except Reject as exc:
             rejects.append(_reject_row(record, str(exc)))
             continue
-        # The same run twice: same identifying fields within a source, or the same log file (by
-        # content hash) in any source: MLPerf re-publications, and a result tree pointed at
-        # rounds that the published MLPerf table already holds.
+        # The same run twice: same identifying fields within a source, the same log file (by
+        # content hash) in any source (MLPerf re-publications, a result tree pointed at rounds
+        # that the published MLPerf table already holds), or, within a source, the same MLPerf
+        # run re-published in an edited file (same benchmark, run_start and run_stop ms).
         keys = [(record.source, row["run_id"])]
         digest = record.fields.get("log_sha1") if record.fields else None
         if digest:
             keys.append(("*", f"log_sha1={digest}"))
+        if record.meta.get("dedup_key"):
+            keys.append((record.source, f"mlperf_run={record.meta['dedup_key']}"))
         first = next((seen[k] for k in keys if k in seen), None)
         if first is not None:
             rejects.append(_reject_row(record, f"duplicate: same run as {first}"))

@@ -65,12 +65,13 @@ def _arr(a: Any, dtype: str) -> np.ndarray:
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 
-def _runs(seg: np.ndarray) -> list[np.ndarray]:
-    """Index arrays of the runs of equal values in ``seg`` (segments are contiguous)."""
+def _runs(seg: np.ndarray) -> list[slice]:
+    """The runs of equal values in ``seg`` (segments are contiguous), as slices: views of
+    the columns, not index arrays and copies, since a log may have millions of steps."""
     if not len(seg):
         return []
-    cuts = np.flatnonzero(np.diff(seg)) + 1
-    return np.split(np.arange(len(seg)), cuts)
+    bounds = [0, *(np.flatnonzero(seg[1:] != seg[:-1]) + 1).tolist(), len(seg)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _segments(step: np.ndarray) -> np.ndarray:
@@ -103,25 +104,28 @@ def _wall_step_time(step: np.ndarray, wall: np.ndarray, seg: np.ndarray) -> tupl
     out = np.full(len(step), np.nan)
     jumps = 0
     for idx in _runs(seg):
-        if len(idx) < 2:
+        if idx.stop - idx.start < 2:
             continue
         dt = np.diff(wall[idx]) / np.diff(step[idx])
         good = np.isfinite(dt) & (dt > 0)
         if good.any():
             good &= dt <= CLOCK_JUMP_FACTOR * np.median(dt[good])
         jumps += int((np.isfinite(dt) & ~good).sum())
-        out[idx[1:]] = np.where(good, dt, np.nan)
+        out[idx.start + 1:idx.stop] = np.where(good, dt, np.nan)
     return out, jumps
 
 
 def _stamp_jumps(step: np.ndarray, wall: np.ndarray, t: np.ndarray, seg: np.ndarray) -> int:
     jumps = 0
-    for idx in _runs(seg):
-        idx = idx[np.isfinite(wall[idx])]
-        if len(idx) < 2:
+    for run in _runs(seg):
+        w, st, tt = wall[run], step[run], t[run]
+        finite = np.isfinite(w)
+        if not finite.all():
+            w, st, tt = w[finite], st[finite], tt[finite]
+        if len(w) < 2:
             continue
-        dt = np.diff(wall[idx])
-        expected = np.nan_to_num(t[idx[1:]], nan=0.0) * np.diff(step[idx])
+        dt = np.diff(w)
+        expected = np.nan_to_num(tt[1:], nan=0.0) * np.diff(st)
         jumps += int(((dt < 0) | (dt > CLOCK_JUMP_FACTOR * expected + 60.0)).sum())
     return jumps
 
@@ -152,13 +156,15 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         used = rank == kept
         notes.append(f"lines of ranks {', '.join(map(str, ranks.tolist()))} interleaved: kept "
                      f"rank {kept} ({int(used.sum())} steps), set aside {int((~used).sum())}")
+    # One rank (the usual log): index with a slice, a view, not a copy of every column.
+    sel: Any = slice(None) if used.all() else used
     seg = np.zeros(len(step), dtype=np.int64)
-    seg[used] = _segments(step[used])
+    seg[sel] = _segments(step[sel])
     n_restarts = int(seg.max()) if len(seg) else 0
     if n_restarts:
-        back = np.flatnonzero(np.diff(seg[used]) > 0) + 1
-        where = ", ".join(f"line {int(_arr(st.line, 'int64')[used][i])} (step "
-                          f"{int(step[used][i - 1])} -> {int(step[used][i])})" for i in back[:5])
+        back = np.flatnonzero(np.diff(seg[sel]) > 0) + 1
+        where = ", ".join(f"line {int(_arr(st.line, 'int64')[sel][i])} (step "
+                          f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
         notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
 
     t = cols["step_time_s"].copy()  # filled in below where the format prints no time
@@ -167,9 +173,9 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
     batch_fact = facts.get("batch_samples")
     if batch_fact and not np.isfinite(batch).any():
         batch = np.full(len(step), float(batch_fact))
-    if st.step_time_from_wall and not np.isfinite(t[used]).any():
-        t_used, jumps = _wall_step_time(step[used], wall[used], seg[used])
-        t[used] = t_used
+    if st.step_time_from_wall and not np.isfinite(t[sel]).any():
+        t_used, jumps = _wall_step_time(step[sel], wall[sel], seg[sel])
+        t[sel] = t_used
         if np.isfinite(t_used).any():
             red.derived.append("step_time_s")
             notes.append("step time from log timestamps (the format prints none)")
@@ -178,9 +184,9 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         t = batch / cols["samples_per_s"]
         red.derived.append("step_time_s")
         notes.append("step time = global batch / samples per second")
-        jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
+        jumps = _stamp_jumps(step[sel], wall[sel], t[sel], seg[sel])
     else:
-        jumps = _stamp_jumps(step[used], wall[used], t[used], seg[used])
+        jumps = _stamp_jumps(step[sel], wall[sel], t[sel], seg[sel])
     if jumps and st.step_time_from_wall:
         notes.append(f"{jumps} clock jump(s) or pause(s): time stamps going back or leaping "
                      f"over {CLOCK_JUMP_FACTOR:g}x the median step; those intervals left out")
@@ -197,11 +203,14 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         x = 1.0 / cols[name]
     warm = np.zeros(len(step), dtype=bool)
     n_warm = 0
-    used_idx = np.flatnonzero(used)
-    for part in _runs(seg[used]):
-        idx = used_idx[part]
+    used_idx = None if isinstance(sel, slice) else np.flatnonzero(used)
+    for part in _runs(seg[sel]):
+        idx = part if used_idx is None else used_idx[part]
         w = warmup_count(x[idx], s)
-        warm[idx[:w]] = True
+        if used_idx is None:
+            warm[part.start:part.start + w] = True
+        else:
+            warm[idx[:w]] = True
         n_warm += w
     steady = used & ~warm & ~nan_loss & np.isfinite(x) & (x > 0)
     n_nan = int((used & nan_loss).sum())

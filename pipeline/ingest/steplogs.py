@@ -3,11 +3,13 @@
 Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``
 (``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
 4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
-its lines in a block with C-level searches, so lines of other output cost almost nothing, and
-only per-step numbers are kept. The format is chosen from the content (the first part of the
-file that shows step lines of any known format decides; ties go to the order of ``FORMATS``);
-a sidecar's ``format:`` overrides. Sidecars: ``pipeline.ingest.sidecar``; steps -> run:
-``pipeline.ingest.steplog_reduce``; series: ``pipeline.ingest.steplog_series``.
+its lines in a block with C-level searches, so lines of other output cost almost nothing; a
+block of nothing but step lines is matched whole by one pattern and turned into numpy columns
+(``pipeline.ingest.steplog_bulk``); only per-step numbers are kept, 8 bytes each. The format
+is chosen from the content (the first part of the file that shows step lines of any known
+format decides; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides.
+Sidecars: ``pipeline.ingest.sidecar``; steps -> run: ``pipeline.ingest.steplog_reduce``;
+series: ``pipeline.ingest.steplog_series``; per-step rows out: ``pipeline.ingest.steplog_store``.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
 (``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
@@ -19,6 +21,7 @@ the run's ``notes``.
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -215,35 +218,6 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     return facts
 
 
-def _hf_summary(state: ParseState, facts: dict[str, Any],
-                s: Settings) -> tuple[dict[str, float], list[str], str]:
-    """The run measures of a Trainer log from its end-of-training summary: (measures,
-    derived columns, note)."""
-    f = state.facts
-    steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
-    if not steps_per_s or not runtime:
-        raise SidecarError("truncated_log", "Trainer log ends before its training summary "
-                                            "(train_samples_per_second)")
-    n_steps = steps_per_s * runtime
-    if n_steps < s.min_steady_steps:
-        raise SidecarError("too_few_steps", f"{n_steps:.0f} steps < min_steady_steps "
-                                            f"{s.min_steady_steps}")
-    out = {"step_time_s": 1.0 / steps_per_s}
-    derived = ["step_time_s"]
-    seq, n = facts.get("seq_len"), facts.get("n_accelerators")
-    if seq and f.get("train_samples_per_second"):
-        out["tokens_per_s"] = f["train_samples_per_second"] * seq
-        derived.append("tokens_per_s")
-    elif n and f.get("train_tokens_per_second"):
-        out["tokens_per_s"] = f["train_tokens_per_second"] * n
-        derived.append("tokens_per_s")
-    if seq and facts.get("batch_samples"):
-        out["global_batch_tokens"] = facts["batch_samples"] * seq
-        derived.append("global_batch_tokens")
-    return out, derived, (f"whole-run average from the Trainer summary, warm-up included "
-                          f"({n_steps:.0f} steps, {runtime:g} s)")
-
-
 def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], pa.Table | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
@@ -281,7 +255,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     measures, derived = red.measures, list(red.derived)
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
-            measures, extra, note = _hf_summary(state, facts, s)
+            measures, extra, note = hf_trainer.summary_measures(state, facts, s)
             red.first_line = red.last_line = state.fact_lines.get("train_steps_per_second", 0)
             derived += extra
             notes.append(note)
@@ -330,6 +304,13 @@ def _read_guarded(path: Path, logs_dir: Path, s: Settings,
                                  f"{exc}); please report it with the log"), None
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _read_task(args: tuple[Path, Path, Settings, Path | None],
                cache: dict | None = None) -> tuple[Any, pa.Table | str | None]:
     """One log, in a worker or not; with ``out`` its rows go to that file (its name returned)
@@ -351,8 +332,8 @@ def read_logs(logs_dir: Path, params: dict,
     back in one DataFrame (``STEP_COLUMNS``; memory grows with the steps). With it, each log's
     rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
     ``pipeline.ingest.steplog_store``), each Record's ``meta["steps_file"]`` names its file
-    (absent: the log has no step rows), and the DataFrame returned is empty: memory then stays
-    that of the largest single log, whatever their number.
+    (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
+    memory then stays that of the largest single log, whatever their number.
     """
     s = settings(params)
     workers = get(params, "ingest.logs.workers", int, default=1)
@@ -368,8 +349,11 @@ def read_logs(logs_dir: Path, params: dict,
     tasks = [(p, logs_dir, s, None if steps_dir is None else steps_dir / f"{i:06d}.arrow")
              for i, p in enumerate(paths)]
     if workers > 1 and len(paths) > 1:
+        # Largest files first, so no worker is left with a big one while the others idle.
+        order = sorted(range(len(tasks)), key=lambda i: (-_size(paths[i]), i))
         with ProcessPoolExecutor(max_workers=min(workers, len(paths))) as pool:
-            outcomes = list(pool.map(_read_task, tasks))
+            futures = {i: pool.submit(_read_task, tasks[i]) for i in order}
+            outcomes = [futures.pop(i).result() for i in range(len(tasks))]
     else:
         cache: dict = {}
         outcomes = [_read_task(t, cache) for t in tasks]
@@ -388,7 +372,10 @@ def read_logs(logs_dir: Path, params: dict,
         else:
             rel = path.parent.relative_to(logs_dir).as_posix()
             source = "logs" if rel == "." else f"logs/{rel}"
-            records.append(Record.reject(source, shown, 0, shown, *result))
+            reject = Record.reject(source, shown, 0, shown, *result)
+            if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
+                reject = replace(reject, meta={"steps_file": steps})
+            records.append(reject)
     tables = sorted(((r.path, steps) for r, (_, steps) in zip(records, outcomes)
                      if isinstance(steps, pa.Table)), key=lambda pair: pair[0])
     outcomes.clear()

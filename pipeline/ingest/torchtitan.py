@@ -24,13 +24,17 @@ reduction takes it from stamp differences between logged steps (``step_time_from
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    ANSI_RE, NAN, NUM, ParseState, candidate_lines, dense_rows, float_col, int_col,
-    iso_seconds, iso_seconds_many, lines_with, no_commas, rank_col, rank_of, to_float,
+    ANSI_RE, NAN, NUM, ParseState, candidate_lines, iso_seconds, iso_seconds_many, lines_with,
+    rank_of, to_float,
+)
+from pipeline.ingest.steplog_bulk import (
+    dense_rows, float_col, int_col, no_commas, rank_col, strip_ansi, transpose,
 )
 
 NAME = "torchtitan"
@@ -57,7 +61,8 @@ _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "p
 
 def _clean(rows: list[tuple[str, ...]]) -> bool:
     # A second "step:" in the tail is two ranks' lines run together: the slow path says so.
-    return "step:" not in "\n".join(r[-1] for r in rows)
+    tail = "\n".join(map(itemgetter(-1), rows))
+    return "step:" not in (ANSI_RE.sub("", tail) if "\x1b" in tail else tail)
 
 
 def detect(sample: str) -> int:
@@ -77,14 +82,14 @@ class Parser:
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
         counts = self.state.counts
-        rows = dense_rows(text, _FAST_RE, "step:", ANSI_RE)
+        rows = dense_rows(text, _FAST_RE, "step:", strip_ansi)
         if rows is not None and _clean(rows):
-            self._bulk(rows, range(first_lineno, first_lineno + len(rows)))
+            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
         else:
             linenos, lines = candidate_lines(text, "step:", first_lineno, counts)
             block = "\n".join(lines)
             if "\x1b" in block:
-                block = ANSI_RE.sub("", block)
+                block = strip_ansi(block)
             rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
             if len(rows) == len(lines) and rows and _clean(rows):
                 self._bulk(rows, linenos)
@@ -97,7 +102,7 @@ class Parser:
                     self._fact(ANSI_RE.sub("", line), lineno)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
-        r1, r2, stamp, step, loss, tps, tflops, mfu, _ = zip(*rows)
+        r1, r2, stamp, step, loss, tps, tflops, mfu, _ = transpose(rows)
         loss_f = float_col(loss)
         self.state.extend(int_col(step), linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
                           loss=loss_f, tokens_per_s_per_accelerator=float_col(no_commas(tps)),

@@ -14,7 +14,7 @@ from pipeline.schema import (PRECISIONS, RUN_COLUMNS, SCALINGS, SOURCE_KINDS, ST
                              STRATEGY_FAMILIES, Y_METRICS)
 
 _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
-             "n_accelerators", "precision", "strategy_family", "status", "provenance")
+             "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES}
 _FRACTIONS = ("mfu", "hfu")

@@ -145,7 +145,8 @@ class FitResult:
         values = self._law.derived(self.params, self.ctx)
         out = dict(values)
         for key, value in values.items():
-            if key in ("n_peak", "x_max") and np.isfinite(value):
+            # a peak at 0 sits on the sigma = 1 bound: no gradient, so no stderr (not 0)
+            if key in ("n_peak", "x_max") and np.isfinite(value) and value > 0:
                 out[f"{key}_stderr"] = self.delta_stderr(
                     lambda p, key=key: self._law.derived(p, self.ctx).get(key, np.nan))
         return out

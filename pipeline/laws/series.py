@@ -29,6 +29,8 @@ class SeriesPoints:
     ctx: SeriesContext
     runs: pd.DataFrame
     notes: list[str]
+    #: a caveat that concerns only the ``comm`` law (its scaling context)
+    comm_note: str = ""
 
     @property
     def n_distinct(self) -> int:
@@ -93,8 +95,8 @@ def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
         notes.append(f"{int((~keep).sum())} run(s) without a positive {metric} or N left out")
     kept = ok[keep].sort_values(["n_accelerators", "run_id"] if "run_id" in ok else
                                 ["n_accelerators"])
-    if scaling not in ("strong", "weak"):
-        notes.append(f"scaling '{scaling}' treated as strong for comm")
+    comm_note = (f"scaling '{scaling}' treated as strong for comm"
+                 if scaling not in ("strong", "weak") else "")
     # A time-to-train run has a fixed amount of work (train to the target quality) whatever
     # its batch, so for comm it is strong scaling even where the batch grows with N.
     ctx_scaling = ("weak" if scaling == "weak" and metric != "inverse_time_to_train_per_s"
@@ -102,15 +104,14 @@ def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
     ctx = SeriesContext(scaling=ctx_scaling,
                         work_per_step=work_per_step(kept, metric, ctx_scaling) if len(kept) else None)
     return SeriesPoints(sid, metric, kept["n_accelerators"].to_numpy(float),
-                        _positive(kept[metric]).to_numpy(float), ctx, kept, notes)
+                        _positive(kept[metric]).to_numpy(float), ctx, kept, notes, comm_note)
 
 
 def _column(runs: pd.DataFrame, name: str) -> np.ndarray:
     """A numeric column as floats, non-positive and missing values as NaN."""
     if name not in runs.columns:
         return np.full(len(runs), np.nan)
-    v = pd.to_numeric(runs[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    return np.where(np.isfinite(v) & (v > 0), v, np.nan)
+    return _positive(runs[name]).to_numpy(dtype=float)
 
 
 def _median_at(n: np.ndarray, n_value: float, values: np.ndarray) -> float:

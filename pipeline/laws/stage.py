@@ -3,7 +3,9 @@
 Reads ``runs.parquet`` and ``series.parquet``; writes ``fits.parquet`` (one row per series and
 law, with the derived figures), ``extrapolation.parquet``, ``cross_series.parquet`` (MFU
 regressions), ``reports/metrics/fit.json`` and plot data ``reports/plots/fit_*.csv``. A series
-that cannot be fitted gets rows with ``converged = False`` and a ``note``; the stage goes on.
+that cannot be fitted gets rows with ``converged = False`` and a ``note``; the stage goes on. A
+fit that converged but says little (parameters on a bound, a peak outside the data, R2 below
+``LOW_R2``, a falling power law) keeps its row and says so in ``note``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from pipeline.laws.derived import law_figures
 from pipeline.laws.extrapolation import COLUMNS as EXTRA_COLUMNS
 from pipeline.laws.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.laws.nls import fit_law
+from pipeline.laws.result import FitResult
 from pipeline.laws.series import SeriesPoints, measured_figures, series_points
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
                "n_half_efficiency", "next_doubling_gain")
+#: below this R2 (fitting scale) a converged fit is flagged in ``note``
+LOW_R2 = 0.5
 MEASURED_FIGURES = ("efficiency_at_n_max", "tokens_per_accelerator_hour_at_n_min",
                     "tokens_per_accelerator_hour_at_n_max", "energy_j_per_token_at_n_min",
                     "energy_j_per_token_at_n_max", "energy_per_token_doubling_factor")
@@ -62,9 +67,12 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError("params: fields 'fit.min_distinct_n' (>= 2) and "
                           "'fit.extrapolation_min_distinct_n' (>= 3) are too small")
     score_other = get(params, "fit.score_other_scale", bool)
+    peak_beyond = float(get(params, "fit.flag_peak_beyond", (int, float), default=10.0))
+    if peak_beyond < 1.0:
+        raise ConfigError(f"params: field 'fit.flag_peak_beyond' must be >= 1, got {peak_beyond}")
     return dict(laws=list(laws), score_other_scale=score_other, ks=list(ks), interval=interval,
                 scale=scale, min_success=min_success, min_distinct_n=min_n,
-                extra_min_distinct_n=extra_n)
+                extra_min_distinct_n=extra_n, peak_beyond=peak_beyond)
 
 
 def _json(values: dict[str, float]) -> str:
@@ -74,9 +82,30 @@ def _json(values: dict[str, float]) -> str:
     return json.dumps(clean, allow_nan=False)
 
 
+def plausibility_notes(res: FitResult, figures: dict[str, float], n_min: float, n_max: float,
+                       peak_beyond: float) -> list[str]:
+    """Warnings for fits that converged but say little: a peak outside the data, a trend
+    that the scatter swamps, throughput that falls with N."""
+    notes = []
+    n_peak = figures.get("n_peak", np.nan)
+    if np.isfinite(n_peak) and n_peak < n_min:
+        notes.append(f"n_peak {n_peak:.3g} below the smallest measured N {n_min:g}")
+    elif np.isfinite(n_peak) and n_peak > peak_beyond * n_max:
+        notes.append(f"n_peak {n_peak:.3g} is {n_peak / n_max:.0f}x the largest measured N: "
+                     "extrapolated, not observed")
+    stderr = figures.get("n_peak_stderr", np.nan)
+    if np.isfinite(n_peak) and np.isfinite(stderr) and stderr > n_peak:
+        notes.append("n_peak stderr exceeds n_peak: the peak is not identified")
+    if np.isfinite(res.r2) and res.r2 < LOW_R2:
+        notes.append(f"R2 {res.r2:.2f}: the scatter swamps the trend in N")
+    if res.law == "power" and res.params.get("b", 1.0) < 0:
+        notes.append("b < 0: throughput falls with N over the measured range")
+    return notes
+
+
 def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interval: float,
-               min_distinct_n: int) -> list[dict]:
-    """One row per law for one series."""
+               min_distinct_n: int, peak_beyond: float = 10.0) -> list[dict]:
+    """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`)."""
     base_note = "; ".join(points.notes)
     n_min = float(points.n.min()) if points.n.size else np.nan
     n_max = float(points.n.max()) if points.n.size else np.nan
@@ -87,6 +116,8 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                                    converged=False, params="{}", stderr="{}", ci_low="{}",
                                    ci_high="{}")
         notes = [base_note] if base_note else []
+        if law == "comm" and points.comm_note:
+            notes.append(points.comm_note)
         if points.n_distinct < min_distinct_n:
             notes.append(f"only {points.n_distinct} distinct N (fit needs {min_distinct_n})")
         else:
@@ -96,10 +127,11 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                 row.update(params=_json(res.params), stderr=_json(res.stderr),
                            ci_low=_json(ci["low"].to_dict()), ci_high=_json(ci["high"].to_dict()),
                            aicc=res.aicc, bic=res.bic, r2=res.r2, converged=res.converged)
-                row.update({k: v for k, v in law_figures(res, n_min, n_max).items()
-                            if k in LAW_FIGURES})
+                figures = law_figures(res, n_min, n_max)
+                row.update({k: v for k, v in figures.items() if k in LAW_FIGURES})
                 if res.note:
                     notes.append(res.note)
+                notes += plausibility_notes(res, figures, n_min, n_max, peak_beyond)
             except LawFitError as exc:
                 notes.append(str(exc))
         row["note"] = "; ".join(notes)
@@ -146,7 +178,8 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
                      n_min=int(points.n.min()) if points.n.size else None,
                      n_max=int(points.n.max()) if points.n.size else None)
         for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
-                              min_distinct_n=cfg["min_distinct_n"]):
+                              min_distinct_n=cfg["min_distinct_n"],
+                              peak_beyond=cfg["peak_beyond"]):
             fit_rows.append({**ident, **row, **measured})
         if points.n_distinct < cfg["extra_min_distinct_n"]:
             continue
@@ -238,5 +271,20 @@ def _metrics(fits: pd.DataFrame, extra: pd.DataFrame, cfg: dict, cross: dict,
         "default_law_reason": summary.get("default_law_reason"),
         "default_law_scores": summary.get("common_mean_median_ape"),
         "all_laws_common": summary.get("all_laws_common"),
+        "coverage_note": _coverage_note(summary["laws"], cfg["interval"]),
         "cross_series": cross,
     }
+
+
+def _coverage_note(laws: dict, interval: float) -> str:
+    """Say plainly when held-out runs fall outside the prediction intervals more than nominal."""
+    values = [v["coverage"] for law in laws.values() for key, v in law.items()
+              if key.startswith("k") and isinstance(v, dict) and v.get("coverage") is not None]
+    if not values:
+        return ""
+    low, high = min(values), max(values)
+    if high >= interval - 0.05:
+        return f"extrapolation coverage {low:.2f}-{high:.2f} (nominal {interval:.2f})"
+    return (f"extrapolation coverage {low:.2f}-{high:.2f}, below the nominal {interval:.2f}: "
+            "the prediction intervals carry the within-series scatter only, not the error of "
+            "extrapolating a law beyond the measured N")

@@ -10,8 +10,9 @@ package (``peak.scalability``) and Gunther report.
 Estimation: the start is statsmodels OLS on the linear form in which ``lam`` stays free,
 ``N / X = c0 + c1*N + c2*N**2`` with ``c0 = (1-sigma)/lam``, ``c1 = (sigma-kappa)/lam``,
 ``c2 = kappa/lam`` (Gunther's quadratic "deviation" form needs a measured X(1), which cluster
-series rarely have); then nonlinear least squares with ``sigma, kappa >= 0`` (as R ``usl``'s
-``nls`` method, which gives the SPEC SDM91 golden values in ``tests/test_laws_usl.py``).
+series rarely have); then nonlinear least squares with ``0 <= sigma <= 1``, ``kappa >= 0``
+(as R ``usl``'s ``nls`` method, which gives the SPEC SDM91 golden values checked in
+``tests/test_laws_fit.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from pipeline.laws.base import Law, SeriesContext
 class USLLaw(Law):
     name = "usl"
     param_names = ("sigma", "kappa", "lam")
+
+    def bounds(self, ctx: SeriesContext) -> tuple[np.ndarray, np.ndarray]:
+        # sigma is a serial fraction, at most 1 (as Amdahl's, so USL with kappa = 0 is Amdahl)
+        return np.zeros(3), np.array([1.0, np.inf, np.inf])
 
     def scales(self, y_ref: float, ctx: SeriesContext) -> np.ndarray:
         return np.array([1.0, 1.0, y_ref])
@@ -48,12 +53,13 @@ class USLLaw(Law):
 
     def derived(self, params: dict[str, float], ctx: SeriesContext) -> dict[str, float]:
         sigma, kappa = params["sigma"], params["kappa"]
-        if kappa <= 0 or sigma >= 1:
+        if kappa <= 0:  # Amdahl: rises (or, at sigma = 1, stays flat) towards lam / sigma
             return {"n_peak": np.inf, "x_max": params["lam"] / sigma if sigma > 0 else np.inf,
                     "peak_concurrency": np.nan}
-        n_peak = float(np.sqrt((1.0 - sigma) / kappa))
-        x_max = float(self.model(np.array([n_peak]), np.array([sigma, kappa, params["lam"]]),
-                                 ctx)[0])
+        # sigma = 1 with kappa > 0 gives n_peak = 0: throughput falls from the first accelerator
+        n_peak = float(np.sqrt(max(1.0 - sigma, 0.0) / kappa))
+        x_max = float(self.model(np.array([max(n_peak, 1.0)]),
+                                 np.array([sigma, kappa, params["lam"]]), ctx)[0])
         return {"n_peak": n_peak, "x_max": x_max, "peak_concurrency": float(np.floor(n_peak))}
 
 

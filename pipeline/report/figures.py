@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 
 from pipeline.report.data import ReportData, select_series, short_label
 from pipeline.report.findings import strategy_runs
-from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, family_colour, new_figure, note,
-                                   save)
+from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
+                                   new_figure, note, save)
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
 SHARE_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "net_dp": "#e41a1c",
@@ -51,8 +52,9 @@ def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFra
 
 def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
     """Aggregate throughput and efficiency against N, strong and weak scaling apart."""
-    fig_t, axes_t = new_figure(2, 5.0)
-    fig_e, axes_e = new_figure(2, 4.6, sharey=True)
+    # legends go under each panel (7 labels would cover the data inside it)
+    fig_t, axes_t = new_figure(2, 6.4)
+    fig_e, axes_e = new_figure(2, 6.2, sharey=True)
     summ = data.comparison_series
     threshold = data.metrics["compare"].get("efficiency_threshold", 0.5)
     level = f'{data.metrics["compare"].get("interval", 0.95):.0%}'
@@ -70,7 +72,7 @@ def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
             colour, marker = family_colour(fam), MARKERS[i % len(MARKERS)]
             unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
             law = meas["law"].iloc[0]
-            label = f"{short_label(sid)} ({fam}{', ' + law if isinstance(law, str) else ''})"
+            label = f"{short_label(sid, 52)} ({fam}{', ' + law if isinstance(law, str) else ''})"
             ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour, label=label)
             ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour, label=label)
             if curve["predicted"].notna().any():
@@ -91,46 +93,76 @@ def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
         ax_e.axhline(threshold, color="k", lw=0.6, ls="--")
         ax_e.set(xscale="log", xlabel="accelerators N", title=f"{kind} scaling efficiency",
                  ylim=(0, 1.3))
-        ax_t.legend(loc="upper left", frameon=False, fontsize=6.5)
-        ax_e.legend(loc="lower left", frameon=False, fontsize=6.5)
+        for ax in (ax_t, ax_e):
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, fontsize=6.5)
     axes_e[0].set_ylabel("efficiency (per-accelerator throughput / at smallest N)")
-    fig_e.text(0.5, 0.005, "points: measured · solid: fitted law · dotted: theory ceiling (prediction bands: throughput figure)",
-               ha="center", fontsize=7.5)
+    fig_e.suptitle("points: measured · solid: fitted law · dotted: theory ceiling for the same "
+                   "configuration · dashed: threshold", fontsize=8)
     return save(fig_t, out / "scaling_throughput.png"), save(fig_e, out / "scaling_efficiency.png")
 
 
+def holdout_in_equivalents(data: ReportData) -> pd.DataFrame:
+    """Held-out predictions with actual, predicted and interval in accelerator-equivalents (the
+    series' throughput over its per-accelerator throughput at its smallest N), so that series
+    measured in tokens/s, FLOP/s or 1/time-to-train share one axis."""
+    ex, c = data.extrapolation, data.comparison_curves
+    if ex.empty or c.empty:
+        return ex.iloc[0:0]
+    m = c[c["kind"] == "measured"].sort_values(["series_id", "n_accelerators"])
+    first = m.groupby("series_id").head(1)
+    unit = (first["y"] / first["n_accelerators"]).set_axis(first["series_id"])
+    metric = first.set_index("series_id")["y_metric"]
+    e = ex[ex["series_id"].map(metric) == ex["y_metric"]].copy()
+    u = e["series_id"].map(unit)
+    for col in ("actual", "predicted", "pi_low", "pi_high"):
+        e[col] = e[col] / u
+    return e.dropna(subset=["actual", "predicted"])
+
+
 def laws_holdout(data: ReportData, out: Path) -> Path:
-    """Held-out points: each law refitted without the largest k points and scored on them."""
-    fig, (ax, ax_r) = new_figure(2, 4.0)
-    ex = data.extrapolation
+    """Held-out points: each law refitted without the largest k points and scored on them.
+    Left: predicted against actual (accelerator-equivalents); right: the ratio's distribution
+    per law and k, with the share of points inside the prediction interval."""
+    fig, (ax, ax_r) = new_figure(2, 4.4)
+    ex = holdout_in_equivalents(data)
     level = f'{data.metrics["fit"].get("interval", 0.95):.0%}'
     if ex.empty:
         note(ax, "no series with enough points for held-out tests")
         note(ax_r, "")
         return save(fig, out / "laws_holdout.png")
-    laws = sorted(ex["law"].unique())
-    for j, law in enumerate(laws):
+    laws, ks = sorted(ex["law"].unique()), sorted(ex["k"].unique())
+    for law in laws:
         g = ex[ex["law"] == law]
-        colour = LAW_COLOURS.get(law, "#444444")
-        err = np.vstack([g["predicted"] - g["pi_low"], g["pi_high"] - g["predicted"]]).clip(0)
-        ax.errorbar(g["actual"], g["predicted"], yerr=err, fmt="o", ms=3, color=colour, lw=0.6,
-                    alpha=0.8, label=law)
-        ratio = g["predicted"] / g["actual"]
-        x = j + np.linspace(-0.25, 0.25, len(g)) if len(g) > 1 else np.array([j])
-        ax_r.vlines(x, g["pi_low"] / g["actual"], g["pi_high"] / g["actual"], color=colour, lw=0.6)
-        ax_r.plot(x, ratio, "o", ms=3, color=colour)
-    span = np.array([ex["actual"].min() / 3, ex["actual"].max() * 3])
+        ax.plot(g["actual"], g["predicted"], "o", ms=3, alpha=0.45, mec="none",
+                color=LAW_COLOURS.get(law, "#444444"), label=law)
+    span = np.array([ex["actual"].min() / 2, ex["actual"].max() * 2])
     ax.plot(span, span, "k--", lw=0.8, label="predicted = actual")
-    # intervals of some refits span tens of decades; the axes show the useful range only
     ax.set_xlim(*span)
     ax.set_ylim(*span)
-    ax_r.set_ylim(0.1, 10)
-    ax.set(xscale="log", yscale="log", xlabel="actual (series' own throughput unit)",
-           ylabel=f"predicted (error bar: {level} PI)", title="held-out largest-N points")
-    ax.legend(frameon=False)
+    ax.set(xscale="log", yscale="log", xlabel="actual (accelerator-equivalents at smallest N)",
+           ylabel="predicted (accelerator-equivalents)", title="held-out largest-N points")
+    ax.legend(frameon=False, loc="upper left")
+    boxes, pos, colours, ticks = [], [], [], []
+    for j, law in enumerate(laws):
+        for i, k in enumerate(ks):
+            g = ex[(ex["law"] == law) & (ex["k"] == k)]
+            ratio = (g["predicted"] / g["actual"]).to_numpy(float)
+            ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+            if not len(ratio):
+                continue
+            x = j + (i - (len(ks) - 1) / 2) * 0.35
+            boxes.append(ratio), pos.append(x), colours.append(LAW_COLOURS.get(law, "#444444"))
+            covered = g["covered"].astype(float).mean() if "covered" in g else np.nan
+            ax_r.text(x, 14, f"k={k}\n{covered:.0%}", ha="center", va="bottom", fontsize=6.5)
+        ticks.append(law)
+    parts = ax_r.boxplot(boxes, positions=pos, widths=0.3, whis=(5, 95), showfliers=False,
+                         patch_artist=True, medianprops={"color": "k"})
+    for patch, colour in zip(parts["boxes"], colours):
+        patch.set(facecolor=colour, alpha=0.6)
     ax_r.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax_r.set(yscale="log", xticks=range(len(laws)), xticklabels=laws,
-             ylabel=f"predicted / actual (bar: {level} PI)", title="extrapolation error by law")
+    ax_r.set(yscale="log", ylim=(0.05, 40), xticks=range(len(laws)), xticklabels=ticks,
+             xlim=(-0.6, len(laws) - 0.4), ylabel="predicted / actual (box: IQR, whiskers: 5–95%)",
+             title=f"error per law and k (label: share inside {level} PI)")
     return save(fig, out / "laws_holdout.png")
 
 
@@ -147,11 +179,14 @@ def strategy(data: ReportData, out: Path, sources: list[str], models: dict[str, 
         for j, (model, g) in enumerate(best.groupby("model", sort=True)):
             for fam, h in g.groupby("strategy_family", sort=True):
                 ax.plot(h["n_accelerators"], h["util"], SCENARIO_STYLES[j % 4], marker=MARKERS[j % 10],
-                        ms=4, color=STRATEGY_COLOURS.get(fam, "#999999"), label=f"{fam} · {model}")
+                        ms=4, color=STRATEGY_COLOURS.get(fam, "#999999"), label=f"{STRATEGY_NAMES.get(fam, fam)} · {model}")
         metric = "/".join(sorted(best["metric"].unique()))
         families = ", ".join(sorted(best["accelerator_family"].dropna().unique()))
         ax.set(xscale="log", xlabel="accelerators N", ylabel=f"best {metric} at N",
                title=f"{source} ({families})", ylim=(0, None))
+        # N spans one or two decades here: plain counts read better than 4×10²
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
         ax.legend(frameon=False, fontsize=6.5, title="strategy family · model", title_fontsize=7)
     return save(fig, out / "strategy.png")
 
@@ -188,10 +223,13 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
 
 def power_cost(data: ReportData, out: Path) -> Path:
     """Energy per token and tokens per accelerator-hour against N."""
-    fig, (ax_e, ax_c) = new_figure(2, 4.0)
     c = data.comparison
-    for ax, col, ylabel in ((ax_e, "energy_j_per_token", "energy per token (J)"),
-                            (ax_c, "tokens_per_accelerator_hour", "tokens per accelerator-hour")):
+    has_energy = "energy_j_per_token" in c and c["energy_j_per_token"].notna().any()
+    # without any energy figure the panel would be an empty half page: draw throughput alone
+    fig, axes = new_figure(2 if has_energy else 1, 4.0, squeeze=False)
+    panels = ([("energy_j_per_token", "energy per token (J)")] if has_energy else []) + [
+        ("tokens_per_accelerator_hour", "tokens per accelerator-hour")]
+    for ax, (col, ylabel) in zip(axes[0], panels):
         g = c[c[col].notna()] if col in c else c
         if g.empty:
             note(ax, f"no runs report {ylabel}")
@@ -204,17 +242,19 @@ def power_cost(data: ReportData, out: Path) -> Path:
                     alpha=0.8, color=family_colour(fam))
         for fam in sorted(g["accelerator_family"].dropna().unique()):
             ax.plot([], [], "o", color=family_colour(fam), label=fam)
-        ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel=ylabel)
-        ax.legend(frameon=False, ncol=2)
-    ax_e.set_title("energy per token (best per model and N)")
-    ax_c.set_title("tokens per accelerator-hour (best per model and N)")
+        ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel=ylabel,
+               title=f"{ylabel} (best per model and N; one line per model)")
+        ax.legend(frameon=False, ncol=2, title="accelerator family", title_fontsize=7)
+    if not has_energy:
+        fig.text(0.99, 0.01, "no run reports energy per token", ha="right", fontsize=7,
+                 color="#555555")
     return save(fig, out / "power_cost.png")
 
 
 def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
     """Utilization against training compute per scenario (colour: the scenario's accelerator
     family; line style: the variant), knee and wall marked, measured runs overlaid."""
-    fig, ax = new_figure(1, 4.6)
+    fig, ax = new_figure(1, 5.2)
     f, theory = data.frontier, data.metrics["theory"]
     if f.empty:
         note(ax, "no frontier from the theory stage")
@@ -231,7 +271,8 @@ def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
         ax.plot(g["training_flop"], g["utilization"], ls=ls, color=colour, lw=1.4, label=scen)
         for key, sym in (("knee_flop", "v"), ("wall_flop", "x")):
             x = marks.get(key)
-            if x and len(g):
+            # a wall "beyond the grid" is the grid's edge, not a wall: left unmarked
+            if x and len(g) and not (key == "wall_flop" and marks.get("wall_beyond_grid")):
                 y = np.interp(np.log(x), np.log(g["training_flop"]), g["utilization"])
                 ax.plot([x], [y], sym, color=colour, mec="k", ms=7)
     c = data.comparison
@@ -246,7 +287,8 @@ def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
     ax.set(xscale="log", xlabel="training compute (FLOP)", ylabel="utilization (MFU)",
            title="frontier per scenario (colour: accelerator family), measured runs overlaid",
            ylim=(0, 1.05))
-    ax.legend(frameon=False, ncol=2, fontsize=7, loc="lower left")
+    # under the axes: inside, it covers the smallest measured runs
+    ax.legend(frameon=False, ncol=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     return save(fig, out / "frontier.png")
 
 
@@ -279,7 +321,7 @@ def gap(data: ReportData, out: Path, limit: int) -> Path:
         left += v
     ax.set_yticks(range(len(top)), labels, fontsize=7)
     ax.set(xlim=(0, 1), xlabel="share of measured step time",
-           title="where the measured step time goes (largest-N runs of each source)")
+           title="where the measured step time goes (largest-N runs per source)")
     ax.legend(frameon=False, ncol=5, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return save(fig, out / "gap.png")
 

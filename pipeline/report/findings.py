@@ -13,6 +13,15 @@ import pandas as pd
 
 from pipeline.report.data import ReportData
 
+# An extrapolation band whose upper end is more than this factor above its lower end is reported
+# as uninformative rather than quoted as if it constrained anything.
+BAND_SPAN = 10.0
+# Laws ranked by held-out error only when they predict at least this share of the held-out
+# cases (as the fit stage's ``default_law_min_success``).
+MIN_SUCCESS = 0.8
+# Accelerator families with fewer (best-per-point) MFU values are listed, not ranked.
+MIN_POINTS = 3
+
 
 def _f(x: Any) -> float | None:
     try:
@@ -69,11 +78,21 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     out: dict[str, Any] = {"threshold": m.get("efficiency_threshold", 0.5),
                            "interval": m.get("interval", 0.95), "law": m.get("default_law"),
                            "law_engine": m.get("law_engine"), "kinds": {}, "targets": [],
-                           "table": []}
+                           "table": [], "n_half_law_count": 0, "table_total": 0}
     if summ.empty:
         return out
+    fastest = fastest_at_n_max(summ, curves)
+    runs = _ok(d.runs) if not d.runs.empty else d.runs
+    growing = (set(runs.groupby("series_id")["params"].nunique().loc[lambda x: x > 1].index)
+               if "params" in runs else set())
     for kind, g in summ.groupby("scaling", sort=True):
-        worst = g.sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
+        # The steepest loss among configurations that were the fastest of their model at their
+        # largest N: a sweep's deliberately poor layouts (pp=32 for an 8B model) do not qualify.
+        pool = g[g["series_id"].isin(fastest)]
+        worst = (pool if len(pool) else g).sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
+        above = g[g["efficiency_at_n_max"] > 1.0]
+        grows = above["series_id"].isin(growing)
+        dominant = g["source"].value_counts()
         by_source = []
         for src, h in g.groupby("source", sort=True):
             by_source.append({"source": src, "n_series": len(h),
@@ -85,10 +104,21 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
             "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
             "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
             "median_span": _f((g["n_max"] / g["n_min"]).median()),
+            "q25": _f(g["efficiency_at_n_max"].quantile(0.25)),
+            "q75": _f(g["efficiency_at_n_max"].quantile(0.75)),
+            "n_sources": int(g["source"].nunique()),
             "n_below": int((g["efficiency_at_n_max"] < out["threshold"]).sum()),
+            "n_above_one": len(above),
+            "above_sources": sorted(above["source"].unique()),
+            "above_growing": int(grows.sum()),
+            # one source holding most series (a configuration sweep) sets the overall median
+            "dominant": ({"source": dominant.index[0], "n_series": int(dominant.iloc[0])}
+                         if len(dominant) > 1 and dominant.iloc[0] > len(g) / 2 else None),
             "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
                       "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
-                      "model": worst["model"], "strategy": worst["strategy_family"]},
+                      "model": worst["model"], "strategy": worst["strategy_family"],
+                      "source": worst["source"], "family": worst["accelerator_family"],
+                      "fastest": bool(len(pool))},
         }
     t = curves[curves["kind"] == "target"] if not curves.empty else curves
     for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
@@ -102,6 +132,11 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
             "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
             "median_high": _f(h["efficiency_law_high"].median()),
             "median_theory": _f(th.median()) if len(th) else None})
+        low, high = out["targets"][-1]["median_low"], out["targets"][-1]["median_high"]
+        # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
+        # says the law is unconstrained there; the prose says so instead of quoting it bare
+        out["targets"][-1]["informative"] = bool(
+            low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
     out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
     span = summ.assign(_span=summ["n_max"] / summ["n_min"])
     shown = (span.sort_values(["source", "_span", "series_id"], ascending=[True, False, True])
@@ -121,6 +156,20 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     return out
 
 
+def fastest_at_n_max(summ: pd.DataFrame, curves: pd.DataFrame, tolerance: float = 0.95
+                     ) -> set[str]:
+    """Series whose measured throughput at their largest N is within ``tolerance`` of the
+    fastest series of the same source, model, accelerator family and metric at that N."""
+    if curves.empty or summ.empty:
+        return set()
+    m = curves[curves["kind"] == "measured"]
+    key = ["source", "model", "accelerator_family", "y_metric", "n_accelerators"]
+    best = m.groupby(key, dropna=False)["y"].transform("max")
+    top = m[m["y"] >= tolerance * best][["series_id", "n_accelerators"]]
+    at_max = summ[["series_id", "n_max"]].rename(columns={"n_max": "n_accelerators"})
+    return set(at_max.merge(top, on=["series_id", "n_accelerators"])["series_id"])
+
+
 def laws_section(d: ReportData) -> dict[str, Any]:
     """Per law: fits that converged, how often best by AICc, median ΔAICc, and on held-out
     points per k: median and p90 absolute percentage error and prediction-interval coverage."""
@@ -129,7 +178,9 @@ def laws_section(d: ReportData) -> dict[str, Any]:
     out: dict[str, Any] = {"table": [], "default_law": fm.get("default_law") or d.metrics["compare"].get("default_law"),
                            "n_series_fitted": int(fits["series_id"].nunique()) if len(fits) else 0,
                            "n_holdout": len(ex), "holdout_k": ks,
-                           "interval": fm.get("interval", d.metrics["compare"].get("interval", 0.95))}
+                           "interval": fm.get("interval", d.metrics["compare"].get("interval", 0.95)),
+                           "default": None, "best_ape": None, "common": None, "dropped": [],
+                           "aicc_ranked": [], "n_aicc": 0, "min_success": MIN_SUCCESS}
     if fits.empty:
         return out
     conv = fits["converged"].fillna(False).astype(bool) if "converged" in fits else True
@@ -152,9 +203,30 @@ def laws_section(d: ReportData) -> dict[str, Any]:
             apes.append(row[f"k{k}"]["median_ape"])
         row["mean_median_ape"] = _f(np.mean(apes)) if apes and None not in apes else None
         out["table"].append(row)
-    scored = [r for r in out["table"] if r["mean_median_ape"] is not None]
+    for row in out["table"]:
+        tried = sum(row[f"k{k}"]["n"] + row[f"k{k}"]["failed"] for k in ks)
+        row["success"] = _f(sum(row[f"k{k}"]["n"] for k in ks) / tried) if tried else None
+    # Medians over each law's own successes compare different cases: a law that predicts only
+    # the easy third of them looks best. Rank only laws that predict most cases (the fit
+    # stage's own rule, ``fit.default_law_min_success``, whose eligible laws are the keys of
+    # ``default_law_scores``; without them, a law's share of predictions made here).
+    eligible = set(fm.get("default_law_scores") or {}) or {
+        r["law"] for r in out["table"] if (r["success"] or 0) >= MIN_SUCCESS}
+    scored = [r for r in out["table"] if r["mean_median_ape"] is not None and r["law"] in eligible]
+    out["min_success"] = MIN_SUCCESS
     out["best_ape"] = min(scored, key=lambda r: (r["mean_median_ape"], r["law"])) if scored else None
-    out["best_aicc"] = max(out["table"], key=lambda r: (r["best"], r["law"]))
+    out["default"] = next((r for r in out["table"] if r["law"] == out["default_law"]), None)
+    out["dropped"] = [r for r in out["table"] if r["mean_median_ape"] is not None
+                      and r["law"] not in eligible]
+    ranked = sorted(out["table"], key=lambda r: (-r["best"], r["law"]))
+    out["best_aicc"], out["aicc_ranked"] = ranked[0], ranked
+    out["n_aicc"] = sum(r["best"] for r in out["table"])
+    out["common"] = None
+    common = fm.get("all_laws_common") or {}
+    apes = {k: v for k, v in (common.get("mean_median_ape") or {}).items() if _f(v) is not None}
+    if apes:
+        law = min(apes, key=lambda k: (apes[k], k))
+        out["common"] = {"n_cases": common.get("n_cases"), "law": law, "ape": _f(apes[law])}
     return out
 
 
@@ -168,7 +240,7 @@ def strategy_runs(runs: pd.DataFrame, source: str, models: list[str] | None) -> 
     g = g.assign(util=g["mfu"].fillna(g["hfu"]), metric=np.where(g["mfu"].notna(), "MFU", "HFU"))
     g = g.dropna(subset=["util"])
     best = g.groupby(["model", "strategy_family", "n_accelerators"], sort=True).agg(
-        util=("util", "max"), metric=("metric", "first"),
+        util=("util", "max"), configs=("util", "size"), metric=("metric", "first"),
         accelerator_family=("accelerator_family", "first")).reset_index()
     return best
 
@@ -190,7 +262,8 @@ def strategy_section(d: ReportData, sources: list[str], models: dict[str, list[s
                 fams.append({"family": fam, "n_min": int(h["n_accelerators"].iloc[0]),
                              "n_max": int(h["n_accelerators"].iloc[-1]),
                              "u_min": _f(h["util"].iloc[0]), "u_max": _f(h["util"].iloc[-1]),
-                             "kept": _f(h["util"].iloc[-1] / h["util"].iloc[0])})
+                             "kept": _f(h["util"].iloc[-1] / h["util"].iloc[0]),
+                             "configs_at_max": int(h["configs"].iloc[-1])})
             if fams:
                 out.append({"source": src, "model": model, "families": fams,
                             "metric": "/".join(sorted(g["metric"].unique())),
@@ -225,6 +298,14 @@ def hardware_section(d: ReportData) -> dict[str, Any]:
         ratio = g["flop_per_hbm_byte"].median() if "flop_per_hbm_byte" in g else np.nan
         out["table"].append({"family": fam, "runs": len(g), "median_mfu": _f(g["mfu"].median()),
                              "max_mfu": _f(g["mfu"].max()), "flop_per_byte": _f(ratio)})
+    # a family's median is only ranked when it rests on a few points, not on one paper's run
+    out["ranked"] = sorted((r for r in out["table"] if r["runs"] >= MIN_POINTS),
+                           key=lambda r: (r["median_mfu"], r["family"]))
+    out["thin"] = [r for r in out["table"] if r["runs"] < MIN_POINTS]
+    out["min_points"] = MIN_POINTS
+    measured = {r["family"] for r in out["table"]}
+    out["no_mfu"] = sorted(set(_ok(d.runs)["accelerator_family"].dropna()) - measured) \
+        if not d.runs.empty else []
     return out
 
 
@@ -251,16 +332,18 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
     c, th = d.comparison, d.metrics["theory"]
     scen = [{"scenario": k, "knee": _f(v.get("knee_flop")), "wall": _f(v.get("wall_flop")),
              "accelerator": v.get("accelerator"), "precision": v.get("precision"),
-             "plateau": _f(v.get("plateau_utilization"))}
+             "plateau": _f(v.get("plateau_utilization")),
+             "wall_beyond_grid": bool(v.get("wall_beyond_grid", False))}
             for k, v in sorted(th.items()) if isinstance(v, dict) and "knee_flop" in v]
     base = next((s for s in scen if s["scenario"] == baseline), None) or next(
         (s for s in scen if "baseline" in s["scenario"]), scen[0] if scen else None)
     out: dict[str, Any] = {"scenarios": scen, "baseline": base,
-                           "duration_days": d.metrics["compare"].get("frontier_duration_days")}
+                           "duration_days": d.metrics["compare"].get("frontier_duration_days"),
+                           "n_bound": 0, "binding": [], "dominant": None}
     if c.empty or "fraction_of_ceiling" not in c:
         return out
     frac = c["fraction_of_ceiling"].dropna()
-    out.update(n_bound=len(frac), median_frac=_f(frac.median()), q25=_f(frac.quantile(0.25)),
+    out.update(dominant=None, n_bound=len(frac), median_frac=_f(frac.median()), q25=_f(frac.quantile(0.25)),
                q75=_f(frac.quantile(0.75)), n_exceeds=int((frac > 1).sum()),
                median_unexplained=_f(c["share_unexplained"].dropna().median()))
     by_source = []
@@ -274,7 +357,16 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
                           "median_mfu": _f(g["mfu"].median()),
                           "binding": bind.index[0] if len(bind) else None})
     out["by_source"] = sorted(by_source, key=lambda r: (-r["runs"], r["source"]))
-    binding = c["binding"].dropna().value_counts() if "binding" in c else pd.Series(dtype=int)
+    top = out["by_source"][0] if by_source else None
+    if top and len(by_source) > 1 and top["runs"] > len(frac) / 2:
+        # one sweep holds most runs; the other sources' runs are quoted apart
+        rest = c[c["source"] != top["source"]]["fraction_of_ceiling"].dropna()
+        out["dominant"] = {"source": top["source"], "runs": top["runs"], "median": top["median"],
+                           "rest_runs": len(rest), "rest_median": _f(rest.median()),
+                           "rest_q25": _f(rest.quantile(0.25)), "rest_q75": _f(rest.quantile(0.75))}
+    # counted over the runs with a measured MFU, the same runs as the fractions above
+    binding = (c.loc[c["fraction_of_ceiling"].notna(), "binding"].dropna().value_counts()
+               if "binding" in c else pd.Series(dtype=int))
     out["binding"] = [{"binding": k, "count": int(v)} for k, v in sorted(binding.items())]
     out["n_binding"] = int(binding.sum())
     placed = c.dropna(subset=["training_flop"])

@@ -13,6 +13,8 @@ from typing import Any
 
 import jinja2
 
+from pipeline.report.style import STRATEGY_NAMES
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
@@ -49,11 +51,16 @@ def times(x: Any, digits: int = 2) -> str:
     return f"×{x:.{digits}f}" if _finite(x) else "n/a"
 
 
+def strategy(family: Any) -> str:
+    """'fsdp' -> 'FSDP/ZeRO-3'; an unlisted family is shown as it is."""
+    return STRATEGY_NAMES.get(str(family), str(family))
+
+
 def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=autoescape, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(pct=pct, sci=sci, num=num, times=times)
+    env.filters.update(pct=pct, sci=sci, num=num, times=times, strategy=strategy)
     return env
 
 

@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 FAMILY_COLOURS = {
     "V100": "#8c564b", "A100": "#1f77b4", "H100": "#d62728", "H200": "#ff7f0e",
     "B200": "#9467bd", "GB200": "#e377c2", "GB300": "#c51b7d", "MI300X": "#7f7f7f",
+    "B300": "#6a3d9a", "L40S": "#f7b6d2", "MI325X": "#525252", "MI350X": "#a3a3a3",
+    "MI355X": "#cccccc",
     "Gaudi2": "#252525", "TPU-v3": "#bcbd22", "TPU-v4": "#2ca02c", "TPU-v5e": "#17becf",
     "TPU-v5p": "#006d2c", "TPU-v6e": "#74c476",
 }
@@ -22,6 +24,11 @@ _SPARE = ("#636363", "#969696", "#6baed6", "#fd8d3c", "#807dba")
 STRATEGY_COLOURS = {
     "fsdp": "#d95f02", "ddp": "#e6ab02", "hybrid_fsdp": "#a6761d", "tp": "#7570b3",
     "pp": "#66a61e", "tp_pp": "#1b9e77", "3d": "#e7298a", "unknown": "#999999",
+}
+# Readable names of pipeline.schema.STRATEGY_FAMILIES for prose and legends.
+STRATEGY_NAMES = {
+    "ddp": "DDP", "fsdp": "FSDP/ZeRO-3", "hybrid_fsdp": "hybrid FSDP", "tp": "TP", "pp": "PP",
+    "tp_pp": "TP+PP", "3d": "3D", "unknown": "unstated",
 }
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 DPI = 110

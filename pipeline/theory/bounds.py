@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from pipeline.config import get
+from pipeline.config import ConfigError, get
 from pipeline.theory.cost import COMPONENTS, step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
@@ -41,6 +41,7 @@ class BoundDefaults:
     blocks_per_layer: float = 2.0
     attention_flops: bool = True
     interleave: str = "max"
+    fsdp_gather: str = "step"
     moe_expert_fraction: float = 0.67
     moe_top_k: float = 2.0
     tolerance: float = 0.005
@@ -55,6 +56,10 @@ def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
     for name in ("precision",):
         values[name] = get(params, f"theory.bounds.{name}", str, default=getattr(base, name))
     values["interleave"] = get(params, "theory.bounds.interleave", str, default=base.interleave)
+    values["fsdp_gather"] = get(params, "theory.bounds.fsdp_gather", str, default=base.fsdp_gather)
+    if values["fsdp_gather"] not in ("step", "microbatch"):
+        raise ConfigError("params: field 'theory.bounds.fsdp_gather' must be 'step' or "
+                          "'microbatch'")
     values["attention_flops"] = get(params, "theory.bounds.attention_flops", bool,
                                     default=base.attention_flops)
     for name in ("seq_len", "micro_batch_sequences", "aspect_ratio", "blocks_per_layer",
@@ -206,6 +211,7 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     notes.add(~(zero >= 0) & fsdp & ~no_bound, "zero_stage=3 (FSDP)")
     notes.add(~(zero >= 0) & ~fsdp & ~no_bound, "zero_stage=1")
     zero = np.where(zero >= 0, zero, np.where(fsdp, 3.0, 1.0))
+    notes.add((zero >= 3) & ~no_bound, f"fsdp_gather={dflt.fsdp_gather}")
 
     # Batch: sequences split over dp (cp splits each sequence and does not multiply them).
     batch = _col(runs, "global_batch_tokens")
@@ -256,7 +262,8 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
                   n_experts=safe(at(n_experts)), attention_flop_per_token=safe(at(attention), 0.0))
     layout = Layout(dp=safe(replicas / ep), tp1=safe(c_tp), pp=safe(c_pp), ep=safe(ep),
                     microbatches=safe(m), zero_stage=safe(at(zero), 1.0), interleave=safe(v))
-    run_const = replace(const, blocks_per_layer=dflt.blocks_per_layer)
+    run_const = replace(const, blocks_per_layer=dflt.blocks_per_layer,
+                        fsdp_gather=dflt.fsdp_gather)
     cand = _cost_by_width(hw, shape, layout, safe(at(batch)), run_const, safe(at(width), 2.0))
     # Best valid candidate per run (first on ties).
     score = np.where(valid, cand.utilization, -np.inf)
@@ -268,6 +275,9 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     notes.add(searched & found, lambda i: f"layout searched: tp={c_tp[pick][i]:g}, "
               f"pp={c_pp[pick][i]:g} (best 1-D TP x PP dividing n_accelerators)")
     notes.add(searched & ~found, "no bound: no TP x PP layout divides n_accelerators")
+    v_pick = v[pick]
+    notes.add(found & (v_pick > 1) & ~no_bound,
+              lambda i: f"interleave={v_pick[i]:g} (L/pp chunks per stage)")
     stated_bad = ~searched & ~found & ~no_bound
     notes.add(stated_bad & (deg["tp"] * deg["pp"] * cp > n_acc),
               "no bound: tp*pp*cp exceeds n_accelerators")

@@ -25,6 +25,8 @@ from pipeline.theory.inputs import Constants, Hardware, Layout, Shape
 
 COMPONENTS = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency")
 BACKWARD_SHARE = 2.0 / 3.0  # backward = 2x forward FLOP [C]
+# ZeRO-3/FSDP bytes per gather round relative to one gradient all-reduce (see step_cost) [R]
+FSDP_PER_ALLREDUCE = 1.5
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,11 @@ def step_cost(hw: Hardware, shape: Shape, layout: Layout, batch_tokens, const: C
     dd_up, dd_out = allreduce_bytes(dense_local, replicas, tp, domain, w)
     de_up, de_out = allreduce_bytes(expert_local, dp, tp * ep, domain, w)
     dp_up, dp_out = dd_up + de_up, dd_out + de_out
-    fsdp = np.where(zero3, 0.75 * m, 0.0)  # 3 (p-1)/p n w = 0.75 x the all-reduce's 4 (p-1)/p
+    # Per microbatch two all-gathers (forward, backward) and one reduce-scatter, each sending
+    # (p-1)/p n w per rank and direction: 3 (p-1)/p n w = 1.5 x the all-reduce's 2 (p-1)/p n w.
+    # Without resharding (fsdp_gather = "step") one all-gather and one reduce-scatter a step.
+    rounds = FSDP_PER_ALLREDUCE * m if const.fsdp_gather == "microbatch" else np.ones_like(m)
+    fsdp = np.where(zero3, rounds, 0.0)
     end = np.where(zero3, 0.0, 1.0)
 
     main_up = (tp_up + pp_up + ep_up + fsdp * dp_up) / _f(hw.scaleup_bytes_per_s)
@@ -226,7 +232,7 @@ def step_cost(hw: Hardware, shape: Shape, layout: Layout, batch_tokens, const: C
     t_tp = _link_seconds(tp_up, tp_out, hw)
     t_pp = _link_seconds(pp_up, pp_out, hw)
     t_ep = _link_seconds(ep_up, ep_out, hw)
-    t_dp = _link_seconds(dp_up, dp_out, hw) * np.where(zero3, 0.75 * m, 1.0)
+    t_dp = _link_seconds(dp_up, dp_out, hw) * np.where(zero3, fsdp, 1.0)
     exposed_dp = np.where(zero3, t_dp, dp_exposed)
     binding = _argmax_first((t_compute, t_hbm, t_tp, exposed_dp, t_pp, t_ep, t_bubble,
                              t_latency))

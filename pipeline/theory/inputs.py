@@ -128,6 +128,11 @@ class Constants:
         dp_overlap: "microbatch" (gradient reduction overlaps the last microbatch's backward
             only) or "step" (it overlaps the whole backward of the step) [R].
         alltoall_passes: MoE all-to-alls per layer: dispatch + combine, forward + backward [R].
+        fsdp_gather: ZeRO-3 traffic. "microbatch": parameters all-gathered forward and
+            backward and gradients reduce-scattered every microbatch (PyTorch FSDP's default
+            reshard-after-forward), 1.5 m gradient all-reduces' worth; "step": parameters
+            gathered once and gradients reduce-scattered once per step (Llama 3's FSDP without
+            resharding), one all-reduce's worth [R].
     """
 
     bytes_per_value: float = 2.0
@@ -137,6 +142,7 @@ class Constants:
     kernels_per_layer: float = 4.0
     dp_overlap: str = "step"
     alltoall_passes: float = 4.0
+    fsdp_gather: str = "microbatch"
 
 
 def hardware_from_spec(spec: Mapping[str, Any], peak_flops_per_s: float | None,

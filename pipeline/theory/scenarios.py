@@ -107,6 +107,8 @@ def baseline_constants(params: Mapping[str, Any]) -> tuple[Laws, Constants, Sear
     const = _dataclass_from(Constants, params, "theory.model")
     if const.dp_overlap not in ("step", "microbatch"):
         raise ConfigError("params: field 'theory.model.dp_overlap' must be 'step' or 'microbatch'")
+    if const.fsdp_gather not in ("step", "microbatch"):
+        raise ConfigError("params: field 'theory.model.fsdp_gather' must be 'step' or 'microbatch'")
     search = _dataclass_from(Search, params, "theory.search")
     if search.interleave not in ("max", "none"):
         raise ConfigError("params: field 'theory.search.interleave' must be 'max' or 'none'")
