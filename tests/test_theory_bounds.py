@@ -82,7 +82,8 @@ def test_assumed_lists_the_defaults_used(bounds):
     assert "; tp=1" not in bare and "; pp=1" not in bare
     assert "; pp=1" in bounds.at["moe", "assumed"]  # tp stated, pp not: pp defaults to 1
     # m = 32 >= pp = 16: interleaved 1F1B with floor(126/16) = 7 chunks, the optimistic default
-    assert bounds.at["llama405", "assumed"] == "ep=1; zero_stage=1; interleave=7 (L/pp chunks per stage)"
+    assert bounds.at["llama405", "assumed"] == \
+        "ep=1; zero_stage=1; interleave=7 (L/pp chunks per stage)"
     # The H200 has no scale-out figure in the catalog: the params default is used and named.
     assert "scaleout_bytes_per_s=5e+10" in bounds.at["h200", "assumed"]
     assert "expert_fraction" in bounds.at["moe", "assumed"]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
-from pipeline.report.data import ReportData, select_series, short_label
+from pipeline.report.data import ReportData, best_per_point, select_series, short_label
 from pipeline.report.findings import strategy_runs
 from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
                                    new_figure, note, save)
@@ -33,14 +33,6 @@ def representative_runs(c: pd.DataFrame, per_source: int | None = None) -> pd.Da
     if per_source:
         r = r.groupby("source", sort=False).head(per_source)
     return r.sort_values(["source", "n_accelerators", "run_id"])
-
-
-def best_per_point(c: pd.DataFrame, col: str, keys: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The best (highest) ``col`` per (source, model, accelerator family, N, *keys): a grid
-    search of thousands of configurations counts as one point per N, its best one."""
-    by = ["source", "model", "accelerator_family", "n_accelerators", *keys]
-    g = c.dropna(subset=[col, *keys])
-    return g.loc[g.groupby(by, sort=True)[col].idxmax()] if len(g) else g
 
 
 def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -217,6 +209,10 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
     ax.set(xscale="log", xlabel="peak FLOP/s ÷ HBM bytes/s at the run's precision (FLOP/byte)",
            ylabel="best MFU per source, model and N (median, IQR)",
            title="utilization against compute-to-bandwidth ratio", ylim=(0, 1.05))
+    # the ratios span under a decade, so the labelled ticks are minor ones: plain numbers
+    # (set after the log scale, which resets formatters)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper right")
     return save(fig, out / "hardware.png")
 

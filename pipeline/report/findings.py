@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.report.data import ReportData
+from pipeline.report.data import ReportData, best_per_point
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
@@ -292,7 +292,6 @@ def hardware_section(d: ReportData) -> dict[str, Any]:
     out: dict[str, Any] = {"table": [], "regression": hardware_regression(d.metrics["fit"])}
     if c.empty:
         return out
-    from pipeline.report.figures import best_per_point  # one definition of "best per point"
     best = best_per_point(c, "mfu")
     for fam, g in best.groupby("accelerator_family", sort=True):
         ratio = g["flop_per_hbm_byte"].median() if "flop_per_hbm_byte" in g else np.nan
