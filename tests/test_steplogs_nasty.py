@@ -190,3 +190,31 @@ def test_steps_dir_holds_the_same_rows_one_file_per_log(tmp_path):
     assert back.equals(frame.sort_values(["path", "step", "segment", "rank", "line"],
                                          kind="stable", ignore_index=True))
     assert set(back.path) == set(files)
+
+
+def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path):
+    """The Parquet file written one log slice at a time holds the in-memory rows of every
+    accepted log, with its run id, sorted by (run_id, path, step, segment, rank, line)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.ingest.steplog_store import write_steps_parquet
+
+    records, frame = read_logs(FIXTURES, PARAMS)
+    read_logs(FIXTURES, PARAMS, steps_dir=tmp_path / "steps")
+    run_by_path = {r.path: f"run{len(records) - i:03d}" for i, r in enumerate(records)
+                   if r.reason is None}
+    schema = pa.schema([("run_id", pa.string()), ("path", pa.string()), ("step", pa.int64()),
+                        ("step_time_s", pa.float64()), ("segment", pa.int64()),
+                        ("rank", pa.int32()), ("line", pa.int64()), ("loss", pa.float64()),
+                        ("used", pa.bool_())])
+    n = write_steps_parquet(tmp_path / "steps", run_by_path, tmp_path / "steps.parquet", schema)
+    got = pq.read_table(tmp_path / "steps.parquet").to_pandas()
+    want = frame[frame.path.isin(run_by_path)].assign(run_id=lambda f: f.path.map(run_by_path))
+    want = want.sort_values(["run_id", "path", "step", "segment", "rank", "line"],
+                            kind="stable", ignore_index=True)[schema.names]
+    assert n == len(got) == len(want) > 0 and len(want) < len(frame)  # a rejected log's rows
+    assert got.equals(want.astype({"path": object, "run_id": object}))
+    again = tmp_path / "again.parquet"
+    write_steps_parquet(tmp_path / "steps", run_by_path, again, schema)
+    assert again.read_bytes() == (tmp_path / "steps.parquet").read_bytes()

@@ -77,7 +77,9 @@ class Parser:
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        rows = dense_rows(text, _FAST_RE, "SamplesPerSec=")
+        # Dense check on the field the pattern holds once a line (a timer line also prints
+        # RunningAvgSamplesPerSec=); lines are still those holding "SamplesPerSec=".
+        rows = dense_rows(text, _FAST_RE, "CurrSamplesPerSec=")
         if rows is not None and _clean(rows):
             self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
         else:

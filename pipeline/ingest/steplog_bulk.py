@@ -60,9 +60,12 @@ def float_col(texts: Sequence[str]) -> np.ndarray:
         return np.frombuffer(floats(texts), dtype=np.float64)
 
 
-def human_col(texts: tuple[str, ...]) -> np.ndarray:
+def human_col(texts: Sequence[str]) -> np.ndarray:
     """``human_float`` of each text as float64: plain numbers in one C loop; else each distinct
     text once (``human_format`` prints 3 significant digits, so values repeat)."""
+    out = _arrow_parse(texts, _DECIMAL_CHARS, pa.float64())
+    if out is not None:
+        return out
     try:
         return np.array(texts, dtype=np.float64)
     except (ValueError, TypeError):
@@ -123,7 +126,7 @@ def dense_rows(text: str, pattern: re.Pattern, marker: str,
     return rows if len(rows) == n else None
 
 
-def no_commas(texts: tuple[str, ...]) -> list[str] | tuple[str, ...]:
+def no_commas(texts: Sequence[str]) -> Sequence[str]:
     """``t.replace(",", "")`` of each text (thousands separators), as two C-level passes."""
     joined = "\n".join(texts)
     return joined.replace(",", "").split("\n") if "," in joined else texts

@@ -8,7 +8,8 @@ process that parsed a log write its rows to ``steps_dir/<n>.arrow`` (Arrow IPC, 
 the largest single log being parsed, whatever the number of logs. Read such a folder with
 ``pyarrow.dataset.dataset(steps_dir, format="arrow")`` or file by file
 (``pyarrow.ipc.open_file``); each file holds one log's rows sorted by (step, segment, rank,
-line), ``path`` and ``format`` dictionary-encoded.
+line), ``path`` and ``format`` dictionary-encoded. ``write_steps_parquet`` turns such a folder
+into one Parquet file sorted by (run_id, path, step, ...), one log slice at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
                 "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
@@ -88,3 +90,49 @@ def gather(tables: list[pa.Table]) -> pd.DataFrame:
         start = end
         del table
     return pd.DataFrame(out, copy=False)
+
+
+SLICE_ROWS = 1 << 18
+
+
+def _log_path(file: Path) -> str | None:
+    with pa.memory_map(str(file)) as source:
+        reader = ipc.open_file(source)
+        if not reader.num_record_batches or not reader.get_batch(0).num_rows:
+            return None
+        return reader.get_batch(0).column("path").dictionary[0].as_py()
+
+
+def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: Path,
+                        schema: pa.Schema) -> int:
+    """Stream the per-log files of ``steps_dir`` into one Parquet file; returns its row count.
+
+    Rows of logs with no run in ``run_by_path`` (rejected logs) are left out; the others get
+    their ``run_id`` and come in (run_id, path) order, each log's rows already sorted by
+    (step, segment, rank, line), so the file is sorted by all six. ``schema`` names the
+    columns written, in order, with their types (``run_id`` plus any of ``STEP_COLUMNS``).
+    Memory: one slice of ``SLICE_ROWS`` rows at a time, read memory-mapped. Writer settings
+    are those of ``pipeline.io.write_parquet`` (deterministic bytes), without pandas metadata.
+    """
+    logs = []
+    for file in sorted(Path(steps_dir).glob("*.arrow")):
+        path = _log_path(file)
+        if path is not None and path in run_by_path:
+            logs.append((run_by_path[path], path, file))
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    with pq.ParquetWriter(out_path, schema, compression="zstd", compression_level=3,
+                          use_dictionary=True, write_statistics=True, version="2.6") as writer:
+        for run_id, _, file in sorted(logs):
+            with pa.memory_map(str(file)) as source:
+                table = ipc.open_file(source).read_all()
+                for start in range(0, table.num_rows, SLICE_ROWS):
+                    part = table.slice(start, SLICE_ROWS)
+                    arrays = [pa.array([run_id] * part.num_rows, field.type)
+                              if field.name == "run_id"
+                              else part.column(field.name).cast(field.type) for field in schema]
+                    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                    rows += part.num_rows
+                del table
+    return rows
