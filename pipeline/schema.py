@@ -97,6 +97,11 @@ SERIES_COLUMNS = (
 SERIES_SCHEMA = pa.schema([pa.field(n, t) for n, t in SERIES_COLUMNS])
 
 # Per-step rows of training step logs (``steps.parquet``); parsers may add columns after these.
-STEP_COLUMNS = (("run_id", _S), ("path", _S), ("step", _I), ("step_time_s", _F),
-                ("tokens_per_s", _F))
+STEP_COLUMNS = (
+    ("run_id", _S), ("path", _S), ("step", _I), ("step_time_s", _F), ("tokens_per_s", _F),
+    ("format", _S), ("segment", _I), ("rank", pa.int32()), ("line", _I),
+    ("tokens_per_s_per_accelerator", _F), ("samples_per_s", _F), ("batch_samples", _F),
+    ("loss", _F), ("tflops_per_accelerator", _F), ("mfu", _F), ("wall_s", _F),
+    ("is_warmup", _B), ("is_nan_loss", _B), ("used", _B),
+)
 STEPS_SCHEMA = pa.schema([pa.field(n, t) for n, t in STEP_COLUMNS])

@@ -324,18 +324,6 @@ def test_mlperf_traces_accounting_and_determinism(tmp_path: Path, mlperf_traces:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
-def test_steps_get_their_run_id_and_schema() -> None:
-    steps = pd.DataFrame({"path": ["b.log", "a.log", "a.log", "gone.log"],
-                          "format": ["megatron"] * 4, "step": [1.0, 2.0, 1.0, 1.0],
-                          "step_time_s": [1.5, 1.2, 1.1, 9.0]})
-    frame, schema = stage._steps_frame(steps, {"a.log": "aaaa", "b.log": "bbbb"})
-    assert list(frame["run_id"]) == ["aaaa", "aaaa", "bbbb"]  # the rejected log's steps left out
-    assert list(frame["step"]) == [1, 2, 1]
-    assert schema.names == ["run_id", "path", "step", "step_time_s", "tokens_per_s", "format"]
-    assert str(schema.field("step").type) == "int64"
-    assert str(schema.field("format").type) == "string"
-
-
 def test_duplicates_by_identity_and_by_log_hash() -> None:
     catalog = load_stub().StubCatalog()
     base = {"source": "m", "model": "GPT-3", "accelerator": "H100", "n_accelerators": "8",
@@ -374,7 +362,12 @@ def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:
     steps = pd.read_parquet(tmp_path / "a" / "steps.parquet")
     assert {"published", "mlperf", "log"} <= set(runs["source_kind"])
     log_runs = set(runs.loc[runs["source_kind"] == "log", "run_id"])
-    assert len(steps) > 0 and set(steps["run_id"]) <= log_runs
+    # Every run from a log has its steps; a rejected log's steps are left out.
+    assert len(steps) > 0 and set(steps["run_id"]) == log_runs
+    assert list(steps.columns) == [n for n, _ in STEP_COLUMNS]
+    keys = ["run_id", "path", "step", "segment", "rank", "line"]
+    assert steps[keys].equals(steps.sort_values(keys)[keys].reset_index(drop=True))
+    assert not list((tmp_path / "a").glob(".steps-*"))  # the scratch folder is gone
     for name in ("runs.parquet", "rejects.parquet", "series.parquet", "steps.parquet",
                  "ingest.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

@@ -12,6 +12,7 @@ anything. A run seen twice in a source (same ``run_id``, or the same ``log_sha1`
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from tqdm import tqdm
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
@@ -29,11 +29,12 @@ from pipeline.ingest.normalize import CatalogCache, Options, normalize
 from pipeline.ingest.published import read_published, rel_path
 from pipeline.ingest.records import Record
 from pipeline.ingest.series import assign_series
+from pipeline.ingest.steplog_store import write_steps_parquet
 from pipeline.ingest.steplogs import read_logs
 from pipeline.ingest.validate import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
 from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
-                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEP_COLUMNS)
+                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
 
@@ -89,12 +90,14 @@ def _relative(record: Record) -> Record:
     return replace(record, path=rel, fields=fields)
 
 
-def _step_logs(logs_dir: Path, params: dict[str, Any]) -> tuple[list[Record], pd.DataFrame]:
-    empty = pd.DataFrame({n: pd.Series(dtype=pandas_dtype(t)) for n, t in STEP_COLUMNS})
+def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> list[Record]:
+    """One record per step log; each log's per-step rows go to ``steps_dir`` (one file per log,
+    so memory does not grow with the number of logs)."""
     if not logs_dir.is_dir():
         _warn(f"step logs folder {logs_dir} is absent: no step logs read")
-        return [], empty
-    return read_logs(logs_dir, params)
+        return []
+    records, _ = read_logs(logs_dir, params, steps_dir=steps_dir)
+    return records
 
 
 _ROOT_PREFIX = f"{PROJ_ROOT.as_posix()}/"
@@ -191,37 +194,6 @@ def _metrics(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, 
     }
 
 
-def _steps_frame(steps: pd.DataFrame, run_by_path: dict[str, str]
-                 ) -> tuple[pd.DataFrame, pa.Schema]:
-    """Per-step rows with the ``run_id`` of their log, and the schema to write them with.
-
-    The columns of ``STEP_COLUMNS`` come first with their schema types; a parser's other
-    columns follow in its order, typed from their values (strings for text).
-    """
-    steps = steps.copy()
-    steps["run_id"] = steps["path"].map(run_by_path) if len(steps) else pd.Series(dtype=object)
-    # Steps of a log that was rejected belong to no run; the log itself is in rejects.
-    steps = steps[steps["run_id"].notna()]
-    known = dict(STEP_COLUMNS)
-    for name, arrow_type in STEP_COLUMNS:
-        if name not in steps.columns:
-            steps[name] = pd.Series(dtype=pandas_dtype(arrow_type))
-        steps[name] = steps[name].astype(pandas_dtype(arrow_type))
-    order = [n for n, _ in STEP_COLUMNS] + [c for c in steps.columns if c not in known]
-    steps = steps[order]
-    keys = ["run_id", "path", "step"] + [c for c in ("segment", "rank", "line") if c in steps]
-    steps = steps.sort_values(keys, kind="stable").reset_index(drop=True)
-    fields = []
-    for name in order:
-        if name in known:
-            fields.append(pa.field(name, known[name]))
-        elif steps[name].dtype == object:
-            fields.append(pa.field(name, pa.string()))
-        else:
-            fields.append(pa.field(name, pa.from_numpy_dtype(steps[name].dtype)))
-    return steps, pa.schema(fields)
-
-
 def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     """Run the ingest stage; return the metrics written to ``metrics_path``."""
@@ -230,35 +202,36 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
     published_dir, logs_dir, out_dir = Path(published_dir), Path(logs_dir), Path(out_dir)
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
-    log_records, steps = _step_logs(logs_dir, params)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".steps-", dir=out_dir) as scratch:
+        log_records = _step_logs(logs_dir, params, Path(scratch))
 
-    def records() -> Iterator[Record]:
-        if published_dir.is_dir():
-            yield from read_published(published_dir)
-        yield from _mlperf_records(mlperf_roots)
-        yield from log_records
+        def records() -> Iterator[Record]:
+            if published_dir.is_dir():
+                yield from read_published(published_dir)
+            yield from _mlperf_records(mlperf_roots)
+            yield from log_records
 
-    stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
-                  disable=not sys.stderr.isatty())
-    runs, rejects, read = convert(stream, catalog, options)
-    check_accounting(read, runs, rejects)
+        stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
+                      disable=not sys.stderr.isatty())
+        runs, rejects, read = convert(stream, catalog, options)
+        check_accounting(read, runs, rejects)
 
-    runs.sort(key=lambda r: r["run_id"])
-    series = assign_series(runs)
-    run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
-    rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
-
-    runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
-    write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
-    write_parquet(_frame(rejects, REJECTS_SCHEMA_COLUMNS), out_dir / "rejects.parquet",
-                  REJECTS_SCHEMA)
-    write_parquet(_frame(series, SERIES_COLUMNS), out_dir / "series.parquet", SERIES_SCHEMA)
-    steps_df, steps_schema = _steps_frame(steps, run_by_path)
-    write_parquet(steps_df, out_dir / "steps.parquet", steps_schema)
-    metrics = _metrics(read, runs, rejects, series, len(steps_df))
+        runs.sort(key=lambda r: r["run_id"])
+        series = assign_series(runs)
+        rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
+        runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
+        write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
+        write_parquet(_frame(rejects, REJECTS_SCHEMA_COLUMNS), out_dir / "rejects.parquet",
+                      REJECTS_SCHEMA)
+        write_parquet(_frame(series, SERIES_COLUMNS), out_dir / "series.parquet", SERIES_SCHEMA)
+        # Steps of a rejected log belong to no run and are left out (the log is in rejects).
+        run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
+        n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
+                                      STEPS_SCHEMA)
+    metrics = _metrics(read, runs, rejects, series, n_steps)
     write_json(metrics, metrics_path)
     t = metrics["totals"]
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "
           f"{t['rejects']} rejects, {t['series']} series", file=sys.stderr)
     return metrics
-

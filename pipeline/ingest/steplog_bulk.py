@@ -38,8 +38,8 @@ def _arrow_parse(texts: Sequence[str], chars: bytes, typ: pa.DataType) -> np.nda
         data = "\n".join(texts).encode("ascii")
     except UnicodeEncodeError:
         return None
-    if data.translate(None, chars):
-        return None
+    if data.translate(None, chars) or data.count(b"\n") != len(texts) - 1:
+        return None  # another character, or a text holding a newline (one split per text)
     try:
         return pc.cast(pc.split_pattern(pa.array([data], pa.binary()), b"\n").flatten(),
                        typ).to_numpy()

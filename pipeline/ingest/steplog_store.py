@@ -2,7 +2,7 @@
 written to disk one file per log.
 
 ``read_logs`` (``pipeline.ingest.steplogs``) either returns every log's rows in one DataFrame
-(memory grows with the number of steps: ~110 bytes a row) or, given ``steps_dir``, has the
+(memory grows with the number of steps: ~120 bytes a row) or, given ``steps_dir``, has the
 process that parsed a log write its rows to ``steps_dir/<n>.arrow`` (Arrow IPC, uncompressed,
 ``n`` the log's place in sorted path order) and keeps none of them: memory then stays that of
 the largest single log being parsed, whatever the number of logs. Read such a folder with
@@ -15,6 +15,7 @@ into one Parquet file sorted by (run_id, path, step, ...), one log slice at a ti
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,23 +39,33 @@ def _in_order(columns: dict[str, np.ndarray]) -> np.ndarray | None:
     return np.lexsort([columns[k] for k in ("line", "rank", "segment", "step")])
 
 
-def steps_table(shown: str, fmt: str, columns: dict[str, np.ndarray]) -> pa.Table:
-    """One log's step rows as an Arrow table in ``STEP_COLUMNS`` order, sorted; numeric columns
-    are wrapped without copying where already in order."""
-    n = len(columns["step"])
+def steps_rows(shown: str, fmt: str, columns: dict[str, np.ndarray]) -> dict[str, Any]:
+    """One log's step rows, sorted: ``path`` and ``format`` (one text each) and a numpy
+    array per other column of ``STEP_COLUMNS`` (views, not copies, where already in order).
+    numpy, not Arrow, so that rows sent back by a worker are freed to the system as soon as
+    ``gather`` has copied them."""
     order = _in_order(columns)
-    arrays = {}
-    for name, value in ((n_, v) for n_, v in zip(("path", "format"), (shown, fmt))):
-        arrays[name] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)),
-                                                      pa.array([value], pa.string()))
+    rows: dict[str, Any] = {"path": shown, "format": fmt}
     for name in STEP_COLUMNS[2:]:
         col = np.asarray(columns[name])
-        arrays[name] = pa.array(col if order is None else col[order])
-    return pa.table(arrays)
+        rows[name] = col if order is None else col[order]
+    return rows
 
 
-def write_steps(table: pa.Table, path: Path) -> None:
-    """One log's rows to an Arrow IPC file (no compression: written and read at memory speed)."""
+def n_rows(rows: dict[str, Any]) -> int:
+    """Number of step rows in ``steps_rows`` output."""
+    return len(rows["step"])
+
+
+def write_steps(rows: dict[str, Any], path: Path) -> None:
+    """One log's rows to an Arrow IPC file (no compression: written and read at memory speed;
+    ``path`` and ``format`` dictionary-encoded, the numbers wrapped without copying)."""
+    n = n_rows(rows)
+    codes = pa.array(np.zeros(n, dtype=np.int8))
+    arrays = {c: pa.DictionaryArray.from_arrays(codes, pa.array([rows[c]], pa.string()))
+              for c in _TEXT}
+    arrays.update((c, pa.array(rows[c])) for c in STEP_COLUMNS[2:])
+    table = pa.table({c: arrays[c] for c in STEP_COLUMNS})
     with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
@@ -67,28 +78,23 @@ def empty_frame() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, np.float64)) for c in STEP_COLUMNS})
 
 
-def gather(tables: list[pa.Table]) -> pd.DataFrame:
-    """Stack the logs' tables (in the given order) into one frame, freeing each table as it is
+def gather(logs: list[dict[str, Any]]) -> pd.DataFrame:
+    """Stack the logs' rows (in the given order) into one frame, freeing each log's as it is
     copied: peak is the result plus one log's rows, not twice the result. ``path`` and
     ``format`` are object columns (one shared ``str`` per log)."""
-    if not tables:
+    if not logs:
         return empty_frame()
-    total = sum(t.num_rows for t in tables)
-    first = tables[0]
-    out = {c: np.empty(total, dtype=object if c in _TEXT
-                       else first.column(c).type.to_pandas_dtype()) for c in STEP_COLUMNS}
+    total = sum(n_rows(rows) for rows in logs)
+    out = {c: np.empty(total, dtype=object if c in _TEXT else logs[0][c].dtype)
+           for c in STEP_COLUMNS}
     start = 0
-    while tables:
-        table = tables.pop(0)
-        end = start + table.num_rows
+    while logs:
+        rows = logs.pop(0)
+        end = start + n_rows(rows)
         for c in STEP_COLUMNS:
-            col = table.column(c)
-            if c in _TEXT:
-                out[c][start:end] = col.chunk(0).dictionary[0].as_py() if len(col) else None
-            else:
-                out[c][start:end] = col.to_numpy()
+            out[c][start:end] = rows[c]
         start = end
-        del table
+        del rows
     return pd.DataFrame(out, copy=False)
 
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest import deepspeed, hf_trainer, jsonl, megatron, nanotron, nemo, torchtitan
@@ -35,7 +34,7 @@ from pipeline.ingest.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.steplog_base import ParseState
 from pipeline.ingest.steplog_reduce import Settings, reduce_steps
 from pipeline.ingest.steplog_series import assign_series
-from pipeline.ingest.steplog_store import STEP_COLUMNS, gather, steps_table, write_steps
+from pipeline.ingest.steplog_store import STEP_COLUMNS, gather, steps_rows, write_steps
 
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
 
@@ -219,7 +218,7 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
 
 
 def read_one(path: Path, logs_dir: Path, s: Settings,
-             cache: dict) -> tuple[dict[str, Any] | tuple[str, str], pa.Table | None]:
+             cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     shown = _display(path)
     try:
@@ -250,7 +249,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
-    steps = steps_table(shown, fmt, red.columns) if len(state) else None
+    steps = steps_rows(shown, fmt, red.columns) if len(state) else None
     notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
     measures, derived = red.measures, list(red.derived)
     try:
@@ -294,7 +293,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
 
 
 def _read_guarded(path: Path, logs_dir: Path, s: Settings,
-                  cache: dict) -> tuple[Any, pa.Table | None]:
+                  cache: dict) -> tuple[Any, dict[str, Any] | None]:
     """``read_one``, with a parser failure turned into a reject that says so: one odd log must
     not stop the stage (the fuzz tests look for such failures; none is known)."""
     try:
@@ -312,7 +311,7 @@ def _size(path: Path) -> int:
 
 
 def _read_task(args: tuple[Path, Path, Settings, Path | None],
-               cache: dict | None = None) -> tuple[Any, pa.Table | str | None]:
+               cache: dict | None = None) -> tuple[Any, dict[str, Any] | str | None]:
     """One log, in a worker or not; with ``out`` its rows go to that file (its name returned)
     instead of travelling back."""
     path, logs_dir, s, out = args
@@ -377,7 +376,7 @@ def read_logs(logs_dir: Path, params: dict,
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)
     tables = sorted(((r.path, steps) for r, (_, steps) in zip(records, outcomes)
-                     if isinstance(steps, pa.Table)), key=lambda pair: pair[0])
+                     if isinstance(steps, dict)), key=lambda pair: pair[0])
     outcomes.clear()
     tables = [t for _, t in tables]  # gather frees each as it copies it
     return records, gather(tables)
