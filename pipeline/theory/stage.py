@@ -34,7 +34,7 @@ def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict
     points = int(get(params, "theory.frontier.refine_points", int))
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
-                    leave=False):
+                    leave=False, disable=None):
         front = search(scn, grid)
         head = headline(scn, front, fraction, rounds, points)
         frames.append(frontier_frame(scn.name, front))
