@@ -107,5 +107,25 @@ def report(
                out_dir=out)
 
 
+@app.command()
+def validate(
+    table: Path = typer.Argument(..., help="a published table (format v1 CSV)"),
+    catalog: Path = CATALOG,
+    params: Path = PARAMS,
+) -> None:
+    """Check one published table: each record as a run or a reject with its reason.
+
+    Writes nothing. Exit status 1 when any record would be rejected.
+    """
+    from pipeline.ingest.check import summary, validate_table
+    try:
+        runs, rejects = validate_table(table, load_params(params), catalog)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    typer.echo(summary(table, runs, rejects))
+    raise typer.Exit(code=1 if rejects else 0)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())
