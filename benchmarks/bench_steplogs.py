@@ -42,8 +42,13 @@ NOISE = "".join(
     "None of the inputs have requires_grad=True. Gradients will be None\n" for r in range(32))
 
 
+def _clock(i: int) -> str:
+    """``MM:SS`` of step ``i``: one step a second, wrapping each hour."""
+    return f"{(i // 60) % 60:02d}:{i % 60:02d}"
+
+
 def _megatron(i: int) -> str:
-    return (f" [2025-08-01 07:{(i // 60) % 60:02d}:{i % 60:02d}] iteration {i:8d}/{10**7:8d} |"
+    return (f" [2025-08-01 07:{_clock(i)}] iteration {i:8d}/{10**7:8d} |"
             f" consumed samples: {i * 128:12d} | elapsed time per iteration (ms): "
             f"{2400 + i % 17:.1f} | throughput per GPU (TFLOP/s/GPU): {108 + i % 3:.1f} |"
             f" learning rate: {3e-4:.6E} | global batch size: {128:5d} | lm loss: "
@@ -52,7 +57,7 @@ def _megatron(i: int) -> str:
 
 
 def _titan(i: int) -> str:
-    return (f"[rank0]:[titan] 2025-03-01 12:{(i // 60) % 60:02d}:{i % 60:02d},"
+    return (f"[rank0]:[titan] 2025-03-01 12:{_clock(i)},"
             f"{i % 1000:03d} - root - INFO - \033[31mstep: {i:2}  \033[32mloss: "
             f"{2.5 + (i % 7) / 10:7.4f}  \033[38;2;180;60;0mgrad_norm: {1.2345:7.4f}  "
             f"\033[38;2;54;234;195mmemory: 40.12GiB(50.00%)  \033[34mtps: {6543 + i % 9:,}  "
@@ -60,7 +65,7 @@ def _titan(i: int) -> str:
 
 
 def _nanotron(i: int) -> str:
-    return (f"12/01 10:{(i // 60) % 60:02d}:{i % 60:02d} [INFO|DP=0|PP=0|TP=0]: iteration: {i} /"
+    return (f"12/01 10:{_clock(i)} [INFO|DP=0|PP=0|TP=0]: iteration: {i} /"
             f" 10000000 | consumed_tokens: 1.31M | elapsed_time_per_iteration_ms: 1.23K | "
             f"tokens_per_sec: 106K | tokens_per_sec_per_gpu: 13.3K | global_batch_size: 32 | "
             f"lm_loss: 2.{i % 10} | lr: 0.0003 | model_tflops_per_gpu: 123 | "
@@ -74,7 +79,7 @@ def _nemo(i: int) -> str:
 
 
 def _deepspeed(i: int) -> str:
-    return (f"[2024-05-01 10:{(i // 60) % 60:02d}:{i % 60:02d},001] [INFO] [timer.py:260:stop] "
+    return (f"[2024-05-01 10:{_clock(i)},001] [INFO] [timer.py:260:stop] "
             f"epoch=0/micro_step={i * 4}/global_step={i}, RunningAvgSamplesPerSec=63.9, "
             f"CurrSamplesPerSec={64 + (i % 5) / 10}, MemAllocated=12.3GB, MaxMemAllocated=14.1GB\n")
 

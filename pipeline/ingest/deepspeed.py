@@ -26,17 +26,15 @@ the sequence length (from the sidecar: DeepSpeed does not know it).
 from __future__ import annotations
 
 import re
-from operator import itemgetter
-
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, NUM, ParseState, candidate_lines, int_or_none, iso_seconds, iso_seconds_many,
-    lines_with, rank_of, regex_lines, to_float,
+    NAN, NUM, ParseState, int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_of,
+    regex_lines, to_float,
 )
-from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
+from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "deepspeed"
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")
@@ -57,40 +55,27 @@ _CFG_KEYS = {"train_batch_size": "batch_samples", "train_micro_batch_size_per_gp
              "world_size": "n_accelerators", "zero_optimization_stage": "zero_stage"}
 
 
-def _clean(rows: list[tuple[str, ...]]) -> bool:
-    # A second counter in the tail is two ranks' lines run together: the slow path says so.
-    return "global_step=" not in "\n".join(map(itemgetter(-1), rows))
-
-
 def detect(sample: str) -> int:
     """Number of DeepSpeed throughput lines and profiler summaries in ``sample``."""
     return (len(_TPUT_RE.findall(sample)) + len(_OLD_TPUT_RE.findall(sample))
             + sample.count("DeepSpeed Flops Profiler"))
 
 
-class Parser:
+class Parser(StepParser):
     """Feeds DeepSpeed lines into a ``ParseState``."""
 
+    FAST_RE, MARKER, COUNTER = _FAST_RE, "SamplesPerSec=", "global_step="
+    # A timer line also prints RunningAvgSamplesPerSec=: the dense check counts the field
+    # each line holds once (older releases print SamplesPerSec= alone).
+    DENSE_MARKER = "CurrSamplesPerSec="
+
     def __init__(self, state: ParseState) -> None:
-        self.state = state
+        super().__init__(state)
         self.profile_step: int | None = None
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        # Dense check on the field the pattern holds once a line (a timer line also prints
-        # RunningAvgSamplesPerSec=); lines are still those holding "SamplesPerSec=".
-        rows = dense_rows(text, _FAST_RE, "CurrSamplesPerSec=")
-        if rows is not None and _clean(rows):
-            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
-        else:
-            linenos, lines = candidate_lines(text, "SamplesPerSec=", first_lineno,
-                                             self.state.counts)
-            rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
-            if len(rows) == len(lines) and rows and _clean(rows):
-                self._bulk(rows, linenos)
-            else:
-                for lineno, line in zip(linenos, lines):
-                    self._step(line, lineno)
+        self.feed_steps(text, first_lineno)
         if header:
             for lineno, line in lines_with(text, "....", first_lineno):
                 if m := _CFG_RE.search(line):
@@ -106,11 +91,12 @@ class Parser:
                 self._profile(m.group(1).lower(), m.group(2), m.group(3), lineno)
             start = text.find("Profile Summary at step", start + 1)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, stamp, step, sps, _ = transpose(rows)
         self.state.extend(int_col(step), linenos, rank_col(r1, r2),
                           np.zeros(len(rows), dtype=bool), samples_per_s=float_col(sps),
                           wall_s=iso_seconds_many(stamp))
+        return True
 
     def _cfg(self, key: str, value: str, lineno: int) -> None:
         if key in _CFG_KEYS:

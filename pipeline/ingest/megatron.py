@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import math
 import re
-from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, ParseState, candidate_lines, int_or_none, iso_seconds, iso_seconds_many,
-    precision_from_flags, rank_of, regex_lines, to_float,
+    NAN, ParseState, int_or_none, iso_seconds, iso_seconds_many, precision_from_flags, rank_of,
+    regex_lines, sole_match, to_float,
 )
-from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
+from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "megatron"
 _STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -75,37 +74,24 @@ def _nan_iterations(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _clean(rows: list[tuple[str, ...]]) -> bool:
-    # A second counter in the tail is two ranks' lines run together: the slow path says so.
-    return "iteration " not in "\n".join(map(itemgetter(-1), rows))
-
-
 def detect(sample: str) -> int:
     """Number of Megatron step lines in ``sample``."""
     return sum(1 for m in _STEP_RE.finditer(sample)
                if MARKER in sample[m.end():m.end() + 200])
 
 
-class Parser:
+class Parser(StepParser):
     """Feeds Megatron lines into a ``ParseState``."""
 
+    FAST_RE, MARKER, COUNTER = _FAST_RE, MARKER, "iteration "
+
     def __init__(self, state: ParseState) -> None:
-        self.state = state
+        super().__init__(state)
         self.precision: dict[str, str] = {}
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        rows = dense_rows(text, _FAST_RE, MARKER)
-        if rows is not None and _clean(rows):
-            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
-        else:
-            linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
-            rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
-            if len(rows) == len(lines) and rows and _clean(rows):
-                self._bulk(rows, linenos)
-            else:
-                for lineno, line in zip(linenos, lines):
-                    self._step(line, lineno)
+        self.feed_steps(text, first_lineno)
         if header and " ..." in text:
             for lineno, m in regex_lines(text, _ARG_RE, first_lineno):
                 self._arg(m.group(1), m.group(2), lineno)
@@ -117,7 +103,7 @@ class Parser:
         elif name in _PRECISION_ARGS:
             self.precision[name] = value
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, stamp, step, ms, tflops, gbs, loss, rest = transpose(rows)
         loss_f = float_col(loss)
         nan_loss = ~np.isfinite(loss_f)
@@ -130,13 +116,11 @@ class Parser:
                           step_time_s=float_col(ms) / 1000.0, loss=loss_f,
                           tflops_per_accelerator=float_col(tflops), batch_samples=float_col(gbs),
                           wall_s=iso_seconds_many(stamp))
+        return True
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state
-        m = _STEP_RE.search(text)
-        if m is None or _STEP_RE.search(text, m.end()) is not None:
-            # No counter (a line cut before it), or two ranks' lines run together.
-            st.counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+        if (m := sole_match(_STEP_RE, text, st.counts)) is None:
             return
         fields = dict(_FIELDS_RE.findall(text, m.end() - 1))
         step_time_s = to_float(fields.get("elapsed time per iteration (ms)", "nan")) / 1000.0

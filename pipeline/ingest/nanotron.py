@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import math
 import re
-from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, ParseState, candidate_lines, human_float, rank_of, regex_lines,
+    NAN, ParseState, human_float, rank_of, regex_lines, sole_match,
 )
-from pipeline.ingest.steplog_bulk import dense_rows, human_col, int_col, strip_ansi, transpose
+from pipeline.ingest.steplog_bulk import StepParser, human_col, int_col, transpose
 
 NAME = "nanotron"
 _STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
@@ -52,11 +51,6 @@ _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
              "num_hidden_layers": "n_layers", "sequence_length": "seq_len"}
 
 
-def _clean(rows: list[tuple[str, ...]]) -> bool:
-    # A second counter in the tail is two lines run together: the slow path says so.
-    return "iteration:" not in "\n".join(map(itemgetter(-1), rows))
-
-
 def detect(sample: str) -> int:
     """Number of nanotron step lines in ``sample``."""
     return sum(1 for m in _STEP_RE.finditer(sample)
@@ -73,11 +67,14 @@ def _stamp_s(text: str, end: int) -> float:
     return (((mo * 31 + d) * 24 + h) * 60 + mi) * 60.0 + s
 
 
-class Parser:
+class Parser(StepParser):
     """Feeds nanotron lines into a ``ParseState``."""
 
+    # Current releases dim the logger prefix with ANSI codes.
+    FAST_RE, MARKER, COUNTER, STRIP_ANSI = _FAST_RE, MARKER, "iteration:", True
+
     def __init__(self, state: ParseState) -> None:
-        self.state = state
+        super().__init__(state)
         self.header = True
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
@@ -87,25 +84,10 @@ class Parser:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno, 0,
                                          end if end >= 0 else None):
                 self.state.fact(_CFG_KEYS[m.group(1)], int(m.group(2)), lineno)
-        rows = dense_rows(text, _FAST_RE, MARKER, strip_ansi)
-        if rows is not None and _clean(rows):
+        if self.feed_steps(text, first_lineno):
             self.header = False
-            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
-            return
-        linenos, lines = candidate_lines(text, MARKER, first_lineno, self.state.counts)
-        if lines:
-            self.header = False
-        block = "\n".join(lines)
-        if "\x1b" in block:  # current releases dim the prefix with ANSI codes
-            block = strip_ansi(block)
-        rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
-        if len(rows) == len(lines) and rows and _clean(rows):
-            self._bulk(rows, linenos)
-        else:
-            for lineno, line in zip(linenos, block.split("\n") if lines else ()):
-                self._step(line, lineno)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         mo, d, h, mi, sec, step, ms, tps, tps_gpu, gbs, loss, tflops, _ = transpose(rows)
         loss_f = human_col(loss)
         # Whole minutes are exact in int64; one float step after, as the per-line path does.
@@ -117,12 +99,11 @@ class Parser:
                           tokens_per_s_per_accelerator=human_col(tps_gpu),
                           tflops_per_accelerator=human_col(tflops),
                           batch_samples=human_col(gbs), wall_s=wall)
+        return True
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state
-        m = _STEP_RE.search(text)
-        if m is None or _STEP_RE.search(text, m.end()) is not None:
-            st.counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+        if (m := sole_match(_STEP_RE, text, st.counts)) is None:
             return
         fields: dict[str, float] = {}
         for part in text[m.end():].split("|"):

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import math
 import re
-
 from typing import Sequence
 
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    NAN, NUM, ParseState, candidate_lines, int_or_none, rank_of, regex_lines, to_float,
+    NAN, NUM, ParseState, int_or_none, rank_of, regex_lines, sole_match, to_float,
 )
-from pipeline.ingest.steplog_bulk import dense_rows, float_col, int_col, rank_col, transpose
+from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "nemo"
 _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")
@@ -62,11 +61,13 @@ def detect(sample: str) -> int:
     return sample.count("train_step_timing in s")
 
 
-class Parser:
+class Parser(StepParser):
     """Feeds NeMo lines into a ``ParseState``."""
 
+    FAST_RE, MARKER, COUNTER = _FAST_RE, "train_step_timing in s", "Training epoch"
+
     def __init__(self, state: ParseState) -> None:
-        self.state = state
+        super().__init__(state)
         self.header = True
         self.devices: int | None = None
         self.nodes: int | None = None
@@ -77,32 +78,14 @@ class Parser:
         if header and self.header:
             for lineno, m in regex_lines(text, _CFG_RE, first_lineno):
                 self._cfg(m.group(1), m.group(2), lineno)
-        rows = dense_rows(text, _FAST_RE, "train_step_timing in s")
-        if rows is not None:
+        if self.feed_steps(text, first_lineno):
             self.header = False
-            if self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows))):
-                return
-        linenos, lines = candidate_lines(text, "train_step_timing in s", first_lineno,
-                                         self.state.counts)
-        if lines:
-            self.header = False
-        rows = _FAST_RE.findall("\n".join(lines)) if len(lines) > 1 else ()
-        if len(rows) == len(lines) and rows and self._bulk(rows, linenos):
-            return
-        for lineno, line in zip(linenos, lines):
-            if "Training epoch" in line:
-                self._v2(line, lineno)
-            else:
-                for segment in line.split("\r"):
-                    if "train_step_timing in s=" in segment:
-                        self._bar(segment, lineno)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
-        r1, r2, gbs, step, loss, timing, rest = transpose(rows)
+        r1, r2, gbs, step, loss, timing, _ = transpose(rows)
         steps = int_col(step)
-        if "Training epoch" in "\n".join(rest) or steps[0] == self.last_step or bool(
-                (steps[1:] == steps[:-1]).any()):
-            return False  # garbled lines or redraws: the line-by-line path handles them
+        if steps[0] == self.last_step or bool((steps[1:] == steps[:-1]).any()):
+            return False  # redraws of one step: the line path keeps the last of each
         loss_f = float_col(loss)
         self.state.extend(steps, linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
                           step_time_s=float_col(timing), loss=loss_f,
@@ -120,10 +103,16 @@ class Parser:
         elif key == "precision" and value.strip("'\"") in _PRECISIONS:
             self.state.fact("precision", _PRECISIONS[value.strip("'\"")], lineno)
 
+    def _step(self, line: str, lineno: int) -> None:
+        if "Training epoch" in line:
+            self._v2(line, lineno)
+        else:
+            for segment in line.split("\r"):
+                if "train_step_timing in s=" in segment:
+                    self._bar(segment, lineno)
+
     def _v2(self, text: str, lineno: int) -> None:
-        m = _V2_RE.search(text)
-        if not m or len(_V2_RE.findall(text)) != 1:
-            self.state.counts["garbled_step_lines" if m else "unparsed_step_lines"] += 1
+        if (m := sole_match(_V2_RE, text, self.state.counts)) is None:
             return
         fields = {}
         for part in text[m.end():].split("|"):

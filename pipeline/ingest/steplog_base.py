@@ -172,6 +172,17 @@ def lines_with(text: str, marker: str, first_lineno: int,
         pos = find(marker, end)
 
 
+def sole_match(pattern: re.Pattern, text: str, counts: Counter) -> re.Match | None:
+    """The one match of a step line's counter (``iteration N``, ``step: N``), or None after
+    counting the line: no counter is ``unparsed_step_lines`` (a line cut before it), two are
+    ``garbled_step_lines`` (two ranks' lines run together)."""
+    m = pattern.search(text)
+    if m is None or pattern.search(text, m.end()) is not None:
+        counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+        return None
+    return m
+
+
 def regex_lines(text: str, pattern: re.Pattern, first_lineno: int,
                 pos: int = 0, endpos: int | None = None) -> Iterator[tuple[int, re.Match]]:
     """``(line number, match)`` for each match of ``pattern`` in ``text`` (chunk of lines)."""

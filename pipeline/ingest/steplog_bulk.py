@@ -3,20 +3,23 @@
 Each format module matches a chunk's step lines with one pattern (``re.findall``); these
 helpers turn the captured texts into columns without a Python object per number where that
 provably gives what the line-by-line path gives (``float()``, ``int()``, ``human_float``),
-and fall back to it otherwise. The hypothesis tests check the two paths agree.
+and fall back to it otherwise. ``StepParser`` is the choice between the two paths that the
+regex formats share. The hypothesis tests check the two paths agree.
 """
 
 from __future__ import annotations
 
 import re
 from operator import itemgetter
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.ingest.steplog_base import ANSI_RE, floats, human_float
+from pipeline.ingest.steplog_base import (
+    ANSI_RE, ParseState, candidate_lines, floats, human_float,
+)
 
 _DECIMAL_CHARS = b"0123456789.eE+-\n"
 _DIGITS = b"0123456789\n"
@@ -47,29 +50,32 @@ def _arrow_parse(texts: Sequence[str], chars: bytes, typ: pa.DataType) -> np.nda
         return None
 
 
-def float_col(texts: Sequence[str]) -> np.ndarray:
-    """``floats`` as a float64 numpy array: plain decimals through Arrow (``_arrow_parse``);
-    else numpy, which parses Python ``str`` exactly as ``float()`` does; anything it refuses
-    goes through ``floats``."""
+def _plain_floats(texts: Sequence[str]) -> np.ndarray | None:
+    """``float()`` of each text as float64 in C: plain decimals through Arrow
+    (``_arrow_parse``), else numpy, which parses Python ``str`` exactly as ``float()`` does;
+    None when numpy refuses one."""
     out = _arrow_parse(texts, _DECIMAL_CHARS, pa.float64())
     if out is not None:
         return out
     try:
         return np.array(texts, dtype=np.float64)
     except (ValueError, TypeError):
-        return np.frombuffer(floats(texts), dtype=np.float64)
+        return None
+
+
+def float_col(texts: Sequence[str]) -> np.ndarray:
+    """``floats`` as a float64 numpy array: ``_plain_floats``; what it refuses goes through
+    ``floats``."""
+    out = _plain_floats(texts)
+    return out if out is not None else np.frombuffer(floats(texts), dtype=np.float64)
 
 
 def human_col(texts: Sequence[str]) -> np.ndarray:
     """``human_float`` of each text as float64: plain numbers in one C loop; else each distinct
     text once (``human_format`` prints 3 significant digits, so values repeat)."""
-    out = _arrow_parse(texts, _DECIMAL_CHARS, pa.float64())
+    out = _plain_floats(texts)
     if out is not None:
         return out
-    try:
-        return np.array(texts, dtype=np.float64)
-    except (ValueError, TypeError):
-        pass
     value = {t: human_float(t) for t in set(texts)}
     return np.fromiter(map(value.__getitem__, texts), dtype=np.float64, count=len(texts))
 
@@ -124,6 +130,66 @@ def dense_rows(text: str, pattern: re.Pattern, marker: str,
             return None
     rows = pattern.findall(text)
     return rows if len(rows) == n else None
+
+
+class StepParser:
+    """What the regex step-log parsers (Megatron, torchtitan, nanotron, NeMo, DeepSpeed) share:
+    a chunk's step lines go through the format's one-line pattern ``FAST_RE`` in bulk, or one
+    by one (``_step``) where any of them is off that layout.
+
+    A format sets ``FAST_RE`` (line-anchored, ``re.MULTILINE``; its last group captures the
+    rest of the line), ``MARKER`` (text every step line holds), ``COUNTER`` (the step counter's
+    text: a second one in the rest of a line is two lines run together) and, where they differ
+    from the defaults, ``DENSE_MARKER`` (held exactly once by each step line, for
+    ``dense_rows``; default ``MARKER``) and ``STRIP_ANSI`` (colour codes removed before
+    matching). It writes ``_bulk`` (rows to columns) and ``_step`` (one line), and may override
+    ``_clean`` (rows the bulk path may take).
+    """
+
+    FAST_RE: ClassVar[re.Pattern]
+    MARKER: ClassVar[str]
+    COUNTER: ClassVar[str]
+    DENSE_MARKER: ClassVar[str | None] = None
+    STRIP_ANSI: ClassVar[bool] = False
+
+    def __init__(self, state: ParseState) -> None:
+        self.state = state
+
+    def feed_steps(self, text: str, first_lineno: int) -> bool:
+        """Parse the step lines of a chunk of whole lines starting at line ``first_lineno``;
+        True when it found any (taken in bulk, or lines holding ``MARKER``)."""
+        strip = strip_ansi if self.STRIP_ANSI else None
+        rows = dense_rows(text, self.FAST_RE, self.DENSE_MARKER or self.MARKER, strip)
+        if rows is not None and self._clean(rows) and self._bulk(
+                rows, np.arange(first_lineno, first_lineno + len(rows))):
+            return True
+        linenos, lines = candidate_lines(text, self.MARKER, first_lineno, self.state.counts)
+        if not lines:
+            return False
+        block = "\n".join(lines)
+        if strip is not None and "\x1b" in block:
+            block = strip(block)
+            lines = block.split("\n")
+        found = self.FAST_RE.findall(block) if len(lines) > 1 else ()
+        if not (len(found) == len(lines) and found and self._clean(found)
+                and self._bulk(found, linenos)):
+            for lineno, line in zip(linenos, lines):
+                self._step(line, lineno)
+        return True
+
+    def _clean(self, rows: list[tuple[str, ...]]) -> bool:
+        """Whether the bulk path may take ``rows``: not where a second counter in the rest of
+        a line shows two lines run together (the line path counts those as garbled)."""
+        return self.COUNTER not in "\n".join(map(itemgetter(-1), rows))
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
+        """Append ``FAST_RE.findall`` rows, the lines ``linenos``, to the state; False leaves
+        the chunk to the line path."""
+        raise NotImplementedError
+
+    def _step(self, line: str, lineno: int) -> None:
+        """Parse one step line (any layout), or count why it is skipped."""
+        raise NotImplementedError
 
 
 def no_commas(texts: Sequence[str]) -> Sequence[str]:

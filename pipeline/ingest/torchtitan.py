@@ -30,11 +30,11 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.ingest.steplog_base import (
-    ANSI_RE, NAN, NUM, ParseState, candidate_lines, iso_seconds, iso_seconds_many, lines_with,
-    rank_of, to_float,
+    ANSI_RE, NAN, NUM, ParseState, iso_seconds, iso_seconds_many, lines_with, rank_of,
+    sole_match, to_float,
 )
 from pipeline.ingest.steplog_bulk import (
-    dense_rows, float_col, int_col, no_commas, rank_col, strip_ansi, transpose,
+    StepParser, float_col, int_col, no_commas, rank_col, transpose,
 )
 
 NAME = "torchtitan"
@@ -59,12 +59,6 @@ _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "p
               "cp": "cp", "ep": "ep"}
 
 
-def _clean(rows: list[tuple[str, ...]]) -> bool:
-    # A second "step:" in the tail is two ranks' lines run together: the slow path says so.
-    tail = "\n".join(map(itemgetter(-1), rows))
-    return "step:" not in (ANSI_RE.sub("", tail) if "\x1b" in tail else tail)
-
-
 def detect(sample: str) -> int:
     """Number of torchtitan step lines in ``sample``."""
     sample = ANSI_RE.sub("", sample)
@@ -72,56 +66,46 @@ def detect(sample: str) -> int:
                if re.search(r"\b(?:tps|wps):", sample[m.end():m.end() + 200]))
 
 
-class Parser:
+class Parser(StepParser):
     """Feeds torchtitan lines into a ``ParseState``."""
 
+    FAST_RE, MARKER, COUNTER, STRIP_ANSI = _FAST_RE, "step:", "step:", True
+
     def __init__(self, state: ParseState) -> None:
-        self.state = state
+        super().__init__(state)
         state.step_time_from_wall = True
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
-        counts = self.state.counts
-        rows = dense_rows(text, _FAST_RE, "step:", strip_ansi)
-        if rows is not None and _clean(rows):
-            self._bulk(rows, np.arange(first_lineno, first_lineno + len(rows)))
-        else:
-            linenos, lines = candidate_lines(text, "step:", first_lineno, counts)
-            block = "\n".join(lines)
-            if "\x1b" in block:
-                block = strip_ansi(block)
-            rows = _FAST_RE.findall(block) if len(lines) > 1 else ()
-            if len(rows) == len(lines) and rows and _clean(rows):
-                self._bulk(rows, linenos)
-            else:
-                for lineno, line in zip(linenos, block.split("\n") if lines else ()):
-                    self._line(line, lineno)
+        self.feed_steps(text, first_lineno)
         if header:
             for marker in _FACT_MARKERS:
                 for lineno, line in lines_with(text, marker, first_lineno):
                     self._fact(ANSI_RE.sub("", line), lineno)
 
-    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> None:
+    def _clean(self, rows: list[tuple[str, ...]]) -> bool:
+        # The rows come from stripped text, yet a code spliced from the pieces around a
+        # removed one (``\x1b\x1b[0m[31m``) can still hide a second "step:": strip again.
+        tail = "\n".join(map(itemgetter(-1), rows))
+        return "step:" not in (ANSI_RE.sub("", tail) if "\x1b" in tail else tail)
+
+    def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, stamp, step, loss, tps, tflops, mfu, _ = transpose(rows)
         loss_f = float_col(loss)
         self.state.extend(int_col(step), linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
                           loss=loss_f, tokens_per_s_per_accelerator=float_col(no_commas(tps)),
                           tflops_per_accelerator=float_col(no_commas(tflops)),
                           mfu=float_col(mfu) / 100.0, wall_s=iso_seconds_many(stamp))
-
-    def _line(self, line: str, lineno: int) -> None:
-        if "loss:" not in line:
-            return
-        if "evaluation" in line or "validat" in line:
-            self.state.counts["validation_lines"] += 1
-            return
-        self._step(line, lineno)
+        return True
 
     def _step(self, text: str, lineno: int) -> None:
         st = self.state
-        m = _STEP_RE.search(text)
-        if m is None or _STEP_RE.search(text, m.end()) is not None:
-            st.counts["unparsed_step_lines" if m is None else "garbled_step_lines"] += 1
+        if "loss:" not in text:
+            return
+        if "evaluation" in text or "validat" in text:
+            st.counts["validation_lines"] += 1
+            return
+        if (m := sole_match(_STEP_RE, text, st.counts)) is None:
             return
         fields = dict(_FIELD_RE.findall(text, m.end()))
         tps = fields.get("tps", fields.get("wps"))
