@@ -12,6 +12,20 @@ MLPERF_TRACES = SHARED / "traces" / "mlperf"
 REFERENCE_DATA = SHARED / "reference-data"
 
 
+@pytest.fixture(scope="module")
+def params() -> dict:
+    """The project's params.yaml (tests must not mutate it; build a new dict instead)."""
+    from pipeline.config import load_params
+    return load_params(PROJ_ROOT / "params.yaml")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    """The shipped hardware and model catalog."""
+    from pipeline.catalog import load_catalog
+    return load_catalog(PROJ_ROOT / "data" / "catalog")
+
+
 @pytest.fixture
 def mlperf_traces() -> Path:
     if not MLPERF_TRACES.is_dir():

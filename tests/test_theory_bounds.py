@@ -10,22 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.catalog import load_catalog
-from pipeline.config import PROJ_ROOT, load_params
+from pipeline.config import PROJ_ROOT
 from pipeline.theory.bounds import BOUND_COLUMNS, compute_bounds
 from pipeline.theory.stage import run
 
 H100 = "H100-SXM5-80GB"
-
-
-@pytest.fixture(scope="module")
-def params():
-    return load_params(PROJ_ROOT / "params.yaml")
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(PROJ_ROOT / "data" / "catalog")
 
 
 def _runs() -> pd.DataFrame:

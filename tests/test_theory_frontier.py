@@ -7,8 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pipeline.catalog import load_catalog
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError
 from pipeline.theory import laws as lw
 from pipeline.theory.cost import step_cost
 from pipeline.theory.frontier import flop_grid, headline
@@ -16,19 +15,8 @@ from pipeline.theory.inputs import Layout, Shape
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import model_for, search
 
-from pipeline.config import PROJ_ROOT
 
 GRID = flop_grid(1e24, 1e33, 61)
-
-
-@pytest.fixture(scope="module")
-def params():
-    return load_params(PROJ_ROOT / "params.yaml")
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(PROJ_ROOT / "data" / "catalog")
 
 
 @pytest.fixture(scope="module")
