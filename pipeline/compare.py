@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import ConfigError, get
-from pipeline.io import write_json, write_parquet
+from pipeline.io import write_csv, write_json, write_parquet
 
 SECONDS_PER_DAY = 86_400.0
 OVERLAPPED = ("hbm", "net_tp", "net_dp", "net_pp", "net_ep")
@@ -392,12 +392,11 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
     metrics = headline(per_run, summ, curves, cfg, default_law, engine)
     write_json(metrics, metrics_path)
     plots_dir = Path(plots_dir)
-    plots_dir.mkdir(parents=True, exist_ok=True)
     if len(curves):
         m = curves[curves["kind"] == "measured"]
-        m[["series_id", "n_accelerators", "efficiency", "efficiency_theory"]].to_csv(
-            plots_dir / "compare_efficiency.csv", index=False, float_format="%.6g")
-    per_run[["run_id", "accelerator_family", "training_flop", "mfu", "bound_mfu"]].dropna(
-        subset=["training_flop"]).to_csv(plots_dir / "compare_frontier_runs.csv", index=False,
-                                         float_format="%.6g")
+        write_csv(m[["series_id", "n_accelerators", "efficiency", "efficiency_theory"]],
+                  plots_dir / "compare_efficiency.csv", significant=6)
+    write_csv(per_run[["run_id", "accelerator_family", "training_flop", "mfu", "bound_mfu"]]
+              .dropna(subset=["training_flop"]), plots_dir / "compare_frontier_runs.csv",
+              significant=6)
     return metrics

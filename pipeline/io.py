@@ -13,6 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+# Fixed writer settings (no wall-clock metadata): the same table gives the same bytes. Streamed
+# writers (pyarrow.parquet.ParquetWriter) use them too.
+PARQUET_OPTIONS: dict[str, Any] = dict(compression="zstd", compression_level=3,
+                                       use_dictionary=True, write_statistics=True, version="2.6")
+
+
 def write_parquet(df: pd.DataFrame, path: str | Path, schema: pa.Schema | None = None) -> None:
     """Write ``df`` without its index, with fixed writer settings and no wall-clock metadata.
 
@@ -22,8 +28,15 @@ def write_parquet(df: pd.DataFrame, path: str | Path, schema: pa.Schema | None =
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df.reset_index(drop=True), schema=schema, preserve_index=False)
     # pandas metadata embeds the pandas version only; keep it so round-trips restore dtypes.
-    pq.write_table(table, path, compression="zstd", compression_level=3,
-                   use_dictionary=True, write_statistics=True, version="2.6")
+    pq.write_table(table, path, **PARQUET_OPTIONS)
+
+
+def write_csv(df: pd.DataFrame, path: str | Path, significant: int = 10) -> None:
+    """Plot data for ``dvc plots``: no index, ``\n`` line ends, floats to ``significant`` digits
+    (stable across platforms' last-ulp noise)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, float_format=f"%.{significant}g", lineterminator="\n")
 
 
 def _clean(value: Any) -> Any:

@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from pipeline.io import PARQUET_OPTIONS
+
 STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
                 "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
                 "loss", "tflops_per_accelerator", "mfu", "wall_s", "is_warmup", "is_nan_loss",
@@ -128,8 +130,7 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     rows = 0
-    with pq.ParquetWriter(out_path, schema, compression="zstd", compression_level=3,
-                          use_dictionary=True, write_statistics=True, version="2.6") as writer:
+    with pq.ParquetWriter(out_path, schema, **PARQUET_OPTIONS) as writer:
         for run_id, _, file in sorted(logs):
             with pa.memory_map(str(file)) as source:
                 table = ipc.open_file(source).read_all()

@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.config import ConfigError, get
-from pipeline.io import write_json, write_parquet
+from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.laws.crossseries import cross_series
 from pipeline.laws.derived import law_figures
@@ -153,11 +153,6 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
     return extra
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, float_format="%.10g", lineterminator="\n")
-
-
 def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
              ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame]]:
     """Fit rows, extrapolation rows (chosen scale, other scale) and efficiency curves."""
@@ -228,12 +223,12 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     write_parquet(extra, out_dir / "extrapolation.parquet")
     write_parquet(cross, out_dir / "cross_series.parquet")
     plots_dir = Path(plots_dir)
-    _write_csv(extra.loc[np.isfinite(extra["predicted"]),
+    write_csv(extra.loc[np.isfinite(extra["predicted"]),
                          ["series_id", "law", "k", "n_target", "actual", "predicted", "pi_low",
                           "pi_high"]], plots_dir / "fit_extrapolation.csv")
     eff = (pd.concat(curves, ignore_index=True) if curves else
            pd.DataFrame(columns=["series_id", "n_accelerators", "efficiency"]))
-    _write_csv(eff.sort_values(["series_id", "n_accelerators"]), plots_dir / "fit_efficiency.csv")
+    write_csv(eff.sort_values(["series_id", "n_accelerators"]), plots_dir / "fit_efficiency.csv")
 
     metrics = _metrics(fits, extra, cfg, cross_headlines, n_series=len(series))
     if cfg["score_other_scale"]:

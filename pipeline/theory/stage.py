@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from pipeline.catalog import load_catalog
 from pipeline.config import get
-from pipeline.io import write_json, write_parquet
+from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
 from pipeline.theory.scenarios import load_scenarios
@@ -61,10 +61,8 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
     out_dir, plots_dir = Path(out_dir), Path(plots_dir)
     write_parquet(bounds, out_dir / "bounds.parquet")
     write_parquet(frontier, out_dir / "frontier.parquet")
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    plot = frontier.loc[:, ["scenario", "training_flop", "utilization"]]
-    plot.to_csv(plots_dir / "frontier.csv", index=False, float_format="%.6g",
-                lineterminator="\n")
+    write_csv(frontier.loc[:, ["scenario", "training_flop", "utilization"]],
+              plots_dir / "frontier.csv", significant=6)
     has_bound = bounds["bound_mfu"].notna()
     exceed = bounds.loc[bounds["exceeds_bound"], ["run_id", "exceed_reason"]]
     metrics["_bounds"] = {
