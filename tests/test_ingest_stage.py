@@ -368,6 +368,13 @@ def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:
     keys = ["run_id", "path", "step", "segment", "rank", "line"]
     assert steps[keys].equals(steps.sort_values(keys)[keys].reset_index(drop=True))
     assert not list((tmp_path / "a").glob(".steps-*"))  # the scratch folder is gone
+    # The Megatron fixture folder holds one job at N = 64 and 128 with the same global batch:
+    # one strong-scaling series.
+    series = pd.read_parquet(tmp_path / "a" / "series.parquet")
+    megatron = series[series["source"] == "logs/megatron"]
+    assert len(megatron) == 1
+    assert (megatron.iloc[0]["scaling"], megatron.iloc[0]["n_min"],
+            megatron.iloc[0]["n_max"]) == ("strong", 64, 128)
     for name in ("runs.parquet", "rejects.parquet", "series.parquet", "steps.parquet",
                  "ingest.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

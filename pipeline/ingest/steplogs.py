@@ -9,7 +9,9 @@ block of nothing but step lines is matched whole by one pattern and turned into 
 is chosen from the content (the first part of the file that shows step lines of any known
 format decides; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides.
 Sidecars: ``pipeline.ingest.sidecar``; steps -> run: ``pipeline.ingest.steplog_reduce``;
-series: ``pipeline.ingest.steplog_series``; per-step rows out: ``pipeline.ingest.steplog_store``.
+per-step rows out: ``pipeline.ingest.steplog_store``. Each log's ``source`` is its folder
+(``logs/<folder>``), so the ingest's series rule (``pipeline.ingest.series``) makes the logs of
+one folder that differ only in N one scaling series.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
 (``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
@@ -33,7 +35,6 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.steplog_base import ParseState
 from pipeline.ingest.steplog_reduce import Settings, reduce_steps
-from pipeline.ingest.steplog_series import assign_series
 from pipeline.ingest.steplog_store import STEP_COLUMNS, gather, steps_rows, write_steps
 
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
@@ -287,7 +288,6 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         notes.append(side.values["notes"])
     fields["notes"] = "; ".join(notes)
     fields["_line"] = red.first_line
-    fields["_folder"] = rel
     fields["_format"] = fmt
     return fields, steps
 
@@ -356,13 +356,11 @@ def read_logs(logs_dir: Path, params: dict,
     else:
         cache: dict = {}
         outcomes = [_read_task(t, cache) for t in tasks]
-    assign_series([r for r, _ in outcomes if isinstance(r, dict)])
     records = []
     for path, (result, steps) in zip(paths, outcomes):
         shown = _display(path)
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
-            result.pop("_folder")
             meta = {"format": fmt}
             if isinstance(steps, str):
                 meta["steps_file"] = steps
