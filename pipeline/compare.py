@@ -127,13 +127,6 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
 
 
 # -- laws and theory adapters ------------------------------------------------------------------
-def law_fitter() -> tuple[Callable[..., Any], str]:
-    """``pipeline.laws.fit`` (the fit stage's engine) and its name for the metrics."""
-    from pipeline.laws import fit
-
-    return fit, "pipeline.laws"
-
-
 def predict_frame(result: Any, n: np.ndarray, interval: float) -> pd.DataFrame:
     """A ``pipeline.laws`` fit's predictions at ``n``: columns predicted, pi_low, pi_high (the
     interval for one new measurement at that N)."""
@@ -210,13 +203,18 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     """Measured, fitted and theoretical efficiency curves per series, and their summaries.
 
     The series are those the fit stage fitted; each is refitted here with its law (the default
-    law, or the next in ranking where the default could not be fitted: ``usable_laws``) and
-    the fit stage's options (``scale``) to get predictions and intervals at any N. The theory's
+    law, or the next in ranking where the default could not be fitted: ``usable_laws``) on the
+    fit stage's own points and context (``pipeline.laws.series.series_points``) and scale, so
+    the curve is the fit in fits.parquet, with predictions and intervals at any N (fits.parquet
+    keeps no covariance to predict from). The theory's
     curve comes from ``theory_ceilings`` (its efficiency is relative to the ceiling at the
     series' smallest N).
     """
+    from pipeline.laws import get_law
+    from pipeline.laws.nls import fit_law
+    from pipeline.laws.series import series_points
+
     default_law = law_order[0]
-    fit, engine = law_fitter()
     laws_of = usable_laws(fits, law_order)
     bound_of = per_run.set_index("run_id")["bound_mfu"]
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
@@ -255,9 +253,11 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
         note = "" if law else "no law could be fitted by the fit stage"
         if law:
-            options = {"scaling": s.scaling} | ({"scale": scale} if scale else {})
+            points = series_points(runs[runs["series_id"] == s.series_id], pd.Series(s._asdict()))
             try:
-                pred = predict_frame(fit(n_obs, y_obs, law=law, **options), grid, cfg["interval"])
+                result = fit_law(get_law(law), points.n, points.y, scale=scale or "linear",
+                                 ctx=points.ctx)
+                pred = predict_frame(result, grid, cfg["interval"])
             except Exception as exc:  # reported per series, the stage goes on
                 note = f"fit failed: {type(exc).__name__}: {exc}"[:200]
         pred0 = float(pred["predicted"].iloc[0]) / n0
@@ -284,7 +284,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
                         "n_half_law": _half_n(grid, eff_law, cfg["threshold"]),
                         "n_half_theory": _half_n(grid, eff_theory, cfg["threshold"]),
                         "n_half_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
-                        "law_engine": engine, "theory_curve": bool(np.isfinite(th).any()),
+                        "theory_curve": bool(np.isfinite(th).any()),
                         "note": "; ".join(x for x in (note, theory_note) if x)})
     curves = pd.DataFrame(rows)
     if len(curves):
@@ -312,14 +312,14 @@ def law_order_of(fit_metrics: dict[str, Any], fits: pd.DataFrame) -> list[str]:
 
 
 def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
-             cfg: dict[str, Any], default_law: str, engine: str) -> dict[str, Any]:
+             cfg: dict[str, Any], default_law: str) -> dict[str, Any]:
     """Headline figures for compare.json (printed by ``dvc metrics show``)."""
     frac = per_run["fraction_of_ceiling"].dropna()
     out: dict[str, Any] = {
         "n_runs": int(len(per_run)), "n_runs_with_bound": int(len(frac)),
         "median_fraction_of_ceiling": float(frac.median()) if len(frac) else None,
         "n_runs_exceeding_bound": int((frac > 1).sum()), "default_law": default_law,
-        "law_engine": engine, "n_series": int(len(summ)),
+        "n_series": int(len(summ)),
         "efficiency_threshold": cfg["threshold"], "extrapolate_n": cfg["targets"],
         "interval": cfg["interval"], "frontier_duration_days": cfg["duration_s"] / SECONDS_PER_DAY,
     }
@@ -385,11 +385,10 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
                        / runs["accelerator"].map(hbm))
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
     curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
-    engine = summ["law_engine"].iloc[0] if len(summ) else law_fitter()[1]
     write_parquet(per_run, Path(out_dir) / "comparison.parquet")
     write_parquet(curves, Path(out_dir) / "comparison_curves.parquet")
     write_parquet(summ, Path(out_dir) / "comparison_series.parquet")
-    metrics = headline(per_run, summ, curves, cfg, default_law, engine)
+    metrics = headline(per_run, summ, curves, cfg, default_law)
     write_json(metrics, metrics_path)
     plots_dir = Path(plots_dir)
     if len(curves):

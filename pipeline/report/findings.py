@@ -77,7 +77,7 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     summ, curves, m = d.comparison_series, d.comparison_curves, d.metrics["compare"]
     out: dict[str, Any] = {"threshold": m.get("efficiency_threshold", 0.5),
                            "interval": m.get("interval", 0.95), "law": m.get("default_law"),
-                           "law_engine": m.get("law_engine"), "kinds": {}, "targets": [],
+                           "kinds": {}, "targets": [],
                            "table": [], "n_half_law_count": 0, "table_total": 0}
     if summ.empty:
         return out
