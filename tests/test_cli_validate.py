@@ -38,6 +38,15 @@ def test_a_clean_shipped_table_passes() -> None:
     assert "model_flops_per_s (34)" in derived and " mfu (" not in f" {derived}"
 
 
+def test_an_ambiguous_accelerator_says_what_to_write() -> None:
+    """PaLM's table names MT-NLG's chips only as 'A100': the reject says why and what to do."""
+    code, out = _validate(PROJ_ROOT / "data" / "raw" / "published" / "palm2022.csv")
+    assert code == 1
+    assert ("line 4: unknown_accelerator: ambiguous or not catalogued: 'A100': A100-SXM4-40GB or "
+            "A100-SXM4-80GB (HBM 1.555 vs 2.039 TB/s); write the memory size, e.g. 'A100 80GB'"
+            in out)
+
+
 def test_a_missing_file_is_a_reject_not_a_crash(tmp_path: Path) -> None:
     code, out = _validate(tmp_path / "absent.csv")
     assert code == 1 and "unreadable" in out

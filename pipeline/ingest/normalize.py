@@ -107,8 +107,8 @@ class CatalogCache:
     def shape(self, model_id: str) -> dict[str, Any]:
         """Catalog row of ``model_id`` as plain Python values, missing ones dropped."""
         if model_id not in self._shape:
-            models = self.catalog.models
-            row = models.loc[model_id].to_dict() if model_id in models.index else {}
+            row = (self.catalog.model_spec(model_id) if model_id in self.catalog.models.index
+                   else {})
             self._shape[model_id] = {k: v for k, v in row.items() if _present(v)}
         return self._shape[model_id]
 
@@ -292,7 +292,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
 
     acc_id = catalog.accelerator(acc_name)
     if acc_id is None:
-        raise Reject("unknown_accelerator", repr(acc_name))
+        # The catalog says why: not listed at all, or listed as ambiguous (a bare "A100").
+        raise Reject("unknown_accelerator",
+                     catalog.catalog.explain_accelerator(acc_name).removeprefix("unknown: "))
     row["accelerator"] = acc_id
     row["accelerator_family"] = catalog.family(acc_id)
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import ConfigError, get
-from pipeline.theory.cost import COMPONENTS, step_cost
+from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
 
@@ -294,7 +294,7 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
         "t_net_tp_s": cost.t_net_tp_s * nan, "t_net_dp_s": cost.t_net_dp_s * nan,
         "t_net_pp_s": cost.t_net_pp_s * nan, "t_net_ep_s": cost.t_net_ep_s * nan,
         "t_bubble_s": cost.t_bubble_s * nan, "t_latency_s": cost.t_latency_s * nan,
-        "binding": np.where(ok, np.asarray(COMPONENTS, dtype=object)[cost.binding], None),
+        "binding": np.where(ok, cost.binding_names(), None),
         "assumed": notes.joined(),
         "t_step_s": cost.t_step_s * nan,
         "peak_flops_per_s": np.where(ok, peak, np.nan),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.theory import laws as lw
-from pipeline.theory.cost import COMPONENTS, step_cost
+from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Layout, Shape
 from pipeline.theory.scenarios import Scenario
 
@@ -166,7 +166,7 @@ def search(scn: Scenario, flop) -> Frontier:
     for name in ("tp1", "tp2", "pp", "ep"):
         out[name][c] = 2.0 ** combo[name][kk]
     out["microbatches"][c] = 2.0 ** combo["m"][kk]
-    out["binding"][c] = np.asarray(COMPONENTS, dtype=object)[chosen.binding]
+    out["binding"][c] = chosen.binding_names()
     out["n_accelerators"] = out["dp"] * out["tp1"] * out["tp2"] * out["pp"] * out["ep"]
     return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
 
