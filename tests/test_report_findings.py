@@ -21,6 +21,7 @@ def _data(frames: dict[str, pd.DataFrame], **metrics: dict) -> ReportData:
 def _series(sid: str, eff: float, n_max: int = 512, model: str = "8B") -> dict:
     return {"series_id": sid, "source": "sweep", "model": model, "scaling": "strong",
             "strategy_family": "3d", "accelerator_family": "H100", "n_min": 8, "n_max": n_max,
+            "n_distinct": 2,
             "efficiency_at_n_max": eff, "theory_efficiency_at_n_max": 1.0,
             "n_half_law": float("nan"), "n_half_theory": float("nan")}
 

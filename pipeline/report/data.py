@@ -50,16 +50,20 @@ def load(processed_dir: Path, metrics_dir: Path) -> ReportData:
     return ReportData(frames, metrics, missing)
 
 
+def rank_within_source(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with ``turn``: each series' rank within its source, widest N range first,
+    then the most points, then the id."""
+    s = summary.assign(span=summary["n_max"] / summary["n_min"])
+    s = s.sort_values(["span", "n_distinct", "series_id"], ascending=[False, False, True])
+    return s.assign(turn=s.groupby("source").cumcount())
+
+
 def select_series(summary: pd.DataFrame, scaling: str, limit: int) -> list[str]:
     """The series worth drawing, taken in turn from each source so that no source with many
-    small series crowds out the others; within a source, the widest N range first, then the
-    most points, then the id."""
+    small series crowds out the others (``rank_within_source``)."""
     if summary.empty or "scaling" not in summary:
         return []
-    s = summary[summary["scaling"] == scaling].copy()
-    s["span"] = s["n_max"] / s["n_min"]
-    s = s.sort_values(["span", "n_distinct", "series_id"], ascending=[False, False, True])
-    s["turn"] = s.groupby("source").cumcount()
+    s = rank_within_source(summary[summary["scaling"] == scaling])
     s = s.sort_values(["turn", "span", "series_id"], ascending=[True, False, True])
     return list(s["series_id"].head(limit))
 

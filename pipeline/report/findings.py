@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.report.data import ReportData, best_per_point
+from pipeline.report.data import ReportData, best_per_point, rank_within_source
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
@@ -138,9 +138,8 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
         out["targets"][-1]["informative"] = bool(
             low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
     out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
-    span = summ.assign(_span=summ["n_max"] / summ["n_min"])
-    shown = (span.sort_values(["source", "_span", "series_id"], ascending=[True, False, True])
-             .groupby("source", sort=True).head(table_per_source))
+    ranked = rank_within_source(summ) if len(summ) else summ
+    shown = ranked[ranked["turn"] < table_per_source] if len(summ) else summ
     out["table_total"], out["table_shown"] = len(summ), len(shown)
     for r in shown.sort_values(["scaling", "series_id"]).itertuples():
         out["table"].append({
