@@ -55,7 +55,6 @@ def ingest(
 def fit(
     runs: Path = RUNS,
     series: Path = typer.Option(Path("data/processed/series.parquet")),
-    catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
     plots: Path = PLOTS,
@@ -63,7 +62,7 @@ def fit(
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
     _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
+               out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from pipeline.config import ConfigError, get
+from pipeline.config import CATALOG_DIR, ConfigError, get
 from pipeline.io import write_csv, write_json, write_parquet
 
 SECONDS_PER_DAY = 86_400.0
@@ -103,7 +103,7 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
             "precision", "active_params", "mfu", "hfu", "model_flops_per_s", "tokens_per_s",
             "tokens_per_s_per_accelerator", "peak_flops_per_s_per_accelerator",
             "power_w_per_accelerator", "energy_j_per_token", "time_to_train_s"]
-    keep += [c for c in ("training_tokens", "flop_per_hbm_byte") if c in ok.columns]
+    keep += [c for c in ("training_tokens", "flops_per_hbm_byte") if c in ok.columns]
     df = ok[keep].merge(bounds, on="run_id", how="left")
     df["fraction_of_ceiling"] = df["mfu"] / df["bound_mfu"]
     df["exceeds_bound"] = df["fraction_of_ceiling"] > 1.0
@@ -341,31 +341,12 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
     return out
 
 
-def load_hardware_catalog(catalog_dir: Path | None) -> Any:
-    """The catalog (``pipeline.catalog``), or None when it cannot be read: the hardware figure
-    and the theory curves then say they are unavailable."""
-    from pipeline.catalog import load_catalog
-    from pipeline.config import CATALOG_DIR
-
-    try:
-        return load_catalog(catalog_dir or CATALOG_DIR)
-    except Exception:
-        return None
-
-
-def hbm_bytes_per_s(catalog: Any) -> dict[str, float]:
-    """HBM bandwidth by accelerator id ({} without a catalog)."""
-    hw = getattr(catalog, "hardware", pd.DataFrame())
-    col = hw["hbm_bytes_per_s"] if "hbm_bytes_per_s" in hw else pd.Series(dtype=float)
-    return {str(k): float(v) for k, v in col.dropna().items()}
-
-
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_dir: Path,
         metrics_path: Path, plots_dir: Path, catalog_dir: Path | None = None) -> dict[str, Any]:
     """Run the compare stage; returns the metrics written to ``metrics_path``.
 
-    ``catalog_dir`` (default ``data/catalog``) gives each run's HBM bandwidth, for the
-    compute-to-bandwidth ratio ``flop_per_hbm_byte`` (peak FLOP/s over HBM bytes/s).
+    ``catalog_dir`` (default ``data/catalog``) gives the theory the hardware of each series'
+    configuration family moved to other N (``theory_ceilings``).
     """
     cfg = settings(params)
     processed_dir, metrics_dir = Path(processed_dir), Path(metrics_dir)
@@ -379,10 +360,8 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
                                                                            "t_compute_s": float})
     law_order = law_order_of(_read_json(metrics_dir / "fit.json"), fits)
     default_law = law_order[0]
-    catalog = load_hardware_catalog(catalog_dir)
-    hbm = hbm_bytes_per_s(catalog)
-    runs = runs.assign(flop_per_hbm_byte=runs["peak_flops_per_s_per_accelerator"]
-                       / runs["accelerator"].map(hbm))
+    from pipeline.catalog import load_catalog
+    catalog = load_catalog(catalog_dir or CATALOG_DIR)
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
     curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
     write_parquet(per_run, Path(out_dir) / "comparison.parquet")

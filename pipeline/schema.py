@@ -49,6 +49,8 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("peak_precision", _S, "precision of the catalog peak: `precision`, or the chip's stand-in "
                            "(V100 bf16 -> fp16), or the assumed default when `precision` is null "
                            "(then listed in `derived`)"),
+    ("flops_per_hbm_byte", _F, "peak FLOP/s over HBM bytes/s of the chip (derived, catalog)"),
+    ("flops_per_scaleout_byte", _F, "peak FLOP/s over scale-out bytes/s per chip (derived)"),
     ("dp", _I, "data-parallel degree"),
     ("tp", _I, "tensor-parallel degree"),
     ("pp", _I, "pipeline-parallel degree"),

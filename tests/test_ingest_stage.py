@@ -178,6 +178,20 @@ def test_the_shipped_dataset_is_large_and_resolved(real_ingest: tuple[Path, dict
     assert set(runs["accelerator"]) <= set(catalog.hardware.index)
 
 
+def test_compute_to_bandwidth_ratios_come_from_the_catalog(real_ingest: tuple[Path, dict]
+                                                           ) -> None:
+    """H100 bf16: 989.5e12 / 3.35e12 = 295.4 FLOP per HBM byte (theory.md G11) and
+    989.5e12 / 50e9 per scale-out byte; A100 80GB: 312e12 / 2.039e12 per HBM byte."""
+    tmp, _ = real_ingest
+    runs = pd.read_parquet(tmp / "out" / "runs.parquet")
+    llama = runs[(runs["source"] == "llama3") & (runs["n_accelerators"] == 8192)].iloc[0]
+    assert llama["flops_per_hbm_byte"] == pytest.approx(295.37, rel=1e-4)
+    assert llama["flops_per_scaleout_byte"] == pytest.approx(989.5e12 / 50e9, rel=1e-12)
+    assert "flops_per_hbm_byte" in llama["derived"].split(";")
+    megatron = runs[runs["source"] == "megatron2021"].iloc[0]
+    assert megatron["flops_per_hbm_byte"] == pytest.approx(312e12 / 2.039e12, rel=1e-12)
+
+
 # Published value -> runs.parquet column and the factor between their units.
 _SAME_VALUE = {"n_accelerators": ("n_accelerators", 1.0), "params_b": ("params", 1e9),
                "tokens_per_s": ("tokens_per_s", 1.0), "mfu": ("mfu", 1.0), "hfu": ("hfu", 1.0),

@@ -79,6 +79,7 @@ class CatalogCache:
         self._acc: dict[str, str | None] = {}
         self._peak: dict[tuple[str, str], tuple[float | None, str | None]] = {}
         self._family: dict[str, str | None] = {}
+        self._bandwidth: dict[str, tuple[float | None, float | None]] = {}
         self._model: dict[tuple[str, float | None], str | None] = {}
         self._shape: dict[str, dict[str, Any]] = {}
 
@@ -97,6 +98,14 @@ class CatalogCache:
         if key not in self._peak:
             self._peak[key] = self.catalog.peak_flops_per_s(acc_id, precision)
         return self._peak[key]
+
+    def bandwidths(self, acc_id: str) -> tuple[float | None, float | None]:
+        """(HBM, scale-out) bytes/s per chip from the hardware catalog (None where unlisted)."""
+        if acc_id not in self._bandwidth:
+            spec = self.catalog.spec(acc_id)
+            self._bandwidth[acc_id] = (spec.get("hbm_bytes_per_s"),
+                                       spec.get("scaleout_bytes_per_s"))
+        return self._bandwidth[acc_id]
 
     def model(self, name: str, params: float | None) -> str | None:
         key = (name, params)
@@ -303,6 +312,13 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak
     row["peak_precision"] = peak_precision if peak is not None else None
+    # The chip's compute-to-bandwidth ratios (Fernandez et al. 2024: faster chips on the same
+    # memory and network expose communication); the fit stage regresses MFU on them.
+    hbm, scaleout = catalog.bandwidths(acc_id)
+    for name, bandwidth in (("flops_per_hbm_byte", hbm), ("flops_per_scaleout_byte", scaleout)):
+        if peak is not None and bandwidth:
+            row[name] = peak / bandwidth
+            derived.append(name)
     # Measures are derived from a peak at an assumed precision only where it cannot be off by a
     # precision factor: not on chips with fp8 units, where the run may have used fp8 (MLPerf
     # submissions on H100/B200 do) and the bf16 peak would double its MFU.

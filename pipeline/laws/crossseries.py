@@ -7,8 +7,9 @@ under strong and weak scaling, holding hardware, strategy and model size fixed.
 
 ``hardware_hbm`` / ``hardware_scaleout`` (every run with MFU, single configurations
 included): ``mfu_points ~ log2_flops_per_<hbm|scaleout>_byte + log2_n + C(scaling) +
-log10_params``, peak FLOP/s (runs.parquet) over the catalog's bytes/s: Fernandez et al. 2024 (arXiv 2411.13055) argue that faster chips
-expose communication, i.e. MFU falls as peak FLOP/s outgrows the bytes/s that feed it. The
+log10_params``, with runs.parquet's ``flops_per_<hbm|scaleout>_byte`` (peak FLOP/s over the
+catalog's bytes/s, derived by the ingest). Fernandez et al. 2024 (arXiv 2411.13055) argue that
+faster chips expose communication, i.e. MFU falls as peak FLOP/s outgrows the bytes/s that feed it. The
 ratios vary only between accelerator types, so there is no accelerator term here.
 
 Cluster-robust errors with few clusters are optimistic (Cameron & Miller 2015); each model
@@ -17,7 +18,6 @@ reports its cluster count and uses t(G-1) intervals (statsmodels' default for cl
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,50 +95,27 @@ def doubling_model(df: pd.DataFrame, alpha: float) -> tuple[list[dict], dict]:
     return rows, headline
 
 
-def _spec_value(spec: Any, name: str) -> float:
-    value = spec.get(name) if isinstance(spec, dict) else getattr(spec, name, None)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return np.nan
-
-
-def hardware_ratios(df: pd.DataFrame, catalog_dir: Path) -> tuple[pd.DataFrame, str]:
-    """Add peak FLOP/s per HBM byte/s and per scale-out byte/s from the hardware catalog."""
-    try:
-        from pipeline.catalog import load_catalog
-        catalog = load_catalog(catalog_dir)
-    except Exception as exc:  # the catalog is optional for this stage: say why it is missing
-        return df, f"hardware catalog unavailable ({type(exc).__name__}: {exc})"
-    hbm, scaleout = {}, {}
-    for acc in sorted(df["accelerator"].dropna().unique()):
-        try:
-            spec = catalog.spec(acc)
-        except Exception:  # unknown accelerator: no ratio for its runs
-            continue
-        hbm[acc] = _spec_value(spec, "hbm_bytes_per_s")
-        scaleout[acc] = _spec_value(spec, "scaleout_bytes_per_s")
-    peak = pd.to_numeric(df["peak_flops_per_s_per_accelerator"], errors="coerce")
+def hardware_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """Add log2 of the chips' peak FLOP/s per HBM byte/s and per scale-out byte/s (the ingest
+    derives both from the hardware catalog: runs.parquet ``flops_per_*_byte``)."""
     df = df.copy()
-    df["log2_flops_per_hbm_byte"] = np.log2(peak / df["accelerator"].map(hbm))
-    df["log2_flops_per_scaleout_byte"] = np.log2(peak / df["accelerator"].map(scaleout))
-    return df, ""
+    for column in ("flops_per_hbm_byte", "flops_per_scaleout_byte"):
+        ratio = pd.to_numeric(df[column], errors="coerce") if column in df else np.nan
+        df[f"log2_{column}"] = np.log2(ratio)
+    return df
 
 
 RATIOS = {"hbm": "log2_flops_per_hbm_byte", "scaleout": "log2_flops_per_scaleout_byte"}
 
 
-def hardware_models(df: pd.DataFrame, catalog_dir: Path, alpha: float
-                    ) -> tuple[list[dict], dict]:
+def hardware_models(df: pd.DataFrame, alpha: float) -> tuple[list[dict], dict]:
     """MFU against each compute-to-bandwidth ratio, one model per ratio.
 
     One model per ratio, not both in one: the catalog lacks a scale-out bandwidth for some
     accelerators (TPU v3/v4 have no separate scale-out network), and with a handful of
     accelerator types the two ratios are nearly collinear.
     """
-    df, note = hardware_ratios(df, catalog_dir)
-    if note:
-        return [], {"note": note}
+    df = hardware_ratios(df)
     rows: list[dict] = []
     headline: dict[str, Any] = {}
     for key, ratio in RATIOS.items():
@@ -160,7 +137,7 @@ def hardware_models(df: pd.DataFrame, catalog_dir: Path, alpha: float
     return rows, headline
 
 
-def cross_series(runs: pd.DataFrame, catalog_dir: Path, interval: float) -> tuple[pd.DataFrame, dict]:
+def cross_series(runs: pd.DataFrame, interval: float) -> tuple[pd.DataFrame, dict]:
     """Both models: a tidy coefficient table and the headline figures for fit.json."""
     alpha = 1.0 - interval
     scaling_runs = mfu_frame(runs)
@@ -169,7 +146,7 @@ def cross_series(runs: pd.DataFrame, catalog_dir: Path, interval: float) -> tupl
     rows: list[dict] = []
     headlines: dict[str, Any] = {}
     for name, fn in (("doubling", lambda: doubling_model(scaling_runs, alpha)),
-                     ("hardware", lambda: hardware_models(all_runs, catalog_dir, alpha))):
+                     ("hardware", lambda: hardware_models(all_runs, alpha))):
         try:
             model_rows, headline = fn()
         except (ValueError, np.linalg.LinAlgError) as exc:  # singular design and the like

@@ -203,12 +203,8 @@ def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
 
 
 def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path,
-        catalog_dir: Path = Path("data/catalog")) -> dict[str, Any]:
-    """Run the fit stage; returns the metrics written to ``metrics_path``.
-
-    ``catalog_dir`` gives the hardware ratios of the cross-series MFU model.
-    """
+        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
+    """Run the fit stage; returns the metrics written to ``metrics_path``."""
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
     series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
@@ -216,7 +212,7 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
-    cross, cross_headlines = cross_series(runs, Path(catalog_dir), cfg["interval"])
+    cross, cross_headlines = cross_series(runs, cfg["interval"])
 
     out_dir = Path(out_dir)
     write_parquet(fits, out_dir / "fits.parquet")

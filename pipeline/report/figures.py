@@ -189,7 +189,7 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
     stage's partial slope drawn through the overall medians."""
     fig, ax = new_figure(1, 4.2)
     c = data.comparison
-    col = "flop_per_hbm_byte"
+    col = "flops_per_hbm_byte"
     if c.empty or col not in c or c[col].notna().sum() == 0:
         note(ax, "compute-to-bandwidth ratios are not in the stage outputs")
         return save(fig, out / "hardware.png")

@@ -293,7 +293,7 @@ def hardware_section(d: ReportData) -> dict[str, Any]:
         return out
     best = best_per_point(c, "mfu")
     for fam, g in best.groupby("accelerator_family", sort=True):
-        ratio = g["flop_per_hbm_byte"].median() if "flop_per_hbm_byte" in g else np.nan
+        ratio = g["flops_per_hbm_byte"].median() if "flops_per_hbm_byte" in g else np.nan
         out["table"].append({"family": fam, "runs": len(g), "median_mfu": _f(g["mfu"].median()),
                              "max_mfu": _f(g["mfu"].max()), "flop_per_byte": _f(ratio)})
     # a family's median is only ranked when it rests on a few points, not on one paper's run
