@@ -40,6 +40,16 @@ SERIES_SPECS = [
 ]
 
 
+
+def _hbm_bytes_per_s() -> dict[str, float]:
+    """HBM bandwidth of the chips above, from the shipped catalog (as the ingest reads it)."""
+    from pipeline.catalog import load_catalog
+    from pipeline.config import CATALOG_DIR
+    hardware = load_catalog(CATALOG_DIR).hardware
+    return {family: float(hardware.loc[acc, "hbm_bytes_per_s"]) for family, acc in ACCEL_ID.items()}
+
+
+HBM = _hbm_bytes_per_s()
 NOISE = (0.0, 0.01, -0.01, 0.005, -0.005, 0.0, 0.01)
 
 
@@ -60,7 +70,8 @@ def _run(source: str, model: str, params: float, family: str, n: int, mfu: float
         params=params, active_params=params, n_layers=80, d_model=8192, seq_len=4096,
         accelerator=ACCEL_ID[family], accelerator_family=family, n_accelerators=n,
         accelerators_per_node=4 if family.startswith("TPU") else 8, precision="bf16",
-        peak_flops_per_s_per_accelerator=peak, dp=max(n // 8, 1), tp=8, pp=1, cp=1, ep=1,
+        peak_flops_per_s_per_accelerator=peak, flops_per_hbm_byte=peak / HBM[family],
+        dp=max(n // 8, 1), tp=8, pp=1, cp=1, ep=1,
         zero_stage=3 if strategy_family == "fsdp" else 1, micro_batch=1,
         global_batch_tokens=4.0e6 if scaling != "weak" else 4096.0 * n, strategy=strategy_family,
         strategy_family=strategy_family, tokens_per_s=model_flops / flops_per_token,
