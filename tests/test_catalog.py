@@ -265,14 +265,27 @@ def test_reference_models_resolve(cat: Catalog, reference_data: Path) -> None:
 
 
 # Fuzzing ------------------------------------------------------------------------------------------
+_ALIAS_NAMES = sorted(pd.read_csv(CATALOG_DIR / ALIASES_FILE, dtype=str,
+                                  keep_default_na=False)["alias"])
+_MODEL_NAMES = sorted({a for cell in pd.read_csv(CATALOG_DIR / MODELS_FILE, dtype=str,
+                                                 keep_default_na=False)[["aliases",
+                                                                        "generic_aliases"]]
+                       .to_numpy().ravel() for a in cell.split(";") if a})
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.none(), st.text(max_size=80),
+@given(st.one_of(st.none(), st.text(max_size=80), st.sampled_from(_ALIAS_NAMES),
                  st.integers(), st.floats(allow_nan=True)))
 def test_resolve_accelerator_never_raises(name: object) -> None:
     cat = _CATALOG
     result = cat.resolve_accelerator(name)  # type: ignore[arg-type]
     assert result is None or result in cat.hardware.index
-    assert isinstance(cat.explain_accelerator(name), str)  # type: ignore[arg-type]
+    explained = cat.explain_accelerator(name)  # type: ignore[arg-type]
+    if result is None:  # the reject reason says which failure it was
+        assert explained.startswith(("missing:", "ambiguous or not catalogued:", "unknown:"))
+    else:  # a resolved id is canonical: it resolves to itself
+        assert explained == f"resolves to {result}"
+        assert cat.resolve_accelerator(result) == result
 
 
 @settings(max_examples=100, deadline=None)
@@ -292,6 +305,37 @@ def test_alias_separator_and_case_variants(alias: str, sep: str, upper: bool) ->
 def test_resolve_model_never_raises(name: str | None, params: float | None) -> None:
     result = _CATALOG.resolve_model(name, params)
     assert result is None or result in _CATALOG.models.index
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(_MODEL_NAMES), st.floats(0.5, 2.0))
+def test_resolved_model_matches_the_stated_size(name: str, factor: float) -> None:
+    """A catalog name with a stated parameter count resolves either by its exact alias, or to
+    a model within 5% of that count; a generic name never resolves without a count."""
+    exact = _CATALOG.resolve_model(name)
+    assert exact is None or exact in _CATALOG.models.index
+    generics = _CATALOG.models[_CATALOG.models["generic_aliases"].fillna("").map(
+        lambda cell: name in cell.split(";"))]
+    for model_id, size in generics["params"].items():
+        params = float(size) * factor
+        got = _CATALOG.resolve_model(name, params)
+        if exact is not None:
+            assert got == exact  # an exact alias wins over the size
+        elif got is not None:
+            assert abs(float(_CATALOG.models.at[got, "params"]) - params) <= \
+                0.05 * float(_CATALOG.models.at[got, "params"])
+        if exact is None and abs(factor - 1) < 0.01 and (
+                generics["params"].astype(float).sub(params).abs()
+                <= 0.05 * generics["params"].astype(float)).sum() == 1:
+            assert got == model_id  # the one model of that name and size is found
+
+
+def test_generic_model_size_tolerance_is_five_percent() -> None:
+    assert _CATALOG.resolve_model("GPT", 1.7e9 * 1.049) == "megatron-gpt-1.7b"
+    assert _CATALOG.resolve_model("GPT", 1.7e9 * 0.951) == "megatron-gpt-1.7b"
+    assert _CATALOG.resolve_model("GPT", 1.7e9 * 1.051) is None
+    assert _CATALOG.resolve_model("GPT", 1.7e9 * 0.949) is None
+    assert _CATALOG.resolve_model("GPT") is None  # a generic name alone is never enough
 
 
 @settings(max_examples=100, deadline=None)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipeline.compare import SHARES, _half_n, gap_shares, predict_frame
 from pipeline.compare import run as compare_run
 from pipeline.config import ConfigError, load_params
-from synthetic_upstream import SERIES_SPECS, build
+from synthetic_upstream import NOISE, SERIES_SPECS, build
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +80,19 @@ def test_predict_frame_from_a_law_fit() -> None:
     amdahl = lambda x: x / (1 + 0.01 * (x - 1))  # noqa: E731
     rng = np.random.default_rng(0)
     y = amdahl(n) * (1 + 0.002 * rng.standard_normal(n.size))
-    f = predict_frame(fit(n, y, law="amdahl", scale="log"), np.array([512.0, 1e4]), 0.95)
+    res = fit(n, y, law="amdahl", scale="log")
+    f = predict_frame(res, np.array([512.0, 1e4]), 0.95)
     assert list(f.columns) == ["predicted", "pi_low", "pi_high"] and len(f) == 2
-    assert f["predicted"].to_numpy() == pytest.approx(amdahl(np.array([512.0, 1e4])), rel=0.05)
+    truth = amdahl(np.array([512.0, 1e4]))
+    # 0.2% noise: the refit is within the noise level even 40x beyond the data
+    assert f["predicted"].to_numpy() == pytest.approx(truth, rel=2e-3)
+    assert f["predicted"].to_numpy() == pytest.approx(res.fitted(np.array([512.0, 1e4])),
+                                                      rel=1e-12)
+    assert res.params["sigma"] == pytest.approx(0.01, rel=2e-3)
     assert ((f["pi_low"] <= f["predicted"]) & (f["predicted"] <= f["pi_high"])).all()
+    # the 95% band holds the true law and is narrow (under 1% wide) on such clean data
+    assert ((f["pi_low"] <= truth) & (truth <= f["pi_high"])).all()
+    assert ((f["pi_high"] - f["pi_low"]) / f["predicted"] < 0.01).all()
 
 
 def test_theory_efficiency_follows_the_bounds(outputs: dict) -> None:
@@ -130,6 +139,12 @@ def test_series_efficiency_recovers_synthetic_law(outputs: dict) -> None:
     assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(law(ns[-1]) / law(ns[0]), rel=0.03)
     # eff = 4^-0.85 at 1536 ~ 0.31 < 0.5 < 2^-0.85 at 768: the crossing lies between them
     assert 768 < summ.loc[sid, "n_half_measured"] < 1536
+    # exact by construction: the fixture's wobble is +0%, +1%, -1% at N = 384, 768, 1536
+    eff = [law(n) * (1 + w) / law(ns[0]) for n, w in zip(ns, NOISE)]
+    assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(eff[-1], rel=1e-9)
+    # 50% is crossed between 768 and 1536, interpolated linearly in log N
+    frac = (eff[1] - 0.5) / (eff[1] - eff[2])
+    assert summ.loc[sid, "n_half_measured"] == pytest.approx(768 * 2.0**frac, rel=1e-9)
     assert 600 < summ.loc[sid, "n_half_law"] < 1536
     # the weak series barely declines and never crosses 50%
     assert math.isnan(summ.loc["syn/llama70b-h100-weak", "n_half_law"])
@@ -146,6 +161,8 @@ def test_extrapolation_targets_and_intervals(outputs: dict) -> None:
     # PTD-P strong: mfu ~ (n/384)^-0.06 -> efficiency at 10k ~ (10000/384)^-0.06 = 0.82
     row = t[(t["series_id"] == "syn/ptdp-175b-a100-strong") & (t["n_accelerators"] == 10000)].iloc[0]
     assert row["efficiency_law"] == pytest.approx((10000 / 384) ** -0.06, abs=0.05)
+    assert row["efficiency_law_low"] <= (10000 / 384) ** -0.06 <= row["efficiency_law_high"]
+    assert row["efficiency_law_low"] <= row["efficiency_law"] <= row["efficiency_law_high"]
 
 
 def test_metrics_headline(outputs: dict) -> None:

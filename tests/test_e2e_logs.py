@@ -3,8 +3,10 @@ dropped into the logs folder, becomes runs, one strong-scaling series, and fitte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -93,6 +95,26 @@ def test_a_dropped_log_folder_becomes_runs_a_series_and_fits(sweep_outputs: Path
     fits = pd.read_parquet(sweep_outputs / "fits.parquet")
     mine = fits[fits["series_id"] == s["series_id"]]
     assert set(mine["law"]) >= {"power", "amdahl", "usl", "comm"}
-    assert mine["converged"].any()
+    assert mine["converged"].any() and (mine["n_points"] == 4).all()
+    # golden: the power law on log throughput is the least-squares line through log y, log N
+    power = mine.set_index("law").loc["power"]
+    assert power["converged"] and power["y_metric"] == s["y_metric"]
+    y = by_n[s["y_metric"]].astype(float).sort_index()
+    slope, intercept = np.polyfit(np.log(y.index.to_numpy(float)), np.log(y.to_numpy()), 1)
+    fitted = json.loads(power["params"])
+    assert fitted["b"] == pytest.approx(slope, rel=1e-6)
+    assert fitted["a"] == pytest.approx(np.exp(intercept), rel=1e-6)
+    assert fitted["b"] < 1  # diminishing returns: the step time falls slower than 1/N
     extrapolation = pd.read_parquet(sweep_outputs / "extrapolation.parquet")
-    assert (extrapolation["series_id"] == s["series_id"]).any()
+    held = extrapolation[(extrapolation["series_id"] == s["series_id"])
+                         & (extrapolation["law"] == "power")]
+    # k=1 holds out N=128, k=2 N=64 and 128; each scored against its measured value
+    assert sorted(held.loc[held["k"] == 1, "n_target"]) == [128]
+    assert sorted(held.loc[held["k"] == 2, "n_target"]) == [64, 128]
+    for _, row in held.iterrows():
+        assert row["actual"] == pytest.approx(y.loc[row["n_target"]], rel=1e-12)
+    # k=1 trains on 3 distinct N (fit.min_distinct_n), k=2 on 2: no fit, nothing predicted
+    (k1,) = held[held["k"] == 1].to_dict("records")
+    assert k1["ape"] == pytest.approx(abs(k1["predicted"] / k1["actual"] - 1), rel=1e-9)
+    assert k1["pi_low"] <= k1["predicted"] <= k1["pi_high"]
+    assert held.loc[held["k"] == 2, "predicted"].isna().all()

@@ -97,8 +97,15 @@ def test_read_published_sorted_over_fixture_dir() -> None:
 
 
 def _check(recs: list[Record]) -> None:
+    lines = [r.line for r in recs]
+    assert lines == sorted(set(lines))  # one record per row, in file order
     for r in recs:
         assert isinstance(r, Record)
+        assert r.path == "t.csv"
+        if r.line == 0:  # a whole-file reject stands alone
+            assert len(recs) == 1 and r.reason.startswith(("binary_file", "unreadable")), r
+        elif r.line == 1:  # line 1 is the header: only a header problem is reported there
+            assert r.reason.startswith("malformed_row: header"), r
         assert (r.fields is None) != (r.reason is None)
         if r.reason is not None:
             assert r.reason.split(":")[0] in REJECT_CODES
@@ -114,6 +121,7 @@ def test_fuzz_random_bytes_never_raise(tmp_path: Path, data: bytes) -> None:
 
 
 _VALID = (FIXTURES / "synthetic_good.csv").read_bytes()
+_GOOD = list(read_file(FIXTURES / "synthetic_good.csv", root=FIXTURES))
 
 
 @settings(max_examples=150, deadline=None,
@@ -125,5 +133,10 @@ def test_fuzz_truncated_and_corrupted_tables_never_raise(tmp_path: Path, cut: in
     data = _VALID[:at] + junk + _VALID[at:cut] if at < cut else _VALID[:cut]
     recs = _read(tmp_path, data)
     _check(recs)
+    # every row that ends before the damage is read exactly as in the intact file
+    intact = _VALID[:min(at, cut)].count(b"\n")
+    if not (len(recs) == 1 and recs[0].line == 0):
+        want = [(r.line, r.fields, r.reason) for r in _GOOD if r.line <= intact]
+        assert [(r.line, r.fields, r.reason) for r in recs if r.line <= intact] == want
     # never more records than physical lines (csv ends lines at \n, \r or \r\n)
     assert len(recs) <= data.count(b"\n") + data.count(b"\r") + 1

@@ -78,17 +78,29 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     usl = fits[(fits.series_id == "syn/usl-reps") & (fits.law == "usl")].iloc[0]
     assert usl.converged and usl.n_points == 18
     assert "not ok" in usl.note  # the oom run is counted, not silently lost
-    params = json.loads(usl.params)
-    assert params["sigma"] == pytest.approx(0.02, abs=0.02)
-    assert params["kappa"] == pytest.approx(2e-4, rel=0.5)
-    assert usl.n_peak == pytest.approx(np.sqrt(0.98 / 2e-4), rel=0.3)
+    params, stderr = json.loads(usl.params), json.loads(usl.stderr)
+    ci_low, ci_high = json.loads(usl.ci_low), json.loads(usl.ci_high)
+    # 2% noise on 18 points: the true sigma 0.02, kappa 2e-4, lambda 5e13 lie within 3 standard
+    # errors of the estimates and inside their 95% intervals
+    for name, true in (("sigma", 0.02), ("kappa", 2e-4), ("lam", 5e13)):
+        assert abs(params[name] - true) <= 3 * stderr[name], name
+        assert ci_low[name] <= true <= ci_high[name], name
+        assert 0 < stderr[name] < 0.1 * params[name], name
+    sigma, kappa = params["sigma"], params["kappa"]
+    assert usl.n_peak == pytest.approx(np.sqrt((1 - sigma) / kappa), rel=1e-9)  # Gunther's N*
+    assert usl.n_peak == pytest.approx(np.sqrt(0.98 / 2e-4), rel=0.1)
     # USL is the true law of this series (comm nests it: USL is comm with t_lat = 0), so USL is
     # within 2 AICc of the best and the power law, which has no peak, far behind.
     assert usl.delta_aicc < 2.0
     power = fits[(fits.series_id == "syn/usl-reps") & (fits.law == "power")].iloc[0]
     assert power.delta_aicc > 10.0
     # fitted efficiency halves where the closed form says: E(N) = 1/(1+s(N-1)+kN(N-1)) relative
-    assert np.isfinite(usl.n_half_efficiency) and 8 < usl.n_half_efficiency < 256
+    # relative to N_min = 8: D(N) = 2 D(8) with D(N) = 1 + s(N-1) + k N(N-1), a quadratic in N
+    d8 = 1 + sigma * 7 + kappa * 56
+    a, b, c = kappa, sigma - kappa, 1 - sigma - 2 * d8
+    assert usl.n_half_efficiency == pytest.approx((-b + np.sqrt(b * b - 4 * a * c)) / (2 * a),
+                                                  rel=1e-6)
+    assert usl.n_half_efficiency == pytest.approx(45.7, rel=0.05)  # with the true s, k
     assert metrics["default_law"] in {"power", "amdahl", "usl", "comm"}
     on_disk = json.loads((out / "fit.json").read_text())
     assert on_disk["default_law"] == metrics["default_law"]
@@ -180,13 +192,20 @@ def test_cross_series_recovers_mfu_per_doubling() -> None:
                                  accelerator="H100-SXM5-80GB", accelerator_family="H100",
                                  strategy_family="3d" if s % 2 else "fsdp",
                                  peak_flops_per_s_per_accelerator=989e12))
-    table, headline = cross_series(pd.DataFrame(rows), 0.95)
+    frame = pd.DataFrame(rows)
+    table, headline = cross_series(frame, 0.95)
     d = headline["doubling"]
     assert d["n_clusters"] == 6 and d["cov_type"] == "cluster(source)"
     for scaling, slope in (("strong", -3.0), ("weak", -0.5)):
         est = d[scaling]
         assert est["ci_low"] < slope < est["ci_high"]
         assert est["mfu_points_per_doubling"] == pytest.approx(slope, abs=0.2)
+        # every source ran every N: log2 N is orthogonal to the other terms, so the slope is
+        # the plain least-squares slope of that scaling's points
+        mine = frame[frame.scaling == scaling]
+        ols = np.polyfit(np.log2(mine.n_accelerators), 100 * mine.mfu, 1)[0]
+        assert est["mfu_points_per_doubling"] == pytest.approx(ols, rel=1e-9)
+        assert est["ci_low"] < ols < est["ci_high"]
     # No compute-to-bandwidth ratios in these runs: the hardware models say so, fit nothing.
     for key in ("hbm", "scaleout"):
         assert headline["hardware"][key]["note"].startswith("0 runs on 0 accelerator type(s)")
@@ -211,11 +230,18 @@ def test_hardware_model_recovers_ratio_slope() -> None:
                                  accelerator=acc, accelerator_family=acc, strategy_family="3d",
                                  peak_flops_per_s_per_accelerator=peak,
                                  flops_per_hbm_byte=peak / hbm))
-    table, headline = cross_series(pd.DataFrame(rows), 0.95)
+    frame = pd.DataFrame(rows)
+    table, headline = cross_series(frame, 0.95)
     hbm = headline["hardware"]["hbm"]
     assert hbm["n_accelerator_types"] == 4
     assert hbm["ci_low"] < -5.0 < hbm["ci_high"]
     assert hbm["mfu_points_per_doubling_of_ratio"] == pytest.approx(-5.0, abs=0.3)
+    # golden: least squares of MFU points on [1, log2 ratio, log2 N] (the other terms are
+    # constant here)
+    design = np.column_stack([np.ones(len(frame)), np.log2(frame.flops_per_hbm_byte),
+                              np.log2(frame.n_accelerators)])
+    coef = np.linalg.lstsq(design, 100 * frame.mfu.to_numpy(), rcond=None)[0]
+    assert hbm["mfu_points_per_doubling_of_ratio"] == pytest.approx(coef[1], rel=1e-9)
     assert "too few" in headline["hardware"]["scaleout"]["note"]
     assert "hardware_hbm" in set(table.model)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.ingest import mllog
 from pipeline.ingest.mlperf import read_tree
+from pipeline.ingest.records import REJECT_CODES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mlperf" / "rounds"
 T0 = 1_700_000_000_000
@@ -207,12 +209,22 @@ def test_fuzz_valid_events_among_noise_are_recovered(items) -> None:
 def test_fuzz_random_bytes_and_cuts_never_raise(noise: bytes, cut: int, keys) -> None:
     good = ("0: " + ev(T0, "run_start") + "\n" + ev(T0 + 1, "tracked_stats", {"throughput": 1e308})
             + "\n" + ev(T0 + 2, "run_stop") + "\n").encode()
-    for data in (noise, good[:cut] + noise, noise + good[: cut % len(good)],
-                 good.replace(b"1700000000000", noise[:20].replace(b"\n", b"")),
-                 noise.replace(b"\n", b"\n:::MLLOG ")):
+    good_keys = ["run_start", "tracked_stats", "run_stop"]  # at T0, T0 + 1, T0 + 2
+    for i, data in enumerate((noise, good[:cut] + noise, noise + good[: cut % len(good)],
+                              good.replace(b"1700000000000", noise[:20].replace(b"\n", b"")),
+                              noise.replace(b"\n", b"\n:::MLLOG "))):
         log = mllog.parse_bytes(data, keys)
         assert log.n_bad + len(log.events) <= log.n_event_lines
-        assert all(isinstance(e.time_ms, float) for e in log.events)
+        assert log.n_bytes == len(data)
+        assert all(isinstance(e.time_ms, float) and math.isfinite(e.time_ms) for e in log.events)
+        assert keys is None or all(e.key in keys for e in log.events)
+        lines = [e.lineno for e in log.events]  # file order, real lines
+        assert lines == sorted(lines) and all(1 <= n <= data.count(b"\n") + 1 for n in lines)
+        if i == 1 and not log.is_binary:
+            # every complete line of the good log before the cut is read, whatever follows
+            want = [k for k in good_keys[:good[:cut].count(b"\n")] if keys is None or k in keys]
+            got = [(e.key, e.time_ms) for e in log.events][:len(want)]
+            assert got == [(k, float(T0 + good_keys.index(k))) for k in want]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -231,6 +243,15 @@ def test_fuzz_whole_tree_yields_one_record_per_file(tmp_path_factory, noise: byt
     (folder / "result_2.txt").write_bytes(good + noise)
     (folder / "scaling.json").write_bytes(noise)
     recs = list(read_tree(rnd))
-    assert len(recs) == 3
+    assert [Path(r.path).name for r in recs] == ["result_0.txt", "result_1.txt", "result_2.txt"]
     for rec in recs:
         assert (rec.fields is None) != (rec.reason is None)
+        if rec.fields is not None:  # the system description is applied to every run
+            assert (rec.fields["n_accelerators"], rec.fields["accelerator"]) == (8, "H100")
+            assert rec.fields.get("time_to_train_s", 1.0) == 1.0  # run_stop 1000 ms after start
+        else:
+            assert rec.reason.split(":")[0] in REJECT_CODES
+    assert recs[0].fields is None  # noise alone is never a run
+    # the complete log followed by noise is either rejected whole (binary) or read exactly
+    assert recs[2].fields is None or (recs[2].fields["status"], recs[2].fields["time_to_train_s"]) \
+        == ("ok", 1.0)

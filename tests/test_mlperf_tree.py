@@ -61,9 +61,15 @@ def test_one_record_per_result_file_and_nothing_else(records) -> None:
 
 def test_fields_use_published_v1_names_and_run_extras(records) -> None:
     allowed = V1_FIELDS | set(RUN_EXTRAS) | CORE_EXTRAS
+    checked = 0
     for key, rec in records.items():
         if key != "_stats" and rec.fields is not None:
             assert set(rec.fields) <= allowed, set(rec.fields) - allowed
+            # what the ingest core needs to place and identify a run is always there
+            assert {"source", "citation", "model", "accelerator", "n_accelerators", "status",
+                    "log_sha1", "result_path"} <= set(rec.fields), key
+            checked += 1
+    assert checked == 8  # the fixture trees' 8 readable runs (7 result files are rejects)
 
 
 def test_prefixed_run_with_corrupt_lines(records) -> None:

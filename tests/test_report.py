@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -69,6 +70,9 @@ def test_every_figure_decodes(out: dict) -> None:
     for uri in set(re.findall(r'src="data:image/png;base64,([^"]+)"', html)):
         img = mpimg.imread(io.BytesIO(base64.b64decode(uri)), format="png")
         assert img.shape[0] > 100 and img.shape[1] > 400
+        # something is drawn: not one flat colour, and several colours (axes, text, data)
+        rgb = img[..., :3].reshape(-1, 3)
+        assert rgb.std() > 0.05 and len(np.unique(rgb[::7], axis=0)) > 20
     for name in FIGURES:
         assert (out["reports"] / "figures" / f"{name}.png").stat().st_size > 5000
 

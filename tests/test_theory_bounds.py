@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.config import PROJ_ROOT
 from pipeline.theory.bounds import BOUND_COLUMNS, compute_bounds
+from pipeline.theory.cost import COMPONENTS
 from pipeline.theory.stage import run
 
 H100 = "H100-SXM5-80GB"
@@ -179,6 +180,16 @@ def test_any_runs_frame_gets_finite_ceilings_or_a_reason(params, catalog, rows):
     assert np.all((out.loc[has, "bound_mfu"] > 0) & (out.loc[has, "bound_mfu"] <= 1))
     assert out.loc[has, list(BOUND_COLUMNS[2:10])].notna().all().all()
     assert out.loc[~has, "assumed"].str.contains("no bound").all()
+    # one row per run, sorted by run_id, each carrying its own measured MFU
+    assert list(out["run_id"]) == sorted(runs["run_id"])
+    mfu = runs.set_index("run_id")["mfu"].astype(float).reindex(out["run_id"]).to_numpy()
+    assert np.array_equal(out["measured_mfu"].to_numpy(float), mfu, equal_nan=True)
+    assert set(out.loc[has, "binding"]) <= set(COMPONENTS)
+    # flagged exactly where the measurement passes a ceiling by more than the tolerance
+    tol = params["theory"]["bounds"]["tolerance"]
+    above = (out["measured_mfu"] > out["bound_mfu"] + tol).to_numpy()  # False on NaN
+    assert np.array_equal(out["exceeds_bound"].to_numpy(bool), above)
+    assert np.array_equal(out["exceed_reason"].notna().to_numpy(), above)
 
 
 def test_fsdp_runs_get_the_optimistic_gather_and_say_so(params, catalog):

@@ -85,7 +85,16 @@ def test_utilization_is_finite_and_at_most_one(layout, shape, batch, overlap):
         assert np.all(np.isfinite(getattr(cost, name))), name
     assert 0 < cost.utilization <= 1.0
     assert cost.t_step_s >= cost.t_compute_s
-    assert COMPONENTS[int(cost.binding)] in COMPONENTS
+    # utilization is the compute share of the step (model FLOP / (G F t_step))
+    assert cost.utilization == pytest.approx(cost.t_compute_s / cost.t_step_s, rel=1e-12)
+    # the bubble and the latency chain add to the longest of compute and weight traffic
+    assert cost.t_step_s >= (max(cost.t_compute_s, cost.t_hbm_s) + cost.t_bubble_s
+                             + cost.t_latency_s) * (1 - 1e-12)
+    # the binding component is the largest (DP counts only its exposed part, not reported)
+    binding = COMPONENTS[int(cost.binding)]
+    times = {c: float(getattr(cost, f"t_{c}_s")) for c in COMPONENTS if c != "net_dp"}
+    if binding != "net_dp":
+        assert times[binding] >= max(times.values()) * (1 - 1e-12), (binding, times)
 
 
 @settings(max_examples=150, deadline=None)
@@ -165,7 +174,15 @@ def test_bad_configurations_raise_naming_the_field(layout, shape, field):
 
 
 def test_validate_accepts_a_good_configuration():
-    validate(H100, LLAMA70, Layout(dp=8, tp1=8, pp=4, microbatches=16))
+    assert validate(H100, LLAMA70, Layout(dp=8, tp1=8, pp=4, microbatches=16)) is None
+    # the limits themselves are allowed: pp = L, tp1 * tp2 = d_model, ep = n_experts
+    assert validate(H100, LLAMA70, Layout(dp=1, pp=80)) is None
+    assert validate(H100, LLAMA70, Layout(dp=1, tp1=512, tp2=16)) is None
+    assert validate(H100, MOE, Layout(dp=1, ep=16)) is None
+    # pp = 3 does not divide 80 layers: allowed only when divisibility is not required
+    assert validate(H100, LLAMA70, Layout(dp=1, pp=3), strict_divisibility=False) is None
+    with pytest.raises(ValueError, match=r"layout\.pp"):
+        validate(H100, LLAMA70, Layout(dp=1, pp=3))
 
 
 def test_missing_catalog_field_raises_naming_it():
@@ -209,3 +226,7 @@ def test_evaluate_validates_before_costing():
         evaluate(H100, LLAMA70, Layout(dp=1, pp=3), 2.0**22, CONST)
     ok = evaluate(H100, LLAMA70, Layout(dp=8, tp1=8), 2.0**22, CONST)
     assert 0 < float(ok.utilization) <= 1
+    # a valid configuration is costed exactly as step_cost costs it
+    same = step_cost(H100, LLAMA70, Layout(dp=8, tp1=8), 2.0**22, CONST)
+    for name in ("utilization", "t_step_s", "binding", *(f"t_{c}_s" for c in COMPONENTS)):
+        assert np.array_equal(getattr(ok, name), getattr(same, name)), name
