@@ -188,7 +188,7 @@ REJECTS = [
     ({"tokens_per_s": "fast"}, "bad_value: tokens_per_s='fast' is not a number"),
     ({"tokens_per_s": None}, "no_measure"),
     ({"tflops_per_accelerator": "1683", "precision": "bf16"},
-     "out_of_range: derived mfu 1.7 > 1"),
+     "out_of_range: derived mfu 1.70086 > 1"),
     ({"status": "missing_file", "notes": "log absent"},
      "missing_file: the source lists this result but not its log (notes: log absent)"),
     ({"status": "exploded"}, "bad_value: status='exploded'"),
@@ -309,3 +309,54 @@ def test_fuzz_corrupted_table_through_reader_and_normalize(cut: int,
                 normalize(record, CATALOG, OPTS)
             except Reject as exc:
                 assert exc.code in REJECT_CODES
+
+
+def _pos(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(lo, hi, allow_nan=False, allow_infinity=False)
+
+
+_VALID = {"params_b": _pos(0.1, 2000), "tokens_per_s": _pos(1, 1e9), "mfu": _pos(0.01, 1.0),
+          "step_time_s": _pos(0.01, 100), "seq_len": st.sampled_from([2048, 4096, 8192]),
+          "n_layers": st.integers(1, 200), "d_model": st.sampled_from([1024, 4096, 12288]),
+          "global_batch_tokens": st.sampled_from([2**20, 2**22]),
+          "tp": st.sampled_from([1, 2, 8]), "pp": st.sampled_from([1, 4]),
+          "precision": st.sampled_from(["bf16", "fp16", "fp8"])}
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.fixed_dictionaries({"n_accelerators": st.integers(1, 10**5)}, optional=_VALID),
+       as_text=st.booleans())
+def test_fuzz_valid_rows_keep_stated_values_and_derive_consistently(values: dict[str, Any],
+                                                                    as_text: bool) -> None:
+    """Plausible rows (numbers or their text): the row path, which random junk rarely reaches.
+    Stated values are kept as stated; derived ones follow their formulas."""
+    fields = {"source": "f", "model": "GPT-3", "accelerator": "H100"}
+    fields.update({k: (repr(v) if as_text and not isinstance(v, str) else v)
+                   for k, v in values.items()})
+    try:
+        row = normalize(Record("f", "f.csv", 2, fields=fields), CATALOG, OPTS)
+    except Reject as exc:  # refused only with nothing measured, or a throughput past the peak
+        if exc.code == "no_measure":
+            assert not {"tokens_per_s", "mfu", "step_time_s"} & set(values)
+        else:
+            assert exc.code == "out_of_range" and "derived mfu" in str(exc), str(exc)
+            assert "mfu" not in values
+        return
+    derived = set((row["derived"] or "").split(";")) - {""}
+    assert all(row[k] is not None for k in derived), derived
+    assert row["n_accelerators"] == values["n_accelerators"]
+    for name in ("mfu", "tokens_per_s", "step_time_s"):
+        if name in values:  # a stated measure is never overwritten
+            assert row[name] == pytest.approx(values[name], rel=1e-15) and name not in derived
+    if "params_b" in values:
+        assert row["params"] == pytest.approx(values["params_b"] * 1e9, rel=1e-12)
+    if "tokens_per_s" in derived:  # global batch over step time
+        assert row["tokens_per_s"] == pytest.approx(
+            row["global_batch_tokens"] / row["step_time_s"], rel=1e-12)
+    if "mfu" in derived:
+        assert row["mfu"] == pytest.approx(row["model_flops_per_s"] / (
+            row["n_accelerators"] * row["peak_flops_per_s_per_accelerator"]), rel=1e-12)
+    if row["tokens_per_s_per_accelerator"] is not None and row["tokens_per_s"] is not None:
+        assert row["tokens_per_s_per_accelerator"] * row["n_accelerators"] == pytest.approx(
+            row["tokens_per_s"], rel=1e-12)
+    assert row["mfu"] is None or 0 < row["mfu"] <= 1

@@ -100,7 +100,7 @@ def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelera
     if row["mfu"] is None and mf is not None and peak is not None:
         mfu = mf / (n * peak)
         if not mfu <= 1.0:
-            raise Reject("out_of_range", f"derived mfu {mfu:.3g} > 1")
+            raise Reject("out_of_range", f"derived mfu {mfu:.6g} > 1")
         fill("mfu", mfu, uses_peak=True)
 
     # Hardware FLOP/s (recompute counted): the source's TFLOP/s per chip, else HFU times peak.

@@ -61,9 +61,9 @@ _PRECISION_ARGS = ("bf16", "fp16", "fp8")
 _FAST_RE = re.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )? ?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
     r"iteration +(\d+)/ *\d+ \| consumed samples: +\d+ \|(?: skipped samples: +\d+ \|)? "
-    r"elapsed time per iteration \(ms\): ([^ |]+) \|"
-    r"(?: throughput per GPU \(TFLOP/s/GPU\): ([^ |]+) \|)? learning rate: [^ |]+ \| "
-    r"global batch size: +(\d+) \| lm loss: ([^ |]+) \|([^\n]*)$",
+    r"elapsed time per iteration \(ms\): ([^ |\n]+) \|"
+    r"(?: throughput per GPU \(TFLOP/s/GPU\): ([^ |\n]+) \|)? learning rate: [^ |\n]+ \| "
+    r"global batch size: +(\d+) \| lm loss: ([^ |\n]+) \|([^\n]*)$",
     re.MULTILINE)
 MARKER = "elapsed time per iteration"
 _NAN_ITERS_RE = re.compile(r"number of nan iterations: *(\d+)")

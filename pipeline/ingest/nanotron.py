@@ -42,9 +42,9 @@ MARKER = "elapsed_time_per_iteration_ms"
 # The current layout in one pattern, for the bulk path; other lines go one by one.
 _FAST_RE = re.compile(
     r"^(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) \[[A-Z]+[^\]\n]*\]: iteration: (\d+) / \d+ \| "
-    r"consumed_tokens: [^ |]+ \| elapsed_time_per_iteration_ms: ([^ |]+) \| tokens_per_sec: "
-    r"([^ |]+) \| tokens_per_sec_per_gpu: ([^ |]+) \| global_batch_size: ([^ |]+) \| "
-    r"lm_loss: ([^ |]+) \| lr: [^ |]+ \| model_tflops_per_gpu: ([^ |]+) \|([^\n]*)$",
+    r"consumed_tokens: [^ |\n]+ \| elapsed_time_per_iteration_ms: ([^ |\n]+) \| tokens_per_sec: "
+    r"([^ |\n]+) \| tokens_per_sec_per_gpu: ([^ |\n]+) \| global_batch_size: ([^ |\n]+) \| "
+    r"lm_loss: ([^ |\n]+) \| lr: [^ |\n]+ \| model_tflops_per_gpu: ([^ |\n]+) \|([^\n]*)$",
     re.MULTILINE)
 _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
              "context_parallel_size": "cp", "hidden_size": "d_model",

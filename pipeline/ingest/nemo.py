@@ -38,8 +38,8 @@ _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")
 # NeMo 2's progress-printer line in one pattern, for the bulk path; other lines one by one.
 _FAST_RE = re.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?(?:\[NeMo [^\]\n]*\] )?Training epoch \d+, "
-    r"iteration \d+/\d+ \| lr: [^ |]+ \| global_batch_size: ([^ |]+) \| global_step: (\d+)"
-    r"(?:\.0+)? \| reduced_train_loss: ([^ |]+) \| train_step_timing in s: ([^ |]+)([^\n]*)$",
+    r"iteration \d+/\d+ \| lr: [^ |\n]+ \| global_batch_size: ([^ |\n]+) \| global_step: (\d+)"
+    r"(?:\.0+)? \| reduced_train_loss: ([^ |\n]+) \| train_step_timing in s: ([^ |\n]+)([^\n]*)$",
     re.MULTILINE)
 _KV_EQ_RE = re.compile(r"([A-Za-z_][\w ]*?)=(" + NUM + r")")
 _CFG_RE = re.compile(r"^[ \t]{2,}(tensor_model_parallel_size|pipeline_model_parallel_size|"

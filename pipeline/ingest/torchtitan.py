@@ -51,8 +51,8 @@ _SEQ_RE = re.compile(r"sequence length (\d+)")
 # The common layout (2024-25) in one pattern, for the bulk path; other lines go one by one.
 _FAST_RE = re.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?\[titan\] "
-    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - \S+ - INFO - step: *(\d+) +loss: *([^ ]+) +"
-    r"(?:grad_norm: *[^ ]+ +)?memory: *[^ ]+ +tps: *([\d,]+) +tflops: *([\d,.]+) +"
+    r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - \S+ - INFO - step: *(\d+) +loss: *([^ \n]+) +"
+    r"(?:grad_norm: *[^ \n]+ +)?memory: *[^ \n]+ +tps: *([\d,]+) +tflops: *([\d,.]+) +"
     r"mfu: *([\d.]+)%([^\n]*)$", re.MULTILINE)
 _FACT_MARKERS = ("device mesh", "total parameters", "ModelArgs(", "global batch size")
 _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "pp": "pp",
@@ -127,7 +127,9 @@ class Parser(StepParser):
         st = self.state
         if m := _MESH_RE.search(text):
             names = [n.strip(" '\"") for n in m.group(1).split(",") if n.strip()]
-            sizes = [int(s) for s in m.group(2).split(",") if s.strip()]
+            parts = [s.strip() for s in m.group(2).split(",") if s.strip()]
+            # A garbled line ("[4, 4 2]") states no mesh: ignore it rather than guess.
+            sizes = [int(s) for s in parts] if all(s.isdigit() for s in parts) else []
             if len(names) == len(sizes) and sizes:
                 degrees: dict[str, int] = {}
                 for name, size in zip(names, sizes):
