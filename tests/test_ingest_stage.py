@@ -68,7 +68,7 @@ def test_fixture_tables_end_to_end(tmp_path: Path, stubbed: None) -> None:
     assert by_line[3] == "out_of_range: n_accelerators='2.5' is not an integer >= 1"
     assert by_line[7] == ("unknown_accelerator: 'Quantum Abacus 9000' is not a catalog id or "
                           "alias (see accelerator_aliases.csv)")
-    assert by_line[12] == "out_of_range: derived mfu 2.02 > 1"
+    assert by_line[12] == "out_of_range: derived mfu 2.02122 > 1"
     assert by_line[15].startswith("malformed_row: expected 35 fields, got 10")
     assert by_line[17].startswith("duplicate: same run as")
 
