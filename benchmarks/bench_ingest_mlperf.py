@@ -1,4 +1,4 @@
-"""MLPerf log parsing speed: ``pipeline.ingest.mllog`` against the reference parser.
+"""MLPerf log parsing speed: ``pipeline.ingest.sources.mlperf.mllog`` against the reference parser.
 
 Parses every result log in ``../shared/traces/mlperf`` (or, when that is absent, ~50 MB of
 generated logs shaped like NVIDIA's: per-rank ``init_start`` lines, tracked_stats, noise) with
@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.ingest import mllog
-from pipeline.ingest.mlperf import read_tree
+from pipeline.ingest.sources.mlperf import mllog
+from pipeline.ingest.sources.mlperf.tree import read_tree
 
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "mlperf"
 TARGET_MB_PER_S = 150.0

@@ -136,7 +136,7 @@ def _rows(path: Path) -> int:
 
 def measure(label: str, total: int, dense: bool) -> None:
     """Generate one mix, parse it (rows streamed to per-log files), print its figures."""
-    from pipeline.ingest.steplogs import read_logs
+    from pipeline.ingest.sources.steplogs.reader import read_logs
 
     tmp = Path(tempfile.mkdtemp(prefix="scalewall-bench-"))
     try:

@@ -116,7 +116,7 @@ def validate(
 
     Writes nothing. Exit status 1 when any record would be rejected.
     """
-    from pipeline.ingest.check import summary, validate_table
+    from pipeline.ingest.validate import summary, validate_table
     try:
         runs, rejects = validate_table(table, load_params(params), catalog)
     except ConfigError as exc:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.derive import Reject, flops_per_token, strategy_family
-from pipeline.ingest.normalize import CatalogCache, Options, normalize, run_id
+from pipeline.ingest.core.derive import Reject, flops_per_token, strategy_family
+from pipeline.ingest.core.normalize import CatalogCache, Options, normalize, run_id
 from pipeline.ingest.records import REJECT_CODES, Record
 from pipeline.schema import RUN_COLUMN_NAMES
 
@@ -293,7 +293,7 @@ def test_fuzz_corrupted_table_through_reader_and_normalize(cut: int,
                                                            flips: list[tuple[int, int]]) -> None:
     import tempfile
 
-    from pipeline.ingest.published import read_file
+    from pipeline.ingest.sources.published import read_file
     data = bytearray(_TABLE[:cut])
     for at, byte in flips:
         if at < len(data):

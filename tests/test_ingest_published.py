@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.published import looks_binary, read_file, read_published
+from pipeline.ingest.sources.published import looks_binary, read_file, read_published
 from pipeline.ingest.records import REJECT_CODES, Record
 
 HEADER = "source,citation,model,n_accelerators,tokens_per_s\n"

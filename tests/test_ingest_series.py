@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.ingest.series import assign_series, slug
+from pipeline.ingest.core.series import assign_series, slug
 from pipeline.schema import RUN_COLUMN_NAMES
 
 

@@ -315,7 +315,7 @@ def test_a_result_tree_already_in_the_published_table_is_not_counted_twice(
     assert len(dup) >= 10  # the LLM traces: gpt3 and llama31_405b logs of the table
     assert logs["rejects"]["duplicate"] == len(dup)
     # No run from the trees repeats a log the table holds.
-    from pipeline.ingest.mlperf import read_tree
+    from pipeline.ingest.sources.mlperf.tree import read_tree
     hashes = {r.path: (r.fields or {}).get("log_sha1") for r in read_tree(mlperf_traces)}
     kept = {hashes.get(p) for p in from_logs["provenance"].str.rsplit(":", n=1).str[0]}
     assert not kept & set(table["log_sha1"].dropna())

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import mllog
-from pipeline.ingest.mlperf import read_tree
+from pipeline.ingest.sources.mlperf import mllog
+from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.records import REJECT_CODES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mlperf" / "rounds"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.ingest.mlperf import read_tree
+from pipeline.ingest.sources.mlperf.tree import read_tree
 
 STATUS = {"success": "ok", "aborted": "aborted", "no_run_stop": "no_run_stop"}
 

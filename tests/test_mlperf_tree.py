@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.mlperf import find_rounds, read_tree
-from pipeline.ingest.mlperf_system import olympic_score_s
+from pipeline.ingest.sources.mlperf.tree import find_rounds, read_tree
+from pipeline.ingest.sources.mlperf.system import olympic_score_s
 from pipeline.ingest.records import RUN_EXTRAS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mlperf" / "rounds"
@@ -235,7 +235,7 @@ def test_olympic_function_matches_summarizer_rules() -> None:
 
 
 def test_negative_counts_are_out_of_range(tmp_path) -> None:
-    from pipeline.ingest.mlperf_system import load_system
+    from pipeline.ingest.sources.mlperf.system import load_system
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"number_of_nodes": -2, "accelerators_per_node": -8,
                                 "accelerator_model_name": "H100"}))
@@ -256,7 +256,7 @@ def test_bad_scaling_json_means_no_score_with_reason(tmp_path) -> None:
 
 
 def test_unreadable_log_is_a_reject(tmp_path, monkeypatch) -> None:
-    from pipeline.ingest import mllog
+    from pipeline.ingest.sources.mlperf import mllog
 
     def boom(*_a, **_k):
         raise PermissionError(13, "Permission denied")
@@ -276,7 +276,7 @@ _scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.
 def test_fuzz_system_description_never_raises(desc, system) -> None:
     import tempfile
 
-    from pipeline.ingest.mlperf_system import SystemInfo, load_system
+    from pipeline.ingest.sources.mlperf.system import SystemInfo, load_system
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.json"
         path.write_text(json.dumps(desc))

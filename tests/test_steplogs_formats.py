@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest.steplogs import detect_format, read_logs
+from pipeline.ingest.sources.steplogs.reader import detect_format, read_logs
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
 PARAMS = {"ingest": {"logs": {"warmup_steps": "auto", "max_warmup_fraction": 0.5,

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.steplog_base import ParseState, floats
-from pipeline.ingest.steplog_bulk import _DECIMAL_CHARS, _arrow_parse, float_col, int_col
-from pipeline.ingest.steplog_reduce import Settings
-from pipeline.ingest.steplogs import FORMATS, detect_format, read_one
+from pipeline.ingest.sources.steplogs.base import ParseState, floats
+from pipeline.ingest.sources.steplogs.bulk import _DECIMAL_CHARS, _arrow_parse, float_col, int_col
+from pipeline.ingest.sources.steplogs.reduce import Settings
+from pipeline.ingest.sources.steplogs.reader import FORMATS, detect_format, read_one
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
 SAMPLES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".log", ".jsonl")

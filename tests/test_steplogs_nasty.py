@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.ingest.steplog_reduce import Settings, warmup_count
-from pipeline.ingest.steplogs import find_logs, read_logs
+from pipeline.ingest.sources.steplogs.reduce import Settings, warmup_count
+from pipeline.ingest.sources.steplogs.reader import find_logs, read_logs
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
 PARAMS = {"ingest": {"logs": {"warmup_steps": "auto", "max_warmup_fraction": 0.5,
@@ -200,7 +200,7 @@ def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.ingest.steplog_store import write_steps_parquet
+    from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 
     records, frame = read_logs(FIXTURES, PARAMS)
     read_logs(FIXTURES, PARAMS, steps_dir=tmp_path / "steps")

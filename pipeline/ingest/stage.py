@@ -23,15 +23,15 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
-from pipeline.ingest.derive import Reject
-from pipeline.ingest.mlperf import read_tree
-from pipeline.ingest.normalize import CatalogCache, Options, normalize
-from pipeline.ingest.published import read_published, rel_path
+from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.sources.mlperf.tree import read_tree
+from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
+from pipeline.ingest.sources.published import read_published, rel_path
 from pipeline.ingest.records import Record
-from pipeline.ingest.series import assign_series
-from pipeline.ingest.steplog_store import write_steps_parquet
-from pipeline.ingest.steplogs import read_logs
-from pipeline.ingest.validate import pandas_dtype, validate_runs
+from pipeline.ingest.core.series import assign_series
+from pipeline.ingest.sources.steplogs.store import write_steps_parquet
+from pipeline.ingest.sources.steplogs.reader import read_logs
+from pipeline.ingest.core.checks import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
 from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
                              RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)

@@ -1,71 +1,38 @@
-"""pandera schema of ``runs.parquet``: the checks every run row satisfies after ``normalize``.
+"""``scalewall validate FILE``: what the ingest would make of one published table.
 
-``normalize`` rejects bad records one by one; this schema is the second line that checks the
-whole table before it is written. A failure here is a bug in the ingest code, not bad input,
-so the stage stops (``pandera.errors.SchemaErrors`` lists every failing check and row).
+Runs the same reading and normalization as the ingest stage on a single format-v1 CSV, writes
+nothing, and reports every record as a run or a reject with its reason, so a user can fix a
+table before adding it to ``data/raw/published/``.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-import pandera.pandas as pa
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
-from pipeline.schema import (PRECISIONS, RUN_COLUMNS, SCALINGS, SOURCE_KINDS, STATUSES,
-                             STRATEGY_FAMILIES, Y_METRICS)
-
-_REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
-             "n_accelerators", "strategy_family", "status", "provenance")
-_VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
-          "status": STATUSES, "strategy_family": STRATEGY_FAMILIES}
-_FRACTIONS = ("mfu", "hfu")
-_NON_NEGATIVE = ("zero_stage",)
-_PANDAS_DTYPE = {"string": object, "double": "float64", "int64": "Int64"}
+from pipeline.ingest.sources.published import read_file
+from pipeline.ingest.stage import check_accounting, convert, load_catalog, read_options
 
 
-def pandas_dtype(arrow_type: object) -> object:
-    """pandas dtype used for a run column of the given pyarrow type (nullable ints)."""
-    return _PANDAS_DTYPE[str(arrow_type)]
+def validate_table(path: Path, params: dict[str, Any], catalog_dir: Path
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Runs and rejects (rows as the ingest stage would write them) of one published CSV."""
+    options, _ = read_options(params)
+    runs, rejects, read = convert(read_file(Path(path)), load_catalog(Path(catalog_dir)), options)
+    check_accounting(read, runs, rejects)
+    return runs, rejects
 
 
-def _column(name: str, arrow_type: object) -> pa.Column:
-    kind = str(arrow_type)
-    checks: list[pa.Check] = []
-    if name in _VOCAB:
-        checks.append(pa.Check.isin(list(_VOCAB[name])))
-    elif name in _FRACTIONS:
-        checks += [pa.Check.gt(0.0), pa.Check.le(1.0)]
-    elif name in _NON_NEGATIVE:
-        checks.append(pa.Check.in_range(0, 3))
-    elif kind in ("double", "int64"):
-        # Every other number of a run is a positive count or a positive SI quantity.
-        checks.append(pa.Check.gt(0))
-    if name == "run_id":
-        checks.append(pa.Check.str_matches(r"^[0-9a-f]{16}$"))
-    dtype = {"string": str, "double": float, "int64": "Int64"}[kind]
-    return pa.Column(dtype, checks=checks, nullable=name not in _REQUIRED,
-                     unique=name == "run_id", coerce=False)
-
-
-def _ok_runs_have_a_measure(df: pd.DataFrame) -> pd.Series:
-    measures = ["tokens_per_s", "model_flops_per_s", "mfu", "hfu", "step_time_s",
-                "time_to_train_s", *Y_METRICS]
-    return (df["status"] != "ok") | df[list(dict.fromkeys(measures))].notna().any(axis=1)
-
-
-def _series_runs_have_y(df: pd.DataFrame) -> pd.Series:
-    return df["series_id"].isna() | df[list(Y_METRICS)].notna().any(axis=1)
-
-
-RUNS_SCHEMA = pa.DataFrameSchema(
-    {name: _column(name, t) for name, t, _ in RUN_COLUMNS},
-    checks=[pa.Check(_ok_runs_have_a_measure, error="an ok run has no measure"),
-            pa.Check(_series_runs_have_y, error="a run in a series has no y metric"),
-            pa.Check(lambda df: df["active_params"] <= df["params"],
-                     error="active_params > params")],
-    strict=True, ordered=True,
-)
-
-
-def validate_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """Check ``df`` against ``RUNS_SCHEMA``, reporting every failure at once."""
-    return RUNS_SCHEMA.validate(df, lazy=True)
+def summary(path: Path, runs: list[dict[str, Any]], rejects: list[dict[str, Any]]) -> str:
+    """Human-readable account: counts, reject reasons by line, and the derived columns."""
+    lines = [f"{path}: {len(runs) + len(rejects)} records -> {len(runs)} runs, "
+             f"{len(rejects)} rejects"]
+    for r in sorted(rejects, key=lambda r: r["line"]):
+        lines.append(f"  line {r['line']}: {r['reason']}")
+    derived = Counter(name for run in runs for name in (run.get("derived") or "").split(";")
+                      if name)
+    if derived:
+        lines.append("  derived (at transcription or by the ingest), runs: " + ", ".join(
+            f"{name} ({count})" for name, count in sorted(derived.items())))
+    return "\n".join(lines)

@@ -32,8 +32,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.ingest.derive import Reject, derive_measures, strategy_family
-from pipeline.ingest.derive import append_note as _note
+from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
+from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.records import Record
 from pipeline.schema import PRECISIONS, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS, STATUSES
 

@@ -28,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     NAN, ParseState, human_float, rank_of, regex_lines, sole_match,
 )
-from pipeline.ingest.steplog_bulk import StepParser, human_col, int_col, transpose
+from pipeline.ingest.sources.steplogs.bulk import StepParser, human_col, int_col, transpose
 
 NAME = "nanotron"
 _STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")

@@ -5,12 +5,12 @@ Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``,
 4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
 its lines in a block with C-level searches, so lines of other output cost almost nothing; a
 block of nothing but step lines is matched whole by one pattern and turned into numpy columns
-(``pipeline.ingest.steplog_bulk``); only per-step numbers are kept, 8 bytes each. The format
+(``pipeline.ingest.sources.steplogs.bulk``); only per-step numbers are kept, 8 bytes each. The format
 is chosen from the content (the first part of the file that shows step lines of any known
 format decides; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides.
-Sidecars: ``pipeline.ingest.sidecar``; steps -> run: ``pipeline.ingest.steplog_reduce``;
-per-step rows out: ``pipeline.ingest.steplog_store``. Each log's ``source`` is its folder
-(``logs/<folder>``), so the ingest's series rule (``pipeline.ingest.series``) makes the logs of
+Sidecars: ``pipeline.ingest.sources.steplogs.sidecar``; steps -> run: ``pipeline.ingest.sources.steplogs.reduce``;
+per-step rows out: ``pipeline.ingest.sources.steplogs.store``. Each log's ``source`` is its folder
+(``logs/<folder>``), so the ingest's series rule (``pipeline.ingest.core.series``) makes the logs of
 one folder that differ only in N one scaling series.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
@@ -30,12 +30,18 @@ from typing import Any
 import pandas as pd
 
 from pipeline.config import PROJ_ROOT, ConfigError, get
-from pipeline.ingest import deepspeed, hf_trainer, jsonl, megatron, nanotron, nemo, torchtitan
+from pipeline.ingest.sources.steplogs.formats import deepspeed
+from pipeline.ingest.sources.steplogs.formats import hf_trainer
+from pipeline.ingest.sources.steplogs.formats import jsonl
+from pipeline.ingest.sources.steplogs.formats import megatron
+from pipeline.ingest.sources.steplogs.formats import nanotron
+from pipeline.ingest.sources.steplogs.formats import nemo
+from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sidecar import SidecarError, load_sidecar, same_value
-from pipeline.ingest.steplog_base import ParseState
-from pipeline.ingest.steplog_reduce import Settings, reduce_steps
-from pipeline.ingest.steplog_store import STEP_COLUMNS, gather, steps_rows, write_steps
+from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
+from pipeline.ingest.sources.steplogs.base import ParseState
+from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
+from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
 
@@ -330,7 +336,7 @@ def read_logs(logs_dir: Path, params: dict,
     time; the result does not depend on it. Without ``steps_dir`` the rows of all logs come
     back in one DataFrame (``STEP_COLUMNS``; memory grows with the steps). With it, each log's
     rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
-    ``pipeline.ingest.steplog_store``), each Record's ``meta["steps_file"]`` names its file
+    ``pipeline.ingest.sources.steplogs.store``), each Record's ``meta["steps_file"]`` names its file
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
     memory then stays that of the largest single log, whatever their number.
     """

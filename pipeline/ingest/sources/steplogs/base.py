@@ -4,7 +4,7 @@ A format module (``megatron``, ``torchtitan``, ...) turns the lines of one log i
 a ``ParseState``: one row per logged step (kept as ``array('d')`` columns, 8 bytes a number,
 never the lines themselves) plus the configuration facts the log states (``facts``, in
 published format-v1 column names, with the line that stated them) and counters of what was
-skipped and why (``counts``). ``pipeline.ingest.steplogs`` picks the format, drives the lines
+skipped and why (``counts``). ``pipeline.ingest.sources.steplogs.reader`` picks the format, drives the lines
 and reduces the steps to a run.
 """
 

@@ -29,11 +29,11 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     ANSI_RE, NAN, NUM, ParseState, iso_seconds, iso_seconds_many, lines_with, rank_of,
     sole_match, to_float,
 )
-from pipeline.ingest.steplog_bulk import (
+from pipeline.ingest.sources.steplogs.bulk import (
     StepParser, float_col, int_col, no_commas, rank_col, transpose,
 )
 

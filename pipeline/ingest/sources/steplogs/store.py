@@ -1,7 +1,7 @@
 """Per-step rows of the step logs: one Arrow table per log, gathered into one DataFrame or
 written to disk one file per log.
 
-``read_logs`` (``pipeline.ingest.steplogs``) either returns every log's rows in one DataFrame
+``read_logs`` (``pipeline.ingest.sources.steplogs.reader``) either returns every log's rows in one DataFrame
 (memory grows with the number of steps: ~120 bytes a row) or, given ``steps_dir``, has the
 process that parsed a log write its rows to ``steps_dir/<n>.arrow`` (Arrow IPC, uncompressed,
 ``n`` the log's place in sorted path order) and keeps none of them: memory then stays that of

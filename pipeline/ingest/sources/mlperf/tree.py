@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.ingest import mllog
-from pipeline.ingest.mlperf_system import (SystemInfo, finite_number, load_system,
+from pipeline.ingest.sources.mlperf import mllog
+from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
 from pipeline.ingest.records import Record
 

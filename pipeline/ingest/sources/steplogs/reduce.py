@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import FLAG_NAN_LOSS, ParseState
+from pipeline.ingest.sources.steplogs.base import FLAG_NAN_LOSS, ParseState
 
 CLOCK_JUMP_FACTOR = 20.0
 

@@ -30,11 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     NAN, NUM, ParseState, int_or_none, iso_seconds, iso_seconds_many, lines_with, rank_of,
     regex_lines, to_float,
 )
-from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
+from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "deepspeed"
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")

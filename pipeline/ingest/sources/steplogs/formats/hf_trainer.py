@@ -25,9 +25,9 @@ import math
 import re
 from typing import Any
 
-from pipeline.ingest.sidecar import SidecarError
-from pipeline.ingest.steplog_base import NAN, ParseState, lines_with, rank_of, to_float
-from pipeline.ingest.steplog_reduce import Settings
+from pipeline.ingest.sources.steplogs.sidecar import SidecarError
+from pipeline.ingest.sources.steplogs.base import NAN, ParseState, lines_with, rank_of, to_float
+from pipeline.ingest.sources.steplogs.reduce import Settings
 
 NAME = "hf_trainer"
 _BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")

@@ -28,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     NAN, NUM, ParseState, int_or_none, rank_of, regex_lines, sole_match, to_float,
 )
-from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
+from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "nemo"
 _V2_RE = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|")

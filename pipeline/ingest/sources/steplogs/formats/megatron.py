@@ -32,11 +32,11 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     NAN, ParseState, int_or_none, iso_seconds, iso_seconds_many, precision_from_flags, rank_of,
     regex_lines, sole_match, to_float,
 )
-from pipeline.ingest.steplog_bulk import StepParser, float_col, int_col, rank_col, transpose
+from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "megatron"
 _STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from pipeline.ingest.steplog_base import NAN, ParseState
+from pipeline.ingest.sources.steplogs.base import NAN, ParseState
 
 NAME = "jsonl"
 STEP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s",

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.ingest.steplog_base import (
+from pipeline.ingest.sources.steplogs.base import (
     ANSI_RE, ParseState, candidate_lines, floats, human_float,
 )
 
