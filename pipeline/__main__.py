@@ -80,6 +80,20 @@ def theory(
 
 
 @app.command()
+def calibrate(
+    processed: Path = PROCESSED,
+    catalog: Path = CATALOG,
+    out: Path = PROCESSED,
+    metrics: Path = typer.Option(Path("reports/metrics/calibrate.json")),
+    plots: Path = PLOTS,
+    params: Path = PARAMS,
+) -> None:
+    """The data-movement model calibrated to the measured runs; held-out predictions."""
+    _run_stage("pipeline.calibrate.stage", params, processed_dir=processed, catalog_dir=catalog,
+               out_dir=out, metrics_path=metrics, plots_dir=plots)
+
+
+@app.command()
 def compare(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,

@@ -1,0 +1,81 @@
+"""Summaries of ``predictions.parquet`` for calibrate.json and the report: per holdout scheme and
+predictor (overall and per source) the median and p90 APE and the interval coverage, on the
+cases every compared predictor predicted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NAIVE = ("naive_linear", "naive_loglinear")
+KEY = ["holdout", "series_id", "run_id"]
+
+
+def common_cases(pred: pd.DataFrame, predictors: list[str]) -> pd.DataFrame:
+    """Rows of ``predictors`` restricted to the cases (holdout, series, run) all of them predicted."""
+    mine = pred[pred["predictor"].isin(predictors) & pred["predicted"].notna()]
+    counts = mine.groupby(KEY)["predictor"].nunique()
+    full = counts[counts == len(predictors)].index
+    return mine.set_index(KEY).loc[lambda f: f.index.isin(full)].reset_index()
+
+
+def table(pred: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """n, median_ape, p90_ape, coverage (of rows with an interval) per group."""
+    def agg(g: pd.DataFrame) -> pd.Series:
+        with_pi = g["pi_low"].notna()
+        return pd.Series(dict(n=int(len(g)), median_ape=float(g["ape"].median()),
+                              p90_ape=float(g["ape"].quantile(0.9)),
+                              coverage=float(g.loc[with_pi, "covered"].mean()) if with_pi.any()
+                              else np.nan))
+    if pred.empty:
+        return pd.DataFrame(columns=by + ["n", "median_ape", "p90_ape", "coverage"])
+    return pred.groupby(by).apply(agg, include_groups=False).reset_index()
+
+
+def predictor_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per holdout and predictor, overall (source = 'all') and per source, on common cases:
+    in largest_k the cases the naive rules, calibrated and selected all predicted; in source
+    the cases calibrated and family_median predicted. Laws are scored on their own cases."""
+    parts = []
+    largest = pred[pred["holdout"].str.startswith("largest_k")]
+    source = pred[pred["holdout"] == "source"]
+    core = common_cases(largest, [*NAIVE, "calibrated", "selected"])
+    laws = largest[~largest["predictor"].isin([*NAIVE, "calibrated", "selected"])
+                   & largest["predicted"].notna()]
+    src = common_cases(source, ["calibrated", "family_median", "selected"])
+    for frame in (core, laws, src):
+        if frame.empty:
+            continue
+        overall = table(frame, ["holdout", "predictor"]).assign(source="all")
+        parts += [overall, table(frame, ["holdout", "predictor", "source"])]
+    out = pd.concat(parts, ignore_index=True) if parts else table(pred, ["holdout", "predictor"])
+    return out.sort_values(["holdout", "source", "predictor"]).reset_index(drop=True)
+
+
+def targets(tab: pd.DataFrame, min_cases: int = 5) -> dict:
+    """The issue's targets, measured: selected vs 0.8 x the better naive median APE per
+    largest_k scheme (overall and per source with >= min_cases), calibrated <= 25% per held-out
+    source and below the family median, coverage of selected and calibrated in [0.90, 0.98]."""
+    out: dict = {"largest": {}, "source": {}, "coverage": {}}
+    for (holdout, source), g in tab.groupby(["holdout", "source"]):
+        by = g.set_index("predictor")
+        if holdout.startswith("largest_k") and {"selected", *NAIVE} <= set(by.index):
+            if source != "all" and by.loc["selected", "n"] < min_cases:
+                continue
+            best = min(by.loc[n, "median_ape"] for n in NAIVE)
+            ratio = by.loc["selected", "median_ape"] / best if best > 0 else np.inf
+            out["largest"].setdefault(holdout, {})[source] = dict(
+                selected=by.loc["selected", "median_ape"], best_naive=best, ratio=ratio,
+                met=bool(ratio <= 0.8), n=int(by.loc["selected", "n"]))
+        if holdout == "source" and source != "all" and "calibrated" in by.index:
+            cal = by.loc["calibrated", "median_ape"]
+            fam = by.loc["family_median", "median_ape"] if "family_median" in by.index else np.nan
+            out["source"][source] = dict(calibrated=cal, family_median=fam,
+                                         met=bool(cal <= 0.25 and cal < fam))
+        if source == "all":
+            for p in ("selected", "calibrated"):
+                if p in by.index:
+                    cov = by.loc[p, "coverage"]
+                    out["coverage"].setdefault(holdout, {})[p] = dict(
+                        coverage=cov, met=bool(0.90 <= cov <= 0.98))
+    return out

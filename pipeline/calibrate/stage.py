@@ -1,0 +1,134 @@
+"""The ``calibrate`` stage: the data-movement model with efficiencies estimated from the runs.
+
+Reads ``runs``, ``series``, ``bounds`` (the theory's per-run component times) and
+``extrapolation`` (the fit stage's held-out law predictions) from ``data/processed`` and the
+hardware catalog; writes ``calibration.parquet``, ``calibrated.parquet``, ``predictions.parquet``
+(ARCHITECTURE.md), ``calibrated_forms.parquet`` (the candidate forms' AICc/BIC),
+``reports/metrics/calibrate.json`` and ``reports/plots/calibrate_predictions.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from pipeline.calibrate import holdout as ho
+from pipeline.calibrate import scores
+from pipeline.calibrate.features import SHARE_OF, SHARES, design, x_matrix
+from pipeline.calibrate.forms import fit_forms
+from pipeline.calibrate.model import Calibration
+from pipeline.calibrate.settings import CalibrateSettings, load_settings
+from pipeline.catalog import load_catalog
+from pipeline.io import write_csv, write_json, write_parquet
+
+
+def fit_set_of(frame: pd.DataFrame) -> pd.DataFrame:
+    """Runs the calibration is fitted on: a stated layout, a bound and a measured MFU."""
+    x_cols = [c for c in frame.columns if c.startswith("x_")]
+    finite = np.isfinite(frame[x_cols].to_numpy(float)).all(axis=1)
+    ok = (frame["has_layout"] & (frame["measured_mfu"] > 0) & (frame["bound_mfu"] > 0) & finite)
+    return frame[ok].reset_index(drop=True)
+
+
+def calibrated_runs(frame: pd.DataFrame, cal: Calibration, interval: float) -> pd.DataFrame:
+    """calibrated.parquet: per run with a layout and a bound, the in-sample prediction and the
+    calibrated share of the measured step time per component (of the predicted one where no MFU
+    is measured); the residual is what the model leaves unexplained (negative where the model
+    predicts a longer step than measured)."""
+    x_cols = [c for c in frame.columns if c.startswith("x_")]
+    rows = frame[frame["has_layout"] & (frame["bound_mfu"] > 0)
+                 & np.isfinite(frame[x_cols].to_numpy(float)).all(axis=1)].reset_index(drop=True)
+    x = x_matrix(rows, cal.all_terms)
+    src = rows["source"].to_numpy(object)
+    mfu, lo, hi, _ = cal.predict_mfu(x, src, interval)
+    u, _ = cal.source_effect(src)
+    comp = cal.components(x) * np.exp(u)[:, None]   # calibrated time / t_compute, per term
+    measured = rows["measured_mfu"].to_numpy(float)
+    total = np.where(measured > 0, 1.0 / measured, comp.sum(axis=1))
+    out = pd.DataFrame({
+        "run_id": rows["run_id"], "source": rows["source"], "series_id": rows["series_id"],
+        "n_accelerators": rows["n_accelerators"], "measured_mfu": measured,
+        "predicted_mfu": mfu, "pi_low": lo, "pi_high": hi,
+    })
+    for share in SHARES[:-1]:
+        cols = [j for j, t in enumerate(cal.all_terms) if SHARE_OF[t] == share]
+        out[f"share_{share}"] = comp[:, cols].sum(axis=1) / total if cols else 0.0
+    out["share_residual"] = 1.0 - out[[f"share_{s}" for s in SHARES[:-1]]].sum(axis=1)
+    out["ape"] = np.abs(mfu / measured - 1.0)
+    out["covered"] = (lo <= measured) & (measured <= hi)
+    return out.sort_values("run_id", kind="mergesort").reset_index(drop=True)
+
+
+def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.DataFrame,
+                frame: pd.DataFrame, fit_set: pd.DataFrame, cal: Calibration,
+                cfg: CalibrateSettings) -> pd.DataFrame:
+    """predictions.parquet: both holdout schemes, every predictor, scored."""
+    cases = ho.series_cases(runs, series, cfg.holdout_k, cfg.min_distinct_n)
+    indexed = frame.set_index("run_id", drop=False)
+    parts = [ho.largest_k_predictions(cases, indexed, fit_set, cal, cfg),
+             ho.source_predictions(fit_set, cal, cfg)]
+    pred = pd.concat([p for p in parts if len(p)], ignore_index=True)
+    pred = ho.add_intervals(pred, cfg)
+    pred = pd.concat([pred, ho.selected_rows(pred, cfg), ho.law_rows(extrapolation)],
+                     ignore_index=True)
+    pred = ho.score(pred)
+    pred = pred.loc[:, list(ho.COLUMNS) + ["sd_log"]]
+    return pred.sort_values(["holdout", "predictor", "series_id", "run_id"],
+                            kind="mergesort").reset_index(drop=True)
+
+
+def _in_sample(cal_runs: pd.DataFrame) -> dict:
+    fitted = cal_runs[cal_runs["measured_mfu"] > 0]
+    per = {str(s): dict(n=int(len(g)), median_ape=float(g["ape"].median()),
+                        coverage=float(g["covered"].mean()))
+           for s, g in fitted.groupby("source")}
+    return dict(n=int(len(fitted)), median_ape=float(fitted["ape"].median()),
+                coverage=float(fitted["covered"].mean()),
+                median_ape_source_mean=float(np.mean([v["median_ape"] for v in per.values()])),
+                by_source=per)
+
+
+def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, out_dir: Path,
+        metrics_path: Path, plots_dir: Path) -> None:
+    """Stage entry point (see ``pipeline/__main__.py``)."""
+    cfg = load_settings(params)
+    processed_dir, out_dir = Path(processed_dir), Path(out_dir)
+    catalog = load_catalog(catalog_dir)
+    runs = pd.read_parquet(processed_dir / "runs.parquet")
+    bounds = pd.read_parquet(processed_dir / "bounds.parquet")
+    series = pd.read_parquet(processed_dir / "series.parquet")
+    extrapolation = pd.read_parquet(processed_dir / "extrapolation.parquet")
+
+    frame = design(runs, bounds, catalog.hardware["scaleup_domain_size"])
+    fit_set = fit_set_of(frame)
+    best, fits, form_table = fit_forms(fit_set, cfg.forms, cfg.criterion, balance=cfg.balance,
+                                       em_rounds=cfg.em_rounds)
+    cal = fits[best]
+    table = pd.DataFrame(cal.parameter_table(cfg.interval))
+    table.insert(2, "form", best)
+    cal_runs = calibrated_runs(frame, cal, cfg.interval)
+    pred = predictions(runs, series, extrapolation, frame, fit_set, cal, cfg)
+    tab = scores.predictor_table(pred)
+
+    write_parquet(table, out_dir / "calibration.parquet")
+    write_parquet(form_table, out_dir / "calibrated_forms.parquet")
+    write_parquet(cal_runs, out_dir / "calibrated.parquet")
+    write_parquet(pred, out_dir / "predictions.parquet")
+    write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
+                       ["holdout", "predictor", "actual", "predicted"]],
+              Path(plots_dir) / "calibrate_predictions.csv", significant=6)
+    metrics = {
+        "form": best, "forms": form_table.to_dict(orient="records"),
+        "fit_runs": int(len(fit_set)), "fit_runs_by_source": fit_set["source"].value_counts()
+        .sort_index().to_dict(), "stderr_kind": cal.stderr_kind, "sigma_u": cal.sigma_u,
+        "parameters": {r["parameter"]: {k: r[k] for k in ("estimate", "ci_low", "ci_high")}
+                       for r in table.to_dict(orient="records") if r["group"] == "efficiency"},
+        "in_sample": _in_sample(cal_runs),
+        "predictors": tab.to_dict(orient="records"),
+        "targets": scores.targets(tab),
+        "selected_rule": cfg.selected, "interval_method": cfg.interval_method,
+    }
+    write_json(metrics, metrics_path)
