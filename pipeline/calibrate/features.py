@@ -75,6 +75,12 @@ def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> 
     Runs without a bound get NaN regressors.
     """
     b = bounds.set_index("run_id").reindex(runs["run_id"].astype(str))
+    # bounds.parquet carries the measured MFU (HFU where no MFU) and the peak it used; fall
+    # back to the run's own where an older bounds file lacks them.
+    measured = (b["measured_mfu"].to_numpy(float) if "measured_mfu" in b
+                else np.where(_num(runs, "mfu") > 0, _num(runs, "mfu"), _num(runs, "hfu")))
+    peak = (b["peak_flops_per_s"].to_numpy(float) if "peak_flops_per_s" in b
+            else _num(runs, "peak_flops_per_s_per_accelerator"))
     t_c = b["t_compute_s"].to_numpy(float)
     n = _num(runs, "n_accelerators")
     tp = np.where(_num(runs, "tp") >= 1, _num(runs, "tp"), 1.0)
@@ -102,10 +108,10 @@ def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> 
                                if "accelerator_family" in runs else runs["accelerator"].to_numpy()),
         "n_accelerators": n,
         "has_layout": has_layout(runs),
-        "measured_mfu": b["measured_mfu"].to_numpy(float),
+        "measured_mfu": measured,
         "bound_mfu": b["bound_mfu"].to_numpy(float),
         "t_compute_s": t_c,
-        "peak": b["peak_flops_per_s"].to_numpy(float),
+        "peak": peak,
         **x,
     })
     return frame

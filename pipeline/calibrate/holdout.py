@@ -227,8 +227,10 @@ def selected_rows(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
 def law_rows(extrapolation: pd.DataFrame) -> pd.DataFrame:
     """The fit stage's held-out law predictions as predictions rows (their own intervals)."""
     e = extrapolation
+    # run_id is not part of the extrapolation contract (ARCHITECTURE.md); the fit stage adds it
+    run_ids = e["run_id"].astype(str) if "run_id" in e else pd.Series("", index=e.index)
     return pd.DataFrame(dict(
-        run_id=e["run_id"].astype(str), series_id=e["series_id"].astype(str), source=e["source"],
+        run_id=run_ids, series_id=e["series_id"].astype(str), source=e["source"],
         holdout="largest_k" + e["k"].astype(int).astype(str), predictor=e["law"],
         metric=e["y_metric"], n_train_max=e["n_train_max"].astype(float),
         n_target=e["n_target"].astype(float), actual=e["actual"], predicted=e["predicted"],

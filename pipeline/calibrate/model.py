@@ -335,7 +335,9 @@ def _fit(x: np.ndarray, log_y: np.ndarray, sources: np.ndarray, terms: list[str]
         if use_u:
             pen = j[n:] * r[n:, None]
             meat += pen.T @ pen
-        cov = bread @ meat @ bread
+        # CR1 small-sample factor G/(G-1) (N-1)/(N-K), as Stata's vce(cluster)
+        g_n, k_n = labels.size, j.shape[1]
+        cov = bread @ meat @ bread * g_n / (g_n - 1) * (n - 1) / max(n - k_n, 1)
         kind = "cluster"
     sig_i = sig_s[s_idx] / bal
     loglik = float(-0.5 * np.sum(np.log(2 * np.pi * sig_i ** 2) + e ** 2 / sig_i ** 2))

@@ -1,0 +1,70 @@
+"""The calibrate stage on the synthetic upstream: contract columns, shares, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.calibrate.features import SHARES
+from pipeline.calibrate.holdout import COLUMNS
+from pipeline.calibrate.stage import run
+from synthetic_upstream import build
+
+CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
+
+
+def _run(root: Path, params: dict) -> Path:
+    paths = build(root / "processed", root / "metrics")
+    run(params, processed_dir=paths["processed"], catalog_dir=CATALOG,
+        out_dir=paths["processed"], metrics_path=paths["metrics"] / "calibrate.json",
+        plots_dir=root / "plots")
+    return paths["processed"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory, params) -> Path:
+    return _run(tmp_path_factory.mktemp("calibrate"), params)
+
+
+def test_contract_columns(outputs: Path) -> None:
+    cal = pd.read_parquet(outputs / "calibration.parquet")
+    assert {"parameter", "group", "estimate", "stderr", "ci_low", "ci_high", "n_runs"} <= set(cal)
+    eff = cal[cal["group"] == "efficiency"]
+    assert (eff["ci_low"].dropna() <= eff["estimate"][eff["ci_low"].notna()]).all()
+    runs = pd.read_parquet(outputs / "calibrated.parquet")
+    shares = [f"share_{s}" for s in SHARES]
+    assert {"run_id", "source", "series_id", "n_accelerators", "measured_mfu", "predicted_mfu",
+            "pi_low", "pi_high", *shares} <= set(runs)
+    np.testing.assert_allclose(runs[shares].sum(axis=1), 1.0, atol=1e-12)
+    assert (runs["pi_low"] < runs["predicted_mfu"]).all()
+    pred = pd.read_parquet(outputs / "predictions.parquet")
+    assert set(COLUMNS) <= set(pred)
+    assert {"largest_k1", "largest_k2", "source"} <= set(pred["holdout"])
+    assert {"naive_linear", "naive_loglinear", "calibrated", "selected", "family_median",
+            "power"} <= set(pred["predictor"])
+    scored = pred[pred["predicted"].notna()]
+    np.testing.assert_allclose(scored["ape"], (scored["predicted"] - scored["actual"]).abs()
+                               / scored["actual"])
+
+
+def test_selected_is_one_fixed_rule(outputs: Path) -> None:
+    """In largest_k, selected equals calibrated where the series states its layout, else the
+    naive rule; never a per-point choice of the better one."""
+    pred = pd.read_parquet(outputs / "predictions.parquet")
+    key = ["holdout", "series_id", "run_id"]
+    wide = pred[pred["holdout"].str.startswith("largest")].pivot_table(
+        index=key, columns="predictor", values="predicted", aggfunc="first")
+    flags = pred[pred["predictor"] == "calibrated"].set_index(key)["assumed_layout"]
+    assumed = flags.reindex(wide.index).astype("boolean").fillna(True).to_numpy(bool)
+    expect = np.where(assumed | wide["calibrated"].isna().to_numpy(),
+                      wide["naive_linear"], wide["calibrated"])
+    np.testing.assert_allclose(wide["selected"], expect)
+
+
+def test_stage_is_deterministic(outputs: Path, tmp_path: Path, params) -> None:
+    again = _run(tmp_path, params)
+    for name in ("calibration", "calibrated", "predictions"):
+        assert (again / f"{name}.parquet").read_bytes() == (outputs / f"{name}.parquet").read_bytes()
