@@ -219,6 +219,11 @@ def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
 
     params = params or load_params()
     paths = build(root / "processed", root / "metrics")
+    from pipeline.calibrate.stage import run as calibrate_run
+    calibrate_run(params, processed_dir=paths["processed"],
+                  catalog_dir=Path(__file__).resolve().parents[1] / "data" / "catalog",
+                  out_dir=paths["processed"], metrics_path=paths["metrics"] / "calibrate.json",
+                  plots_dir=root / "plots")
     compare_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
                 out_dir=paths["processed"], metrics_path=paths["metrics"] / "compare.json",
                 plots_dir=root / "plots")

@@ -68,3 +68,20 @@ def test_stage_is_deterministic(outputs: Path, tmp_path: Path, params) -> None:
     again = _run(tmp_path, params)
     for name in ("calibration", "calibrated", "predictions"):
         assert (again / f"{name}.parquet").read_bytes() == (outputs / f"{name}.parquet").read_bytes()
+
+
+def test_report_section_rendered(tmp_path_factory) -> None:
+    """The report on the synthetic downstream (which runs calibrate) has the section, its
+    tables and figures, and the summary headline."""
+    from synthetic_upstream import shared_downstream
+    out = shared_downstream(tmp_path_factory)
+    md = (out["reports"] / "report.md").read_text(encoding="utf-8")
+    html = (out["reports"] / "report.html").read_text(encoding="utf-8")
+    section = md.split("## What limits measured scaling", 1)[1].split("## Method", 1)[0]
+    assert "| holdout | predictor | cases | median APE |" in section
+    assert "| largest_k1 | selected |" in section and "| source | calibrated |" in section
+    assert "figures/calibrate_decomposition.png" in section
+    assert (out["reports"] / "figures" / "calibrate_predicted_actual.png").stat().st_size > 1000
+    assert 'id="calibration"' in html and "calibrate_efficiency" not in html  # embedded, not linked
+    summary = md.split("## Summary", 1)[1].split("## Data", 1)[0]
+    assert "predicts held-out largest-N points with median error" in summary

@@ -27,7 +27,8 @@ from synthetic_upstream import shared_downstream
 SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
-           "power_cost", "frontier", "gap")
+           "power_cost", "frontier", "gap", "calibrate_predicted_actual", "calibrate_efficiency",
+           "calibrate_decomposition")
 
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:

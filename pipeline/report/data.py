@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 
 FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
-          "comparison", "comparison_curves", "comparison_series")
-METRICS = ("ingest", "fit", "theory", "compare")
+          "comparison", "comparison_curves", "comparison_series",
+          "calibration", "calibrated", "predictions")
+METRICS = ("ingest", "fit", "theory", "compare", "calibrate")
 
 
 @dataclass

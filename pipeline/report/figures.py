@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
+from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
 from pipeline.report.findings import strategy_runs
 from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
@@ -333,4 +334,4 @@ def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path
             "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
             "frontier": frontier(data, out, cfg["frontier_scenarios"]),
-            "gap": gap(data, out, cfg["gap_runs"])}
+            "gap": gap(data, out, cfg["gap_runs"]), **calibration.figures(data, out)}

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, rank_within_source
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
@@ -386,4 +387,5 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
+            "calibration": calibration.section(d),
             "missing": d.missing}

@@ -1,0 +1,217 @@
+"""Report section "What limits measured scaling": data and figures from the calibrate stage's
+outputs (calibration, calibrated, predictions parquet and calibrate.json) only.
+
+``section`` returns the template context (tables as formatted rows); ``figures`` draws the
+section's PNGs. Both degrade to an "absent" note when the calibrate outputs are missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.calibrate.decompose import LOST, by_source
+from pipeline.report.data import ReportData
+from pipeline.report.render import num, pct
+from pipeline.report.style import family_colour, new_figure, note, save
+
+LOST_LABELS = {"compute": "compute inefficiency", "hbm": "HBM", "net_tp": "TP network",
+               "net_dp": "DP network", "net_pp": "PP network", "net_ep": "EP network",
+               "bubble": "pipeline bubble", "latency": "latency chain", "overhead": "overhead",
+               "residual": "residual"}
+LOST_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "net_dp": "#e41a1c",
+                "net_pp": "#ff7f00", "net_ep": "#a65628", "bubble": "#f781bf",
+                "latency": "#999999", "overhead": "#dede00", "residual": "#d9d9d9"}
+PREDICTOR_ORDER = ("selected", "calibrated", "naive_linear", "naive_loglinear", "family_median",
+                   "power", "amdahl", "usl", "comm")
+
+
+def _predictor_rows(m: dict) -> list[list[str]]:
+    tab = pd.DataFrame(m.get("predictors", []))
+    if tab.empty:
+        return []
+    tab = tab[tab["source"] == "all"]
+    rank = {p: i for i, p in enumerate(PREDICTOR_ORDER)}
+    tab = tab.assign(r=tab["predictor"].map(rank).fillna(99)).sort_values(["holdout", "r"])
+    return [[r.holdout, r.predictor, num(r.n), pct(r.median_ape, 1), pct(r.p90_ape, 0),
+             pct(r.coverage) if np.isfinite(r.coverage) else "–"] for r in tab.itertuples()]
+
+
+def _source_rows(m: dict) -> list[list[str]]:
+    tab = pd.DataFrame(m.get("predictors", []))
+    if tab.empty:
+        return []
+    tab = tab[(tab["source"] != "all") & tab["predictor"].isin(
+        ["selected", "naive_linear", "naive_loglinear", "family_median"])]
+    rows = []
+    for (holdout, source), g in tab.groupby(["holdout", "source"], sort=True):
+        by = g.set_index("predictor")
+        cell = lambda p: pct(by.loc[p, "median_ape"], 1) if p in by.index else "–"  # noqa: E731
+        rows.append([holdout, source, num(by["n"].max()), cell("selected"), cell("naive_linear"),
+                     cell("naive_loglinear"), cell("family_median"),
+                     pct(by.loc["selected", "coverage"]) if "selected" in by.index else "–"])
+    return rows
+
+
+def _decomposition(d: ReportData) -> tuple[list[list[str]], list[dict]]:
+    t = by_source(d.calibrated) if not d.calibrated.empty else pd.DataFrame()
+    if t.empty:
+        return [], []
+    rows, tops = [], []
+    for r in t.itertuples():
+        if r.end == "change":
+            tops.append(dict(source=r.source, top1=LOST_LABELS[r.top1], top2=LOST_LABELS[r.top2],
+                             d_mfu=r.measured_mfu, d1=getattr(r, f"lost_{r.top1}"),
+                             d2=getattr(r, f"lost_{r.top2}")))
+            continue
+        rows.append([r.source, f"{r.end} N (median {num(r.n_accelerators)})", num(r.n_series),
+                     pct(r.measured_mfu, 1)] + [pct(getattr(r, f"lost_{c}"), 1) for c in LOST])
+    return rows, tops
+
+
+def _parameter_rows(d: ReportData) -> list[list[str]]:
+    c = d.calibration
+    if c.empty:
+        return []
+    eff = c[c["group"].isin(["efficiency", "efficiency_fixed"])]
+    rows = []
+    for r in eff.itertuples():
+        ci = (f"{num(r.ci_low)}–{num(r.ci_high)}" if np.isfinite(r.ci_low) else
+              ("fixed at the ideal (no run exercises it)" if r.group == "efficiency_fixed"
+               else "dropped (no effect)"))
+        rows.append([r.parameter, num(r.estimate), ci, num(r.n_runs)])
+    return rows
+
+
+def section(d: ReportData) -> dict[str, Any]:
+    m = d.metrics.get("calibrate", {})
+    if not m or d.calibrated.empty:
+        return {"available": False}
+    decomp, tops = _decomposition(d)
+    ins = m.get("in_sample", {})
+    targets = m.get("targets", {})
+    k1 = targets.get("largest", {}).get("largest_k1", {}).get("all", {})
+    k2 = targets.get("largest", {}).get("largest_k2", {}).get("all", {})
+    cov = targets.get("coverage", {})
+    src = targets.get("source", {})
+    frontier = [dict(scenario=s, knee=v.get("knee_flop"), knee_cal=v.get("knee_flop_calibrated"),
+                     ci=v.get("knee_flop_calibrated_ci") or [None, None], wall=v.get("wall_flop"),
+                     wall_cal=v.get("wall_flop_calibrated"))
+                for s, v in sorted(m.get("frontier", {}).items())]
+    headline = (
+        f"Calibrated to the measured runs ({num(m.get('fit_runs'))} runs with a layout), the "
+        f"data-movement model predicts held-out largest-N points with median error "
+        f"{pct(k1.get('selected'), 1)} (k=1) and {pct(k2.get('selected'), 1)} (k=2), against "
+        f"{pct(k1.get('best_naive'), 1)} and {pct(k2.get('best_naive'), 1)} for the better naive "
+        f"rule; its 95% intervals cover {pct(cov.get('largest_k1', {}).get('selected', {}).get('coverage'))}"
+        f" and {pct(cov.get('largest_k2', {}).get('selected', {}).get('coverage'))} of those points.")
+    return {
+        "available": True, "form": m.get("form"), "headline": headline,
+        "in_sample": ins, "fit_runs": m.get("fit_runs"), "sigma_u": m.get("sigma_u"),
+        "forms": [[f["form"], f["terms"], num(f["aicc"], 5), num(f["bic"], 5),
+                   pct(f["median_ape"], 1)] for f in m.get("forms", [])],
+        "parameters": _parameter_rows(d),
+        "decomposition": decomp, "lost_headers": [LOST_LABELS[c] for c in LOST], "tops": tops,
+        "predictors": _predictor_rows(m), "by_source": _source_rows(m),
+        "source_targets": [dict(source=s, **v) for s, v in sorted(src.items())],
+        "coverage": cov, "frontier": frontier,
+        "in_sample_by_source": [[s, num(v["n"]), pct(v["median_ape"], 1), pct(v["coverage"])]
+                                for s, v in sorted(ins.get("by_source", {}).items())],
+    }
+
+
+def predicted_vs_actual(d: ReportData, out: Path) -> Path:
+    fig, axes = new_figure(2, 4.0)
+    c, p = d.calibrated, d.predictions
+    ax = axes[0]
+    fitted = c[c["measured_mfu"] > 0] if not c.empty else c
+    if fitted.empty:
+        note(ax, "no calibrated runs")
+    else:
+        for source, g in fitted.groupby("source", sort=True):
+            ax.scatter(g["measured_mfu"], g["predicted_mfu"], s=6, alpha=0.5, label=source)
+        lim = [1e-3, 1.0]
+        ax.plot(lim, lim, color="k", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlim=lim, ylim=lim, xlabel="measured MFU",
+               ylabel="calibrated MFU (in sample)", title="calibrated model, in sample")
+        ax.legend(frameon=False, fontsize=6)
+    ax = axes[1]
+    sel = p[(p["predictor"] == "selected") & p["holdout"].str.startswith("largest")
+            & p["predicted"].notna()] if not p.empty else p
+    if sel.empty:
+        note(ax, "no held-out predictions")
+    else:
+        ratio = sel["predicted"] / sel["actual"]
+        for holdout, g in sel.groupby("holdout", sort=True):
+            ax.scatter(np.log2(g["n_target"] / g["n_train_max"]), g["predicted"] / g["actual"],
+                       s=8, alpha=0.5, label=holdout)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set(yscale="log", xlabel="extrapolation distance log2(N target / N train max)",
+               ylabel="predicted / actual", title="selected, held-out largest N",
+               ylim=(max(ratio.min() / 1.5, 1e-2), min(ratio.max() * 1.5, 1e2)))
+        ax.legend(frameon=False, fontsize=7)
+    return save(fig, out / "calibrate_predicted_actual.png")
+
+
+def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
+    """Measured MFU against N with the calibrated prediction and its 95% band, for the series
+    spanning the widest range of N (one per source first)."""
+    fig, ax = new_figure(1, 4.2)
+    c = d.calibrated
+    c = c[c["measured_mfu"] > 0] if not c.empty else c
+    if c.empty:
+        note(ax, "no calibrated runs")
+        return save(fig, out / "calibrate_efficiency.png")
+    span = c.groupby(["source", "series_id"])["n_accelerators"].agg(lambda n: n.max() / n.min())
+    counts = c.groupby(["source", "series_id"])["n_accelerators"].nunique()
+    span = span[counts >= 3].reset_index().sort_values(["n_accelerators", "series_id"],
+                                                       ascending=[False, True])
+    span["turn"] = span.groupby("source").cumcount()
+    chosen = span.sort_values(["turn", "n_accelerators", "series_id"],
+                              ascending=[True, False, True]).head(limit)
+    for i, sid in enumerate(chosen["series_id"]):
+        g = c[c["series_id"] == sid].groupby("n_accelerators")[
+            ["measured_mfu", "predicted_mfu", "pi_low", "pi_high"]].median().reset_index()
+        colour = f"C{i}"
+        ax.plot(g["n_accelerators"], g["measured_mfu"], "o", color=colour, ms=4,
+                label=sid[:48])
+        ax.plot(g["n_accelerators"], g["predicted_mfu"], "-", color=colour, lw=1)
+        ax.fill_between(g["n_accelerators"], g["pi_low"], g["pi_high"], color=colour, alpha=0.12)
+    ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel="MFU",
+           title="measured (points) and calibrated (line, 95% band) MFU")
+    ax.legend(frameon=False, fontsize=6, loc="lower left")
+    return save(fig, out / "calibrate_efficiency.png")
+
+
+def decomposition(d: ReportData, out: Path) -> Path:
+    """Stacked lost shares per source at the smallest and largest N (medians over series)."""
+    fig, ax = new_figure(1, 4.0)
+    t = by_source(d.calibrated) if not d.calibrated.empty else pd.DataFrame()
+    if t.empty:
+        note(ax, "no series with two or more N")
+        return save(fig, out / "calibrate_decomposition.png")
+    t = t[t["end"] != "change"].iloc[::-1]
+    labels = [f"{r.source}: {r.end} N ≈ {num(r.n_accelerators)}" for r in t.itertuples()]
+    left = t["measured_mfu"].to_numpy(float).copy()
+    ax.barh(range(len(t)), left, color="#1b7837", label="useful (MFU)", edgecolor="white", lw=0.3)
+    for cname in LOST:
+        v = np.maximum(t[f"lost_{cname}"].fillna(0).to_numpy(float), 0.0)
+        if v.sum() > 0:
+            ax.barh(range(len(t)), v, left=left, color=LOST_COLOURS[cname],
+                    label=LOST_LABELS[cname], edgecolor="white", lw=0.3)
+        left += v
+    ax.set_yticks(range(len(t)), labels, fontsize=7)
+    ax.set(xlabel="share of the measured step time (negative residuals not drawn)",
+           title="where the step time goes: smallest and largest N per source")
+    ax.legend(frameon=False, ncol=4, fontsize=6.5, loc="upper center",
+              bbox_to_anchor=(0.5, -0.15))
+    return save(fig, out / "calibrate_decomposition.png")
+
+
+def figures(d: ReportData, out: Path) -> dict[str, Path]:
+    return {"calibrate_predicted_actual": predicted_vs_actual(d, out),
+            "calibrate_efficiency": efficiency_bands(d, out),
+            "calibrate_decomposition": decomposition(d, out)}
