@@ -85,12 +85,14 @@ def calibrate(
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/calibrate.json")),
+    theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
+                                        help="the ideal knee and wall, quoted beside"),
     plots: Path = PLOTS,
     params: Path = PARAMS,
 ) -> None:
     """The data-movement model calibrated to the measured runs; held-out predictions."""
     _run_stage("pipeline.calibrate.stage", params, processed_dir=processed, catalog_dir=catalog,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+               out_dir=out, metrics_path=metrics, plots_dir=plots, theory_metrics=theory_metrics)
 
 
 @app.command()

@@ -193,3 +193,32 @@ def test_broken_settings_name_the_field(params, field, value, message) -> None:
 def test_shipped_settings_load(params) -> None:
     cfg = load_settings(params)
     assert cfg.selected["largest"] == "calibrated" and cfg.interval == 0.95
+
+
+def test_calibrated_step_cost_is_the_weighted_sum_of_ideal_components(params, catalog) -> None:
+    from dataclasses import replace as dc_replace
+
+    from pipeline.calibrate.frontier import Efficiencies
+    from pipeline.theory.cost import step_cost
+    from pipeline.theory.inputs import Layout, Shape
+    from pipeline.theory.scenarios import load_scenarios
+    from pipeline.theory.search import search
+
+    scn = load_scenarios(params, catalog)[0]
+    shape = Shape(params=70e9, active_params=70e9, n_layers=80.0, d_model=8192.0)
+    layout = Layout(dp=np.array([16.0, 64.0]), tp1=np.array([8.0, 16.0]), pp=4.0,
+                    microbatches=8.0, zero_stage=1.0)
+    theta = {"compute": 1.5, "net_tp": 2.0, "net_tp_out": 5.0, "net_dp": 3.0, "bubble": 1.2,
+             "latency": 10.0, "overhead": 0.05, "launch": 1e-4}
+    eff = Efficiencies(theta)
+    ideal = step_cost(scn.hardware, shape, layout, 4e6, scn.constants)
+    cal = eff.step_cost(scn.hardware, shape, layout, 4e6, scn.constants)
+    tp_theta = np.array([2.0, 5.0])  # tp 8 inside the 8-GPU domain, tp 16 beyond it
+    expected = (1.5 * ideal.t_compute_s + tp_theta * ideal.t_net_tp_s + 3.0 * ideal.t_net_dp_s
+                + 1.2 * ideal.t_bubble_s + 10.0 * ideal.t_latency_s + 0.05 + 1e-4 * 8 * 80 / 4)
+    np.testing.assert_allclose(cal.t_step_s, expected, rtol=1e-12)
+    np.testing.assert_allclose(cal.utilization, ideal.t_compute_s / expected, rtol=1e-12)
+    # the search with only a compute efficiency reaches exactly 1 / theta_compute
+    flat = dc_replace(scn, efficiency=Efficiencies({"compute": 2.0}))
+    front = search(flat, np.array([1e24, 1e25]))
+    np.testing.assert_allclose(front.utilization, 0.5, rtol=1e-9)

@@ -26,12 +26,15 @@ TERMS: dict[str, str] = {
     "latency": "multiple of the ideal latency chain",
     "overhead": "fixed seconds per step (optimizer, data loading, launch gaps)",
     "sync": "seconds per step per doubling of N (stragglers, barrier skew)",
+    "launch": "seconds per layer and microbatch on a pipeline stage (kernel launches, "
+              "per-microbatch synchronisation)",
 }
 # Component of the step time each term's calibrated time belongs to (calibrated.parquet shares).
 SHARE_OF: dict[str, str] = {
     "compute": "compute", "small_work": "compute", "hbm": "hbm", "net_tp": "net_tp",
     "net_tp_out": "net_tp", "net_dp": "net_dp", "net_pp": "net_pp", "net_ep": "net_ep",
     "bubble": "bubble", "latency": "latency", "overhead": "overhead", "sync": "overhead",
+    "launch": "overhead",
 }
 SHARES = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency",
           "overhead", "residual")
@@ -68,6 +71,24 @@ def work_per_accelerator(runs: pd.DataFrame) -> np.ndarray:
     return micro * seq * d / tp
 
 
+def layers_and_microbatches(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(layers per pipeline stage, microbatches per step) of each run, as theory.bounds takes
+    them: L from the run or from params at d/L = 128; m = B / (dp micro_batch seq_len), dp =
+    N / (tp pp cp), at least 1 (1 where the batch is not stated)."""
+    active = np.where(_num(runs, "active_params") > 0, _num(runs, "active_params"),
+                      _num(runs, "params"))
+    d = np.where(_num(runs, "d_model") > 0, _num(runs, "d_model"),
+                 np.cbrt(ASPECT_RATIO * active / 12.0))
+    layers = np.where(_num(runs, "n_layers") > 0, _num(runs, "n_layers"), d / ASPECT_RATIO)
+    deg = {k: np.where(_num(runs, k) >= 1, _num(runs, k), 1.0) for k in ("tp", "pp", "cp")}
+    dp = _num(runs, "n_accelerators") / (deg["tp"] * deg["pp"] * deg["cp"])
+    micro = np.where(_num(runs, "micro_batch") > 0, _num(runs, "micro_batch"), 1.0)
+    seq = np.where(_num(runs, "seq_len") > 0, _num(runs, "seq_len"), 2048.0)
+    m = np.round(_num(runs, "global_batch_tokens") / (np.maximum(dp, 1.0) * micro * seq))
+    m = np.where(np.isfinite(m) & (m >= 1), m, 1.0)
+    return np.maximum(layers / deg["pp"], 1.0), m
+
+
 def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> pd.DataFrame:
     """One row per run of ``runs`` (same order): run facts and the regressors ``x_<term>``.
 
@@ -88,8 +109,10 @@ def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> 
     tp_out = tp > np.where(np.isfinite(domain), domain, 8.0)
     rel = {name: b[f"t_{name}_s"].to_numpy(float) / t_c
            for name in ("hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency")}
+    stage_layers, microbatches = layers_and_microbatches(runs)
     x = {
         "x_compute": np.ones(len(runs)),
+        "x_launch": stage_layers * microbatches / t_c,
         "x_small_work": WORK_REF / work_per_accelerator(runs),
         "x_hbm": rel["hbm"],
         "x_net_tp": np.where(tp_out, 0.0, rel["net_tp"]),

@@ -25,6 +25,7 @@ class CalibrateSettings:
     interval_method: dict[str, str]
     selected: dict[str, str]
     frontier_samples: int
+    frontier_ci_points: int
     seed: int
 
 
@@ -74,4 +75,5 @@ def load_settings(params: Mapping[str, Any]) -> CalibrateSettings:
         min_source_runs=int(get(params, "calibrate.min_source_runs", int)),
         interval_method=methods, selected=selected,
         frontier_samples=int(get(params, "calibrate.frontier_samples", int)),
+        frontier_ci_points=int(get(params, "calibrate.frontier_ci_points", int)),
         seed=int(get(params, "calibrate.seed", int)))

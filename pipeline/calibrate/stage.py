@@ -9,6 +9,8 @@ hardware catalog; writes ``calibration.parquet``, ``calibrated.parquet``, ``pred
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,10 +21,14 @@ from pipeline.calibrate import holdout as ho
 from pipeline.calibrate import scores
 from pipeline.calibrate.features import SHARE_OF, SHARES, design, x_matrix
 from pipeline.calibrate.forms import fit_forms
+from pipeline.calibrate.frontier import calibrated_frontier
 from pipeline.calibrate.model import Calibration
 from pipeline.calibrate.settings import CalibrateSettings, load_settings
 from pipeline.catalog import load_catalog
+from pipeline.config import get
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.theory.frontier import flop_grid, frontier_frame
+from pipeline.theory.scenarios import load_scenarios
 
 
 def fit_set_of(frame: pd.DataFrame) -> pd.DataFrame:
@@ -80,6 +86,29 @@ def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.Data
                             kind="mergesort").reset_index(drop=True)
 
 
+def frontier(params: Mapping[str, Any], catalog, cal: Calibration, cfg: CalibrateSettings,
+             ideal: dict) -> tuple[pd.DataFrame, dict]:
+    """The theory's scenarios searched at the calibrated efficiencies: frontier rows and, per
+    scenario, the calibrated knee and wall with CIs beside the ideal ones (theory.json)."""
+    lo = float(get(params, "theory.frontier.min_flop", (int, float)))
+    hi = float(get(params, "theory.frontier.max_flop", (int, float)))
+    grid = flop_grid(lo, hi, int(get(params, "theory.frontier.points", int)))
+    result = calibrated_frontier(
+        load_scenarios(params, catalog), cal, grid,
+        float(get(params, "theory.frontier.knee_fraction", (int, float))), cfg.frontier_samples,
+        cfg.seed, int(get(params, "theory.frontier.refine_rounds", int)),
+        int(get(params, "theory.frontier.refine_points", int)),
+        ci_grid=flop_grid(lo, hi, cfg.frontier_ci_points))
+    frames, metrics = [], {}
+    for name, res in result.items():
+        frames.append(frontier_frame(name, res.pop("frontier")))
+        base = ideal.get(name, {})
+        metrics[name] = dict(res, knee_flop=base.get("knee_flop"), wall_flop=base.get("wall_flop"))
+    rows = pd.concat(frames, ignore_index=True).sort_values(["scenario", "training_flop"],
+                                                            kind="mergesort")
+    return rows.reset_index(drop=True), metrics
+
+
 def _in_sample(cal_runs: pd.DataFrame) -> dict:
     fitted = cal_runs[cal_runs["measured_mfu"] > 0]
     per = {str(s): dict(n=int(len(g)), median_ape=float(g["ape"].median()),
@@ -92,7 +121,7 @@ def _in_sample(cal_runs: pd.DataFrame) -> dict:
 
 
 def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> None:
+        metrics_path: Path, plots_dir: Path, theory_metrics: Path | None = None) -> None:
     """Stage entry point (see ``pipeline/__main__.py``)."""
     cfg = load_settings(params)
     processed_dir, out_dir = Path(processed_dir), Path(out_dir)
@@ -112,11 +141,15 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
     cal_runs = calibrated_runs(frame, cal, cfg.interval)
     pred = predictions(runs, series, extrapolation, frame, fit_set, cal, cfg)
     tab = scores.predictor_table(pred)
+    ideal = (json.loads(Path(theory_metrics).read_text(encoding="utf-8"))
+             if theory_metrics is not None and Path(theory_metrics).exists() else {})
+    front_rows, front = frontier(params, catalog, cal, cfg, ideal)
 
     write_parquet(table, out_dir / "calibration.parquet")
     write_parquet(form_table, out_dir / "calibrated_forms.parquet")
     write_parquet(cal_runs, out_dir / "calibrated.parquet")
     write_parquet(pred, out_dir / "predictions.parquet")
+    write_parquet(front_rows, out_dir / "calibrated_frontier.parquet")
     write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
                        ["holdout", "predictor", "actual", "predicted"]],
               Path(plots_dir) / "calibrate_predictions.csv", significant=6)
@@ -129,6 +162,7 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
         "in_sample": _in_sample(cal_runs),
         "predictors": tab.to_dict(orient="records"),
         "targets": scores.targets(tab),
+        "frontier": front,
         "selected_rule": cfg.selected, "interval_method": cfg.interval_method,
     }
     write_json(metrics, metrics_path)

@@ -80,6 +80,9 @@ class Scenario:
     moe: Moe
     search: Search
     duration_s: float
+    #: measured efficiencies (pipeline.calibrate.frontier.Efficiencies): the search then costs
+    #: layouts with the calibrated step time instead of the ideal one; None = ideal
+    efficiency: Any = None
 
 
 def _dataclass_from(cls, params: Mapping[str, Any], section: str, base=None):

@@ -100,7 +100,8 @@ def _evaluate(scn: Scenario, model: dict, idx: np.ndarray, combo: dict, k: np.nd
                   expert_fraction=moe.expert_fraction, top_k=moe.top_k, n_experts=moe.n_experts)
     layout = Layout(dp=dp, tp1=tp1, tp2=tp2, pp=pp, ep=ep, microbatches=m,
                     zero_stage=scn.search.zero_stage, interleave=v)
-    cost = step_cost(scn.hardware, shape, layout, mdl["batch"], scn.constants)
+    cost_of = step_cost if scn.efficiency is None else scn.efficiency.step_cost
+    cost = cost_of(scn.hardware, shape, layout, mdl["batch"], scn.constants)
     return cost, cost.t_step_s * mdl["steps"]
 
 
@@ -230,7 +231,10 @@ def _time_lower_bound(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, 
     n_tp = (combo["tp1"][k] > 0).astype(float) + (combo["tp2"][k] > 0)
     tau = (const.kernels_per_layer * float(np.asarray(hw.kernel_latency_s))
            + 2.0 * const.blocks_per_layer * n_tp * float(np.asarray(hw.scaleup_latency_s)))
-    return model["steps"][idx] * (np.maximum(t_flop, t_weights) + model["n_layers"][idx] * tau)
+    # calibrated efficiencies scale each bound term (their step time is a sum of scaled terms)
+    c, h, lat = (1.0, 1.0, 1.0) if scn.efficiency is None else scn.efficiency.bound_scale
+    return model["steps"][idx] * (np.maximum(c * t_flop, h * t_weights)
+                                  + lat * model["n_layers"][idx] * tau)
 
 
 def _local_params(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray
