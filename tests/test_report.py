@@ -28,7 +28,7 @@ SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy a
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
            "power_cost", "frontier", "gap", "calibrate_predicted_actual", "calibrate_efficiency",
-           "calibrate_decomposition")
+           "calibrate_decomposition", "calibrate_frontier")
 
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:

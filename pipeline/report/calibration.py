@@ -211,7 +211,29 @@ def decomposition(d: ReportData, out: Path) -> Path:
     return save(fig, out / "calibrate_decomposition.png")
 
 
+def frontier(d: ReportData, out: Path, scenarios: tuple[str, ...] = ("baseline", "b200",
+                                                                       "low_latency")) -> Path:
+    """Utilization against training compute: the ideal frontier (dashed) and the one at the
+    calibrated efficiencies (solid), for a few scenarios."""
+    fig, ax = new_figure(1, 4.0)
+    ideal, cal = d.frontier, d.calibrated_frontier
+    if cal.empty or ideal.empty:
+        note(ax, "no calibrated frontier")
+        return save(fig, out / "calibrate_frontier.png")
+    for i, scn in enumerate(s for s in scenarios if s in set(cal["scenario"])):
+        colour = f"C{i}"
+        for frame, style, label in ((ideal, "--", "ideal"), (cal, "-", "calibrated")):
+            g = frame[(frame["scenario"] == scn) & frame["feasible"].astype(bool)]
+            ax.plot(g["training_flop"], g["utilization"], style, color=colour,
+                    label=f"{scn} ({label})")
+    ax.set(xscale="log", xlabel="training compute C (FLOP)", ylabel="utilization",
+           ylim=(0, 1.0), title="frontier: ideal efficiencies against today's measured ones")
+    ax.legend(frameon=False, fontsize=7)
+    return save(fig, out / "calibrate_frontier.png")
+
+
 def figures(d: ReportData, out: Path) -> dict[str, Path]:
     return {"calibrate_predicted_actual": predicted_vs_actual(d, out),
+            "calibrate_frontier": frontier(d, out),
             "calibrate_efficiency": efficiency_bands(d, out),
             "calibrate_decomposition": decomposition(d, out)}

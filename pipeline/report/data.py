@@ -15,7 +15,7 @@ import pandas as pd
 
 FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
           "comparison", "comparison_curves", "comparison_series",
-          "calibration", "calibrated", "predictions")
+          "calibration", "calibrated", "predictions", "calibrated_frontier")
 METRICS = ("ingest", "fit", "theory", "compare", "calibrate")
 
 
