@@ -18,7 +18,8 @@ from nbclient import NotebookClient
 from synthetic_upstream import shared_downstream
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-NAMES = ("01-explore-runs.ipynb", "02-fit-laws.ipynb", "03-theory-frontier.ipynb")
+NAMES = ("01-explore-runs.ipynb", "02-fit-laws.ipynb", "03-theory-frontier.ipynb",
+         "04-calibrate.ipynb")
 pytestmark = pytest.mark.slow
 
 
@@ -53,5 +54,7 @@ def test_notebook_runs(name: str, pipeline_output: dict[str, Path], monkeypatch)
     elif name.startswith("02"):
         assert "syn: 8b-h100-strong | strong scaling | 7 points" in text
         assert "amdahl" in text and "usl" in text  # every law compared
-    else:
+    elif name.startswith("03"):
         assert "changed" in text and "knee_flop" in text
+    else:
+        assert "fitted on" in text and "predicted MFU at N=" in text and "(held out)" in text
