@@ -364,6 +364,11 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
     catalog = load_catalog(catalog_dir or CATALOG_DIR)
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
     curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
+    # Extrapolations to extrapolate_n: the calibrate stage's `selected` where it predicts them.
+    selected_path = processed_dir / "selected_targets.parquet"
+    if selected_path.exists():
+        from pipeline.calibrate.targets import apply_selected
+        curves = apply_selected(curves, pd.read_parquet(selected_path))
     write_parquet(per_run, Path(out_dir) / "comparison.parquet")
     write_parquet(curves, Path(out_dir) / "comparison_curves.parquet")
     write_parquet(summ, Path(out_dir) / "comparison_series.parquet")

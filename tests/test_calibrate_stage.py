@@ -85,3 +85,22 @@ def test_report_section_rendered(tmp_path_factory) -> None:
     assert 'id="calibration"' in html and "calibrate_efficiency" not in html  # embedded, not linked
     summary = md.split("## Summary", 1)[1].split("## Data", 1)[0]
     assert "predicts held-out largest-N points with median error" in summary
+
+
+def test_compare_targets_use_selected(tmp_path_factory) -> None:
+    """compare's 10k/100k rows carry selected's prediction and interval where it has one."""
+    from synthetic_upstream import shared_downstream
+    out = shared_downstream(tmp_path_factory)
+    sel = pd.read_parquet(out["processed"] / "selected_targets.parquet")
+    curves = pd.read_parquet(out["processed"] / "comparison_curves.parquet")
+    assert len(sel)
+    # fewer than 19 held-out cases to calibrate on: no finite 95% interval (not a made-up one)
+    finite = sel["pi_low"].notna()
+    assert (sel.loc[finite, "pi_low"] < sel.loc[finite, "predicted"]).all()
+    assert (sel.loc[finite, "predicted"] < sel.loc[finite, "pi_high"]).all()
+    joined = curves[curves["kind"] == "target"].merge(
+        sel, on=["series_id", "n_accelerators"], suffixes=("", "_sel"))
+    assert len(joined) == len(sel)
+    np.testing.assert_allclose(joined["predicted"], joined["predicted_sel"])
+    np.testing.assert_allclose(joined["pi_high"], joined["pi_high_sel"])  # NaN == NaN here
+    assert joined["predictor"].str.startswith("selected:").all()

@@ -80,6 +80,13 @@ def efficiencies_of(cal: Calibration, log_theta: np.ndarray | None = None) -> Ef
     return Efficiencies(theta)
 
 
+def _percentiles(values: list[float]) -> list[float]:
+    """2.5 and 97.5 percentiles of the finite draws (NaN without any)."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return np.percentile(v, [2.5, 97.5]).tolist() if v.size else [np.nan, np.nan]
+
+
 def calibrated_frontier(scenarios, cal: Calibration, grid: np.ndarray, knee_fraction: float,
                         samples: int, seed: int, rounds: int = 2, points: int = 8,
                         ci_grid: np.ndarray | None = None) -> dict:
@@ -106,8 +113,7 @@ def calibrated_frontier(scenarios, cal: Calibration, grid: np.ndarray, knee_frac
             h = headline(drawn, f, knee_fraction, 1, points)
             knees.append(h.knee_flop)
             walls.append(h.wall_flop)
-        ci = (np.nanpercentile(knees, [2.5, 97.5]).tolist() if samples else [np.nan, np.nan])
-        wci = (np.nanpercentile(walls, [2.5, 97.5]).tolist() if samples else [np.nan, np.nan])
+        ci, wci = _percentiles(knees), _percentiles(walls)
         out[scn.name] = dict(knee_flop_calibrated=head.knee_flop, knee_flop_calibrated_ci=ci,
                              wall_flop_calibrated=head.wall_flop, wall_flop_calibrated_ci=wci,
                              plateau_utilization_calibrated=head.plateau_utilization,

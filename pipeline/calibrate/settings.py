@@ -26,7 +26,15 @@ class CalibrateSettings:
     selected: dict[str, str]
     frontier_samples: int
     frontier_ci_points: int
+    extrapolate_n: list[int]
     seed: int
+
+
+def _targets(params: Mapping[str, Any]) -> list[int]:
+    ns = get(params, "calibrate.extrapolate_n", list)
+    if not ns or any(not isinstance(n, int) or isinstance(n, bool) or n < 2 for n in ns):
+        raise ConfigError("params: field 'calibrate.extrapolate_n' must be a list of integers >= 2")
+    return sorted(ns)
 
 
 def load_settings(params: Mapping[str, Any]) -> CalibrateSettings:
@@ -76,4 +84,5 @@ def load_settings(params: Mapping[str, Any]) -> CalibrateSettings:
         interval_method=methods, selected=selected,
         frontier_samples=int(get(params, "calibrate.frontier_samples", int)),
         frontier_ci_points=int(get(params, "calibrate.frontier_ci_points", int)),
+        extrapolate_n=_targets(params),
         seed=int(get(params, "calibrate.seed", int)))

@@ -24,6 +24,7 @@ from pipeline.calibrate.forms import fit_forms
 from pipeline.calibrate.frontier import calibrated_frontier
 from pipeline.calibrate.model import Calibration
 from pipeline.calibrate.settings import CalibrateSettings, load_settings
+from pipeline.calibrate.targets import selected_targets
 from pipeline.catalog import load_catalog
 from pipeline.config import get
 from pipeline.io import write_csv, write_json, write_parquet
@@ -144,12 +145,15 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
     ideal = (json.loads(Path(theory_metrics).read_text(encoding="utf-8"))
              if theory_metrics is not None and Path(theory_metrics).exists() else {})
     front_rows, front = frontier(params, catalog, cal, cfg, ideal)
+    beyond = selected_targets(runs, series, frame, fit_set, cal, pred, params, catalog,
+                              cfg.extrapolate_n, cfg.interval)
 
     write_parquet(table, out_dir / "calibration.parquet")
     write_parquet(form_table, out_dir / "calibrated_forms.parquet")
     write_parquet(cal_runs, out_dir / "calibrated.parquet")
     write_parquet(pred, out_dir / "predictions.parquet")
     write_parquet(front_rows, out_dir / "calibrated_frontier.parquet")
+    write_parquet(beyond, out_dir / "selected_targets.parquet")
     write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
                        ["holdout", "predictor", "actual", "predicted"]],
               Path(plots_dir) / "calibrate_predictions.csv", significant=6)

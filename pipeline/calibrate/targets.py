@@ -1,0 +1,139 @@
+"""``selected`` beyond the data: each series predicted at ``calibrate.extrapolate_n`` accelerators
+(the compare stage's 10,000 and 100,000), with the interval the holdouts calibrated.
+
+A series that states its layout: its largest run with N scaled to the target (dp scaled with it;
+the global batch kept under strong scaling and scaled under weak), costed by the theory's
+bounds from the catalog, predicted by the calibrated model and anchored on all the series'
+measured runs (as ``calibrated`` in the holdouts). Otherwise ``naive_linear``. The interval is
+the conformal one: the 95% quantile of the largest-k scores of that predictor over all series,
+scaled by sd (1 + log2(n / n_max)).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from pipeline.calibrate import intervals as iv
+from pipeline.calibrate.features import design, x_matrix
+from pipeline.calibrate.holdout import within_series_sd
+from pipeline.calibrate.model import Calibration
+from pipeline.laws.series import series_points
+from pipeline.theory.bounds import compute_bounds
+
+
+def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
+    """Conformal quantile of a predictor's largest-k scores over every series."""
+    g = pred[pred["holdout"].str.startswith("largest_k") & (pred["predictor"] == predictor)
+             & pred["predicted"].notna()]
+    if g.empty:
+        return np.nan
+    scale = iv.distance_scale(g["sd_log"].to_numpy(float), g["n_target"], g["n_train_max"])
+    score = np.sort(np.abs(np.log(g["actual"] / g["predicted"]).to_numpy(float)) / scale)
+    rank = int(np.ceil((score.size + 1) * level))
+    return float(score[rank - 1]) if rank <= score.size else np.nan
+
+
+def _scaled_runs(largest: pd.DataFrame, targets: list[int], weak: bool) -> pd.DataFrame:
+    rows = []
+    for n in targets:
+        row = largest.copy()
+        factor = n / float(row["n_accelerators"].iat[0])
+        row["run_id"] = f"{row['run_id'].iat[0]}@{n}"
+        row["n_accelerators"] = float(n)
+        row["dp"] = row["dp"] * factor
+        if weak:
+            row["global_batch_tokens"] = row["global_batch_tokens"] * factor
+        row[["mfu", "hfu"]] = np.nan
+        rows.append(row)
+    return pd.concat(rows, ignore_index=True)
+
+
+def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, frame: pd.DataFrame,
+                     fit_set: pd.DataFrame, cal: Calibration, pred: pd.DataFrame,
+                     params: Mapping[str, Any], catalog, targets: list[int], level: float
+                     ) -> pd.DataFrame:
+    """One row per (series, target N): series_id, source, n_accelerators, y_metric, predictor,
+    predicted, pi_low, pi_high, assumed_layout."""
+    q = {p: pooled_quantile(pred, p, level) for p in ("calibrated", "naive_linear")}
+    sd_within = within_series_sd(cal, fit_set)
+    indexed = frame.set_index("run_id", drop=False)
+    domain = catalog.hardware["scaleup_domain_size"]
+    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
+    rows = []
+    for _, s in series.sort_values("series_id").iterrows():
+        mine = by_series.get(s["series_id"])
+        if mine is None:
+            continue
+        pts = series_points(mine, s)
+        if not pts.y_metric or pts.n_distinct < 2:
+            continue
+        n_max = float(pts.n.max())
+        ids = pts.runs["run_id"].astype(str).to_numpy()
+        known = indexed.reindex(ids)
+        stated = bool(known["has_layout"].fillna(False).all())
+        n_t = np.array([n for n in targets if n > n_max], float)
+        if n_t.size == 0:
+            continue
+        predicted, sd, name = None, None, "naive_linear"
+        if stated and known["peak"].notna().all():
+            largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
+            new = _scaled_runs(largest, [int(n) for n in n_t], str(s.get("scaling")) == "weak")
+            new_frame = design(new, compute_bounds(new, catalog, params), domain)
+            both = pd.concat([known, new_frame], ignore_index=True)
+            mean, _ = cal.predict_log_time(x_matrix(both, cal.all_terms),
+                                           both["source"].to_numpy(object))
+            y_model = np.exp(-mean) * both["n_accelerators"].to_numpy(float) \
+                * both["peak"].to_numpy(float)
+            train = y_model[: ids.size]
+            if np.all(np.isfinite(y_model)) and np.all(train > 0):
+                offset = float(np.mean(np.log(pts.y) - np.log(train)))
+                predicted = y_model[ids.size:] * np.exp(offset)
+                sd = np.full(n_t.size, sd_within * np.sqrt(1.0 + 1.0 / ids.size))
+                name = "calibrated"
+        if predicted is None:
+            predicted = iv.naive_linear(pts.n, pts.y, n_t)
+            sd = np.ones(n_t.size)
+        scale = iv.distance_scale(sd, n_t, np.full(n_t.size, n_max))
+        lo, hi = iv.conformal_interval(predicted, scale, np.full(n_t.size, q[name]))
+        for i, n in enumerate(n_t):
+            rows.append(dict(series_id=s["series_id"], source=s["source"], n_accelerators=n,
+                             y_metric=pts.y_metric, predictor=f"selected:{name}",
+                             predicted=float(predicted[i]), pi_low=float(lo[i]),
+                             pi_high=float(hi[i]), assumed_layout=not stated))
+    return pd.DataFrame(rows, columns=["series_id", "source", "n_accelerators", "y_metric",
+                                       "predictor", "predicted", "pi_low", "pi_high",
+                                       "assumed_layout"])
+
+
+def apply_selected(curves: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
+    """compare's curves with the ``target`` rows (extrapolate_n) predicted by ``selected``
+    where it has a prediction for that series and N: predicted and interval replaced, the
+    efficiencies relative to the measured per-accelerator y at the series' smallest N, and
+    ``predictor`` naming what predicted each target row (the law otherwise)."""
+    if curves.empty:
+        return curves
+    out = curves.copy()
+    out["predictor"] = out.get("law")
+    if selected.empty:
+        return out
+    sel = selected.set_index(["series_id", "n_accelerators"])
+    measured = out[out["kind"] == "measured"].sort_values("n_accelerators")
+    per0 = measured.groupby("series_id").apply(
+        lambda g: g["y"].iloc[0] / g["n_accelerators"].iloc[0], include_groups=False)
+    target = out["kind"] == "target"
+    keys = list(zip(out.loc[target, "series_id"], out.loc[target, "n_accelerators"].astype(float)))
+    hit = np.array([k in sel.index for k in keys], bool)
+    rows = out.index[target][hit]
+    chosen = sel.loc[[k for k, h in zip(keys, hit) if h]]
+    n = out.loc[rows, "n_accelerators"].to_numpy(float)
+    base = out.loc[rows, "series_id"].map(per0).to_numpy(float) * n
+    for col, eff in (("predicted", "efficiency_law"), ("pi_low", "efficiency_law_low"),
+                     ("pi_high", "efficiency_law_high")):
+        out.loc[rows, col] = chosen[col].to_numpy(float)
+        if eff in out:
+            out.loc[rows, eff] = chosen[col].to_numpy(float) / base
+    out.loc[rows, "predictor"] = chosen["predictor"].to_numpy(object)
+    return out
