@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.decompose import LOST, by_source
-from pipeline.report.data import ReportData
+from pipeline.report.data import ReportData, short_label
 from pipeline.report.render import num, pct
 from pipeline.report.style import family_colour, new_figure, note, save
 
@@ -177,7 +177,7 @@ def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
             ["measured_mfu", "predicted_mfu", "pi_low", "pi_high"]].median().reset_index()
         colour = f"C{i}"
         ax.plot(g["n_accelerators"], g["measured_mfu"], "o", color=colour, ms=4,
-                label=sid[:48])
+                label=short_label(sid, 60))
         ax.plot(g["n_accelerators"], g["predicted_mfu"], "-", color=colour, lw=1)
         ax.fill_between(g["n_accelerators"], g["pi_low"], g["pi_high"], color=colour, alpha=0.12)
     ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel="MFU",
