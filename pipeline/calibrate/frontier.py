@@ -117,6 +117,10 @@ def calibrated_frontier(scenarios, cal: Calibration, grid: np.ndarray, knee_frac
         out[scn.name] = dict(knee_flop_calibrated=head.knee_flop, knee_flop_calibrated_ci=ci,
                              wall_flop_calibrated=head.wall_flop, wall_flop_calibrated_ci=wci,
                              plateau_utilization_calibrated=head.plateau_utilization,
+                             # utilization highest at the grid's smallest C: the plateau (and so
+                             # the knee) lies at or below theory.frontier.min_flop, unresolved
+                             plateau_at_grid_start=bool(front.feasible[0] and np.nanargmax(
+                                 np.where(front.feasible, front.utilization, -np.inf)) == 0),
                              wall_beyond_grid_calibrated=head.wall_beyond_grid,
                              frontier=front)
     return out

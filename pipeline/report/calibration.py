@@ -99,7 +99,8 @@ def section(d: ReportData) -> dict[str, Any]:
     src = targets.get("source", {})
     frontier = [dict(scenario=s, knee=v.get("knee_flop"), knee_cal=v.get("knee_flop_calibrated"),
                      ci=v.get("knee_flop_calibrated_ci") or [None, None], wall=v.get("wall_flop"),
-                     wall_cal=v.get("wall_flop_calibrated"))
+                     wall_cal=v.get("wall_flop_calibrated"),
+                     unresolved=bool(v.get("plateau_at_grid_start")))
                 for s, v in sorted(m.get("frontier", {}).items())]
     headline = (
         f"Calibrated to the measured runs ({num(m.get('fit_runs'))} runs with a layout), the "
