@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError, load_params, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="scalewall: measured diminishing returns against data-movement limits.")
@@ -30,6 +30,7 @@ def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
     """Load params (failing fast on a broken file), then import and run ``module.run``."""
     try:
         params = load_params(params_path)
+        load_settings(params)  # the whole file, so any broken field stops any stage
         stage = importlib.import_module(module)
         stage.run(params, **paths)
     except ConfigError as exc:
@@ -118,7 +119,9 @@ def validate(
     """
     from pipeline.ingest.validate import summary, validate_table
     try:
-        runs, rejects = validate_table(table, load_params(params), catalog)
+        loaded = load_params(params)
+        load_settings(loaded)
+        runs, rejects = validate_table(table, loaded, catalog)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc

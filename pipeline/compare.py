@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from pipeline.config import CATALOG_DIR, ConfigError, get
+from pipeline.config import CATALOG_DIR, settings as load_group
 from pipeline.io import write_csv, write_json, write_parquet
 
 SECONDS_PER_DAY = 86_400.0
@@ -38,24 +38,14 @@ SHARES = ("compute",) + OVERLAPPED + ("bubble", "latency", "other", "unexplained
 
 # -- settings ----------------------------------------------------------------------------------
 def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """Read and check the ``compare`` section of params.yaml (ConfigError names the field)."""
-    targets = get(params, "compare.extrapolate_n", list)
-    if not targets or any(isinstance(t, bool) or not isinstance(t, int) or t < 2 for t in targets):
-        raise ConfigError("params: field 'compare.extrapolate_n' must be a list of integers >= 2")
-    interval = get(params, "compare.interval", float)
-    if not 0.0 < interval < 1.0:
-        raise ConfigError("params: field 'compare.interval' must lie in (0, 1)")
-    days = get(params, "compare.frontier_duration_days", float, default=90.0)
-    if days <= 0:
-        raise ConfigError("params: field 'compare.frontier_duration_days' must be > 0")
-    half = get(params, "compare.efficiency_threshold", float, default=0.5)
-    if not 0.0 < half < 1.0:
-        raise ConfigError("params: field 'compare.efficiency_threshold' must lie in (0, 1)")
-    points = get(params, "compare.curve_points", int, default=48)
-    if points < 4:
-        raise ConfigError("params: field 'compare.curve_points' must be >= 4")
-    return {"targets": sorted(targets), "interval": interval, "duration_s": days * SECONDS_PER_DAY,
-            "threshold": half, "curve_points": points}
+    """The ``compare`` settings, with the interval of ``fit`` and the horizon of ``theory``
+    (ConfigError names the field)."""
+    cfg = load_group(params, "compare")
+    interval = load_group(params, "fit").interval
+    days = load_group(params, "theory").duration_days
+    return {"targets": sorted(cfg.extrapolate_n), "interval": interval,
+            "duration_s": days * SECONDS_PER_DAY, "threshold": cfg.efficiency_threshold,
+            "curve_points": cfg.curve_points}
 
 
 # -- per run -----------------------------------------------------------------------------------

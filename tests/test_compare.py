@@ -182,12 +182,14 @@ def test_deterministic(outputs: dict, tmp_path: Path) -> None:
     assert (out / "compare.json").read_bytes() == (outputs["metrics"] / "compare.json").read_bytes()
 
 
-@pytest.mark.parametrize("field,value", [("extrapolate_n", [10, "x"]), ("extrapolate_n", []),
-                                         ("interval", 1.5), ("frontier_duration_days", -1),
-                                         ("efficiency_threshold", 0)])
-def test_broken_config_names_field(outputs: dict, tmp_path: Path, field: str, value: object) -> None:
+@pytest.mark.parametrize("group,field,value", [
+    ("compare", "extrapolate_n", [10, "x"]), ("compare", "extrapolate_n", []),
+    ("fit", "interval", 1.5), ("theory", "duration_days", -1),  # shared values compare reads
+    ("compare", "efficiency_threshold", 0), ("compare", "interval", 0.9)])  # not compare's own
+def test_broken_config_names_field(outputs: dict, tmp_path: Path, group: str, field: str,
+                                   value: object) -> None:
     params = copy.deepcopy(load_params())
-    params["compare"][field] = value
-    with pytest.raises(ConfigError, match=f"compare.{field}"):
+    params[group][field] = value
+    with pytest.raises(ConfigError, match=f"'{group}.{field}[.']".replace(".", r"\.")):
         compare_run(params, processed_dir=outputs["processed"], metrics_dir=outputs["metrics"],
                     out_dir=tmp_path, metrics_path=tmp_path / "c.json", plots_dir=tmp_path)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from pipeline.__main__ import app
-from pipeline.config import PARAMS_PATH, ConfigError, get, load_params
+from pipeline.config import PARAMS_PATH, ConfigError, load_params, load_settings, settings
 
 
 def test_shipped_params_load_and_have_every_stage():
@@ -14,17 +17,84 @@ def test_shipped_params_load_and_have_every_stage():
     assert {"ingest", "fit", "theory", "compare", "report"} <= set(params)
 
 
-def test_get_walks_dotted_paths_and_checks_types():
-    params = {"fit": {"interval": 0.95, "laws": ["usl"], "flag": True, "n": 3}}
-    assert get(params, "fit.interval", float) == 0.95
-    assert get(params, "fit.n", float) == 3.0 and isinstance(get(params, "fit.n", float), float)
-    assert get(params, "fit.missing", int, default=7) == 7
-    with pytest.raises(ConfigError, match=r"'fit\.missing'"):
-        get(params, "fit.missing", int)
-    with pytest.raises(ConfigError, match=r"'fit\.laws' must be int"):
-        get(params, "fit.laws", int)
-    with pytest.raises(ConfigError, match=r"'fit\.flag' must be int or float"):
-        get(params, "fit.flag", (int, float))
+def test_shipped_params_validate_completely():
+    cfg = load_settings(load_params(PARAMS_PATH))
+    assert cfg.theory.frontier.points == 61 and cfg.fit.interval == 0.95
+    assert isinstance(cfg.theory.laws.tokens_per_param, float)  # ints in YAML read as floats
+    assert cfg.theory.scenarios["moe"].moe.top_k == 2
+    assert settings(load_params(PARAMS_PATH), "ingest.logs").workers == 2
+
+
+def _with(path: str, value):
+    params = copy.deepcopy(load_params(PARAMS_PATH))
+    node = params
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node[key]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return params
+
+
+_DELETE = object()
+
+# Every class of broken setting the reliability audit found (issue 13), and its message.
+BROKEN = [
+    ("theory.frontier.points", 100_000, r"^params: field 'theory\.frontier\.points': .*less than "
+                                        r"or equal to 1001, got 100000$"),
+    ("theory.frontier.points", 0, r"'theory\.frontier\.points': .*greater than or equal to 2"),
+    ("theory.frontier.refine_rounds", 1000, r"'theory\.frontier\.refine_rounds'"),
+    ("theory.frontier.refine_points", 10**6, r"'theory\.frontier\.refine_points'"),
+    ("theory.search.max_log2_degree", 64, r"'theory\.search\.max_log2_degree'"),
+    ("theory.bounds.search_max_log2", 40, r"'theory\.bounds\.search_max_log2'"),
+    ("theory.frontier.max_flop", 1e20, r"'theory\.frontier\.max_flop': must exceed min_flop"),
+    ("ingest.logs.workrs", 2, r"^params: unknown field 'ingest\.logs\.workrs'$"),
+    ("fit.unknown_option", 1, r"^params: unknown field 'fit\.unknown_option'$"),
+    ("theory.duration_days", -90, r"'theory\.duration_days': .*greater than 0, got -90"),
+    ("theory.laws.tokens_per_param", -20, r"'theory\.laws\.tokens_per_param'"),
+    ("theory.bounds.seq_len", -1, r"'theory\.bounds\.seq_len'"),
+    ("theory.bytes_per_value.bf16", 0, r"'theory\.bytes_per_value\.bf16'"),
+    ("theory.bytes_per_value.int3", 1, r"'theory\.bytes_per_value\.int3'"),
+    ("theory.scenarios.moe.moe", {"n_experts": 4, "top_k": 8},
+     r"'theory\.scenarios\.moe\.moe\.top_k': must lie in \[1, n_experts\]"),
+    ("theory.scenarios.fp8.laws", {"bogus": 1}, r"unknown field 'theory\.scenarios\.fp8\.laws\.bogus'"),
+    ("theory.scenarios", {}, r"'theory\.scenarios'"),
+    ("compare.efficiency_threshold", 1.0, r"'compare\.efficiency_threshold'"),
+    ("compare.interval", 0.9, r"unknown field 'compare\.interval'"),  # it is fit.interval
+    ("fit.interval", True, r"'fit\.interval': .*valid number, got True"),
+    ("fit.min_distinct_n", "3", r"'fit\.min_distinct_n': .*valid integer"),
+    ("fit.laws", _DELETE, r"^params: missing field 'fit\.laws'$"),
+    ("report.frontier_scenarios", ["baseline", "nope"],
+     r"'report\.frontier_scenarios\.1': no scenario 'nope'"),
+    ("report.baseline_scenario", "nope", r"'report\.baseline_scenario': no scenario 'nope'"),
+    ("report.series_per_panel", 0, r"'report\.series_per_panel'"),
+    ("ingest.default_precision", "x" * 500, r"got 'x{70,}\.\.\.$"),  # input shown, capped
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BROKEN)
+def test_every_broken_setting_names_its_field(path, value, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(_with(path, value))
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BROKEN[:4] + BROKEN[7:8] + BROKEN[-4:-2])
+def test_cli_stops_any_stage_with_exit_2_naming_the_field(tmp_path, path, value, message):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(_with(path, value)))
+    result = CliRunner().invoke(app, ["report", "--params", str(bad), "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert path.split(".")[0] in result.output and "params: " in result.output
+
+
+def test_a_group_alone_is_validated_with_its_dotted_prefix():
+    with pytest.raises(ConfigError, match=r"^params: field 'ingest\.logs\.workers'"):
+        settings({"ingest": {"logs": {**load_params()["ingest"]["logs"], "workers": 0}}},
+                 "ingest.logs")
+    with pytest.raises(ConfigError, match=r"^params: missing field 'fit'$"):
+        settings({}, "fit")
 
 
 def test_unreadable_and_invalid_params_files(tmp_path):

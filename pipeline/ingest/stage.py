@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.config import PROJ_ROOT, ConfigError, settings
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
@@ -33,7 +33,7 @@ from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
 from pipeline.ingest.core.checks import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
-from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
+from pipeline.schema import (REJECTS_SCHEMA, RUN_COLUMNS,
                              RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
@@ -45,25 +45,16 @@ def _warn(message: str) -> None:
 
 def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
     """Check the ``ingest`` params; a missing or wrong field is a ConfigError naming it."""
-    precision = get(params, "ingest.default_precision", str)
-    if precision not in PRECISIONS:
-        raise ConfigError(f"params: field 'ingest.default_precision' must be one of "
-                          f"{', '.join(PRECISIONS)}, got {precision!r}")
-    attention = get(params, "ingest.attention_flops", bool)
-    roots = get(params, "ingest.mlperf_roots", list)
+    cfg = settings(params, "ingest")
     paths = []
-    for root in roots:
-        if not isinstance(root, str) or not root:
-            raise ConfigError(f"params: field 'ingest.mlperf_roots' must list folder paths, "
-                              f"got {root!r}")
+    for i, root in enumerate(cfg.mlperf_roots):
         path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
         if not path.is_dir():
-            raise ConfigError(f"params: field 'ingest.mlperf_roots': folder {root!r} does not "
-                              f"exist")
+            raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {root[:200]!r} "
+                              f"does not exist")
         paths.append(path)
-    assumed = get(params, "ingest.mfu_on_assumed_precision", bool)
-    return Options(default_precision=precision, attention_flops=attention,
-                   mfu_on_assumed_precision=assumed), paths
+    return Options(default_precision=cfg.default_precision, attention_flops=cfg.attention_flops,
+                   mfu_on_assumed_precision=cfg.mfu_on_assumed_precision), paths
 
 
 def load_catalog(catalog_dir: Path) -> Any:

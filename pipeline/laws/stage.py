@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import ConfigError, get
+from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.laws.crossseries import cross_series
@@ -44,35 +44,12 @@ FIT_COLUMNS = ("series_id", "source", "scaling", "law", "y_metric", "scale", "pa
 
 
 def _settings(params: dict[str, Any]) -> dict[str, Any]:
-    laws = get(params, "fit.laws", list)
-    unknown = [law for law in laws if law not in LAWS]
-    if not laws or unknown:
-        raise ConfigError(f"params: field 'fit.laws' has unknown law(s) {unknown}; "
-                          f"known: {sorted(LAWS)}")
-    ks = get(params, "fit.holdout_k", list)
-    if not ks or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in ks):
-        raise ConfigError(f"params: field 'fit.holdout_k' must be a list of integers >= 1, got {ks}")
-    interval = get(params, "fit.interval", float)
-    if not 0.0 < interval < 1.0:
-        raise ConfigError(f"params: field 'fit.interval' must be in (0, 1), got {interval}")
-    scale = get(params, "fit.scale", str)
-    if scale not in SCALES:
-        raise ConfigError(f"params: field 'fit.scale' must be one of {SCALES}, got {scale!r}")
-    min_success = get(params, "fit.default_law_min_success", float)
-    if not 0.0 <= min_success <= 1.0:
-        raise ConfigError("params: field 'fit.default_law_min_success' must be in [0, 1]")
-    min_n = get(params, "fit.min_distinct_n", int)
-    extra_n = get(params, "fit.extrapolation_min_distinct_n", int)
-    if min_n < 2 or extra_n < 3:
-        raise ConfigError("params: fields 'fit.min_distinct_n' (>= 2) and "
-                          "'fit.extrapolation_min_distinct_n' (>= 3) are too small")
-    score_other = get(params, "fit.score_other_scale", bool)
-    peak_beyond = float(get(params, "fit.flag_peak_beyond", (int, float), default=10.0))
-    if peak_beyond < 1.0:
-        raise ConfigError(f"params: field 'fit.flag_peak_beyond' must be >= 1, got {peak_beyond}")
-    return dict(laws=list(laws), score_other_scale=score_other, ks=list(ks), interval=interval,
-                scale=scale, min_success=min_success, min_distinct_n=min_n,
-                extra_min_distinct_n=extra_n, peak_beyond=peak_beyond)
+    cfg = settings(params, "fit")
+    return dict(laws=list(cfg.laws), score_other_scale=cfg.score_other_scale,
+                ks=list(cfg.holdout_k), interval=cfg.interval, scale=cfg.scale,
+                min_success=cfg.default_law_min_success, min_distinct_n=cfg.min_distinct_n,
+                extra_min_distinct_n=cfg.extrapolation_min_distinct_n,
+                peak_beyond=cfg.flag_peak_beyond)
 
 
 def _json(values: dict[str, float]) -> str:

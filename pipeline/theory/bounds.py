@@ -13,21 +13,21 @@ exceeds its ceiling is flagged in ``exceeds_bound`` with the reason.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from pipeline.config import ConfigError, get
+from pipeline.config import BoundHardware, settings
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
 
 BOUND_COLUMNS = ("run_id", "bound_mfu", "t_compute_s", "t_hbm_s", "t_net_tp_s", "t_net_dp_s",
                  "t_net_pp_s", "t_net_ep_s", "t_bubble_s", "t_latency_s", "binding", "assumed")
-_HW_COLUMNS = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domain_size",
-               "scaleout_bytes_per_s")
+_HW_COLUMNS = typing.get_args(BoundHardware)  # hbm, scale-up, domain size, scale-out
 
 
 @dataclass(frozen=True)
@@ -50,31 +50,11 @@ class BoundDefaults:
 
 
 def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
-    get(params, "theory.bounds", dict)
-    base = BoundDefaults()
-    values = {}
-    for name in ("precision",):
-        values[name] = get(params, f"theory.bounds.{name}", str, default=getattr(base, name))
-    values["interleave"] = get(params, "theory.bounds.interleave", str, default=base.interleave)
-    values["fsdp_gather"] = get(params, "theory.bounds.fsdp_gather", str, default=base.fsdp_gather)
-    if values["fsdp_gather"] not in ("step", "microbatch"):
-        raise ConfigError("params: field 'theory.bounds.fsdp_gather' must be 'step' or "
-                          "'microbatch'")
-    values["attention_flops"] = get(params, "theory.bounds.attention_flops", bool,
-                                    default=base.attention_flops)
-    for name in ("seq_len", "micro_batch_sequences", "aspect_ratio", "blocks_per_layer",
-                 "moe_expert_fraction", "moe_top_k", "tolerance"):
-        values[name] = float(get(params, f"theory.bounds.{name}", (int, float),
-                                 default=getattr(base, name)))
-    values["search_max_log2"] = get(params, "theory.bounds.search_max_log2", int,
-                                    default=base.search_max_log2)
-    hw = get(params, "theory.bounds.hardware", dict, default={})
-    for key, value in hw.items():
-        get(params, f"theory.bounds.hardware.{key}", (int, float))
-        if key not in _HW_COLUMNS:
-            raise ValueError(f"theory.bounds.hardware.{key}: not a hardware field")
-    values["hardware"] = {k: float(v) for k, v in hw.items()}
-    return BoundDefaults(**values)
+    """``theory.bounds``, with the FLOP-counting rule shared with the ingest
+    (``ingest.attention_flops``)."""
+    cfg = settings(params, "theory").bounds.model_dump()
+    cfg["attention_flops"] = settings(params, "ingest").attention_flops
+    return BoundDefaults(**cfg)
 
 
 def _col(runs: pd.DataFrame, name: str) -> np.ndarray:
@@ -123,11 +103,12 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     peak = np.full(n, np.nan)
     width = np.full(n, np.nan)
     hw_cols = {c: np.full(n, np.nan) for c in _HW_COLUMNS}
+    widths = settings(params, "theory").bytes_per_value
     for i in np.nonzero(known)[0]:
         value, used = catalog.peak_flops_per_s(accel[i], precision[i])
         if value is not None:
             peak[i] = value
-            width[i] = float(params["theory"]["bytes_per_value"].get(used, np.nan))
+            width[i] = float(widths.get(used, np.nan))
         row = catalog.hardware.loc[accel[i]]
         for c in _HW_COLUMNS:
             hw_cols[c][i] = float(row[c]) if pd.notna(row[c]) else np.nan

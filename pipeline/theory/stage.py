@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.catalog import load_catalog
-from pipeline.config import get
+from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
@@ -26,12 +26,9 @@ from pipeline.theory.search import search
 
 def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
     """Every scenario's frontier over the C grid, and its knee and wall."""
-    grid = flop_grid(float(get(params, "theory.frontier.min_flop", (int, float))),
-                     float(get(params, "theory.frontier.max_flop", (int, float))),
-                     int(get(params, "theory.frontier.points", int)))
-    fraction = float(get(params, "theory.frontier.knee_fraction", (int, float)))
-    rounds = int(get(params, "theory.frontier.refine_rounds", int))
-    points = int(get(params, "theory.frontier.refine_points", int))
+    cfg = settings(params, "theory").frontier
+    grid = flop_grid(cfg.min_flop, cfg.max_flop, cfg.points)
+    fraction, rounds, points = cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
                     leave=False, disable=None):
