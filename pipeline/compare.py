@@ -30,6 +30,7 @@ import pandas as pd
 
 from pipeline.config import CATALOG_DIR, settings as load_group
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.schema import check_metrics, check_output, empty_frame
 
 SECONDS_PER_DAY = 86_400.0
 OVERLAPPED = ("hbm", "net_tp", "net_dp", "net_pp", "net_ep")
@@ -276,9 +277,10 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
                         "n_half_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
                         "theory_curve": bool(np.isfinite(th).any()),
                         "note": "; ".join(x for x in (note, theory_note) if x)})
+    if not rows:  # no series: the contract's columns, no rows
+        return empty_frame("comparison_curves.parquet"), empty_frame("comparison_series.parquet")
     curves = pd.DataFrame(rows)
-    if len(curves):
-        curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
+    curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
     return curves, pd.DataFrame(summary)
 
 
@@ -354,11 +356,11 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
     catalog = load_catalog(catalog_dir or CATALOG_DIR)
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
     curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
-    write_parquet(per_run, Path(out_dir) / "comparison.parquet")
-    write_parquet(curves, Path(out_dir) / "comparison_curves.parquet")
-    write_parquet(summ, Path(out_dir) / "comparison_series.parquet")
+    for name, frame in (("comparison", per_run), ("comparison_curves", curves),
+                        ("comparison_series", summ)):
+        write_parquet(check_output(f"{name}.parquet", frame), Path(out_dir) / f"{name}.parquet")
     metrics = headline(per_run, summ, curves, cfg, default_law)
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("compare", metrics), metrics_path)
     plots_dir = Path(plots_dir)
     if len(curves):
         m = curves[curves["kind"] == "measured"]

@@ -31,10 +31,9 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
-from pipeline.ingest.core.checks import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
-from pipeline.schema import (REJECTS_SCHEMA, RUN_COLUMNS,
-                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)
+from pipeline.schema import (REJECTS_SCHEMA, check_metrics, check_output, pandas_dtype,
+                             validate_runs, RUN_COLUMNS, RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
 
@@ -213,14 +212,15 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
         rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
         runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
         write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
-        write_parquet(_frame(rejects, REJECTS_SCHEMA_COLUMNS), out_dir / "rejects.parquet",
-                      REJECTS_SCHEMA)
-        write_parquet(_frame(series, SERIES_COLUMNS), out_dir / "series.parquet", SERIES_SCHEMA)
+        write_parquet(check_output("rejects.parquet", _frame(rejects, REJECTS_SCHEMA_COLUMNS)),
+                      out_dir / "rejects.parquet", REJECTS_SCHEMA)
+        write_parquet(check_output("series.parquet", _frame(series, SERIES_COLUMNS)),
+                      out_dir / "series.parquet", SERIES_SCHEMA)
         # Steps of a rejected log belong to no run and are left out (the log is in rejects).
         run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
                                       STEPS_SCHEMA)
-    metrics = _metrics(read, runs, rejects, series, n_steps)
+    metrics = check_metrics("ingest", _metrics(read, runs, rejects, series, n_steps))
     write_json(metrics, metrics_path)
     t = metrics["totals"]
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.schema import check_metrics, check_output
 from pipeline.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.laws.crossseries import cross_series
 from pipeline.laws.derived import law_figures
@@ -192,9 +193,9 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     cross, cross_headlines = cross_series(runs, cfg["interval"])
 
     out_dir = Path(out_dir)
-    write_parquet(fits, out_dir / "fits.parquet")
-    write_parquet(extra, out_dir / "extrapolation.parquet")
-    write_parquet(cross, out_dir / "cross_series.parquet")
+    write_parquet(check_output("fits.parquet", fits), out_dir / "fits.parquet")
+    write_parquet(check_output("extrapolation.parquet", extra), out_dir / "extrapolation.parquet")
+    write_parquet(check_output("cross_series.parquet", cross), out_dir / "cross_series.parquet")
     plots_dir = Path(plots_dir)
     write_csv(extra.loc[np.isfinite(extra["predicted"]),
                          ["series_id", "law", "k", "n_target", "actual", "predicted", "pi_low",
@@ -213,7 +214,7 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
                                   "default_law_scores": other.get("common_mean_median_ape"),
                                   "all_laws_common": other.get("all_laws_common"),
                                   "extrapolation": other["laws"]}
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("fit", metrics), metrics_path)
     return metrics
 
 

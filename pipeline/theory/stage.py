@@ -18,6 +18,7 @@ from tqdm import tqdm
 from pipeline.catalog import load_catalog
 from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.schema import check_metrics, check_output
 from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
 from pipeline.theory.scenarios import load_scenarios
@@ -56,8 +57,8 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
     runs = pd.read_parquet(runs_path)
     bounds = compute_bounds(runs, catalog, params)
     out_dir, plots_dir = Path(out_dir), Path(plots_dir)
-    write_parquet(bounds, out_dir / "bounds.parquet")
-    write_parquet(frontier, out_dir / "frontier.parquet")
+    write_parquet(check_output("bounds.parquet", bounds), out_dir / "bounds.parquet")
+    write_parquet(check_output("frontier.parquet", frontier), out_dir / "frontier.parquet")
     write_csv(frontier.loc[:, ["scenario", "training_flop", "utilization"]],
               plots_dir / "frontier.csv", significant=6)
     has_bound = bounds["bound_mfu"].notna()
@@ -73,7 +74,7 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
         "binding_counts": {str(k): int(v) for k, v in
                            bounds.loc[has_bound, "binding"].value_counts().sort_index().items()},
     }
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("theory", metrics), metrics_path)
 
 
 def _median(values: pd.Series) -> float:
