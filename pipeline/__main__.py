@@ -69,6 +69,7 @@ def fit(
 @app.command()
 def theory(
     runs: Path = RUNS,
+    series: Path = typer.Option(Path("data/processed/series.parquet")),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
@@ -76,15 +77,14 @@ def theory(
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.theory.stage", params, runs_path=runs, series_path=series,
+               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def compare(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
-    catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
     plots: Path = PLOTS,
@@ -92,7 +92,7 @@ def compare(
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
     _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
+               out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()

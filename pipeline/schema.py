@@ -308,6 +308,22 @@ OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
         _c("note", _S, "why a series lacks a curve"),
     ),
 }
+OUTPUT_COLUMNS["fit_curves.parquet"] = (
+    _c("series_id", _S, "scaling series", **_ID),
+    _c("law", _S, "law name", checks=[pda.Check.isin(list(LAW_NAMES))], nullable=False),
+    _c("scale", _S, "least-squares scale"),
+    _c("n_accelerators", _F, "N of the extrapolation grid (measures.extrapolation_grid)",
+       checks=[pda.Check.gt(0)], nullable=False),
+    _c("predicted", _F, "the law's throughput at N"),
+    _c("pi_low", _F, "prediction interval (fit.interval), low"),
+    _c("pi_high", _F, "prediction interval, high"),
+)
+OUTPUT_COLUMNS["theory_curves.parquet"] = (
+    _c("series_id", _S, "scaling series", **_ID),
+    _c("n_accelerators", _F, "N of the extrapolation grid", checks=[pda.Check.gt(0)],
+       nullable=False),
+    _c("bound_mfu", _F, "the ceiling of the series' configuration moved to N", **_UNIT),
+)
 OUTPUT_COLUMNS["runs.parquet"] = tuple((n, t, m, _ANY) for n, t, m in RUN_COLUMNS)
 OUTPUT_COLUMNS["rejects.parquet"] = tuple((n, t, "", _ANY) for n, t in REJECT_COLUMNS)
 OUTPUT_COLUMNS["series.parquet"] = tuple((n, t, "", _ANY) for n, t in SERIES_COLUMNS)

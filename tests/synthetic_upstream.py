@@ -252,7 +252,7 @@ def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     from pipeline.report.stage import run as report_run
 
     params = params or load_params()
-    paths = build(root / "processed", root / "metrics")
+    paths = build(root / "processed", root / "metrics", params)
     compare_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
                 out_dir=paths["processed"], metrics_path=paths["metrics"] / "compare.json",
                 plots_dir=root / "plots")
@@ -272,8 +272,42 @@ def shared_downstream(tmp_path_factory: Any) -> dict[str, Path]:
     return _SHARED["out"]
 
 
-def build(processed: Path, metrics: Path) -> dict[str, Path]:
+def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The laws' curves and the ceilings on the extrapolation grid, computed as the fit and
+    theory stages compute them (real fits of each law, the real cost model and catalog)."""
+    from pipeline.catalog import load_catalog
+    from pipeline.config import CATALOG_DIR
+    from pipeline.laws import LawFitError, get_law
+    from pipeline.laws.nls import fit_law
+    from pipeline.laws.series import series_points
+    from pipeline.laws.stage import _curve
+    from pipeline.measures import extrapolation_grid
+    from pipeline.theory.curves import series_ceilings
+
+    targets, points = sorted(params["compare"]["extrapolate_n"]), params["compare"]["curve_points"]
+    frames = []
+    for _, srow in series.iterrows():
+        pts = series_points(runs[runs.series_id == srow.series_id], srow)
+        grid = extrapolation_grid(float(pts.n.min()), targets, points)
+        for law in ("power", "amdahl", "usl", "comm"):
+            try:
+                res = fit_law(get_law(law), pts.n, pts.y, scale="log", ctx=pts.ctx)
+            except LawFitError:
+                continue
+            frames.append(_curve(srow.series_id, law, "log", res, grid,
+                                 params["fit"]["interval"]))
+    fit_curves = pd.concat(frames, ignore_index=True).sort_values(
+        ["series_id", "law", "n_accelerators"]).reset_index(drop=True)
+    ceilings = series_ceilings(runs, series, load_catalog(CATALOG_DIR), params, targets, points)
+    return fit_curves, ceilings
+
+
+def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[str, Path]:
     """Write all upstream files under ``processed`` and ``metrics``; return their paths."""
+    from pipeline.config import load_params
+
+    params = params or load_params()
     processed, metrics = Path(processed), Path(metrics)
     runs = make_runs()
     series = make_series(runs)
@@ -285,8 +319,10 @@ def build(processed: Path, metrics: Path) -> dict[str, Path]:
                   schema=RUNS_SCHEMA)
     write_parquet(check_output("series.parquet", series), processed / "series.parquet",
                   schema=SERIES_SCHEMA)
+    fit_curves, theory_curves = make_curves(runs, series, params)
     for name, frame in (("rejects", make_rejects()), ("fits", fits), ("extrapolation", extra),
-                        ("bounds", make_bounds(runs)), ("frontier", frontier)):
+                        ("bounds", make_bounds(runs)), ("frontier", frontier),
+                        ("fit_curves", fit_curves), ("theory_curves", theory_curves)):
         write_parquet(check_output(f"{name}.parquet", frame), processed / f"{name}.parquet")
     write_json(check_metrics("fit", make_fit_metrics(extra, series).model_dump()),
                metrics / "fit.json")

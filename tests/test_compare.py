@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.compare import SHARES, _half_n, gap_shares, predict_frame
+from pipeline.compare import SHARES, gap_shares
+from pipeline.laws.result import predict_frame
+from pipeline.measures import n_at_efficiency as _half_n
 from pipeline.compare import run as compare_run
 from pipeline.config import ConfigError, load_params
 from synthetic_upstream import NOISE, SERIES_SPECS, build

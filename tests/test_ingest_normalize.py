@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.core.derive import Reject, flops_per_token, strategy_family
+from pipeline.ingest.core.derive import Reject, strategy_family
+from pipeline.measures import flop_per_token as flops_per_token
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize, run_id
 from pipeline.ingest.records import REJECT_CODES, Record
 from pipeline.schema import RUN_COLUMN_NAMES

@@ -11,14 +11,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.measures import finished
 from pipeline.report.data import ReportData, best_per_point, rank_within_source
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
 BAND_SPAN = 10.0
-# Laws ranked by held-out error only when they predict at least this share of the held-out
-# cases (as the fit stage's ``default_law_min_success``).
-MIN_SUCCESS = 0.8
 # Accelerator families with fewer (best-per-point) MFU values are listed, not ranked.
 MIN_POINTS = 3
 
@@ -31,8 +29,7 @@ def _f(x: Any) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def _ok(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["status"].fillna("ok") == "ok"] if "status" in runs else runs
+_ok = finished
 
 
 def data_section(d: ReportData) -> dict[str, Any]:
@@ -169,17 +166,20 @@ def fastest_at_n_max(summ: pd.DataFrame, curves: pd.DataFrame, tolerance: float 
     return set(at_max.merge(top, on=["series_id", "n_accelerators"])["series_id"])
 
 
-def laws_section(d: ReportData) -> dict[str, Any]:
+def laws_section(d: ReportData, min_success: float = 0.8) -> dict[str, Any]:
     """Per law: fits that converged, how often best by AICc, median ΔAICc, and on held-out
-    points per k: median and p90 absolute percentage error and prediction-interval coverage."""
+    points per k the scores the fit stage wrote to fit.json (median and p90 absolute
+    percentage error, prediction-interval coverage, cases predicted and failed).
+    ``min_success`` is ``fit.default_law_min_success``."""
     fits, ex, fm = d.fits, d.extrapolation, d.metrics["fit"]
-    ks = sorted(int(k) for k in ex["k"].unique()) if len(ex) else []
+    scores = fm.get("extrapolation") or {}
+    ks = sorted(int(k) for k in (fm.get("holdout_k") or [])) if len(ex) and scores else []
     out: dict[str, Any] = {"table": [], "default_law": fm.get("default_law") or d.metrics["compare"].get("default_law"),
                            "n_series_fitted": int(fits["series_id"].nunique()) if len(fits) else 0,
                            "n_holdout": len(ex), "holdout_k": ks,
                            "interval": fm.get("interval", d.metrics["compare"].get("interval", 0.95)),
                            "default": None, "best_ape": None, "common": None, "dropped": [],
-                           "aicc_ranked": [], "n_aicc": 0, "min_success": MIN_SUCCESS}
+                           "aicc_ranked": [], "n_aicc": 0, "min_success": min_success}
     if fits.empty:
         return out
     conv = fits["converged"].fillna(False).astype(bool) if "converged" in fits else True
@@ -193,12 +193,10 @@ def laws_section(d: ReportData) -> dict[str, Any]:
                                "median_delta_aicc": _f(f.loc[f["law"] == law, "delta"].median())}
         apes = []
         for k in ks:
-            e = ex[(ex["law"] == law) & (ex["k"] == k)]
-            scored = e.dropna(subset=["ape"])
-            row[f"k{k}"] = {"median_ape": _f(scored["ape"].median()) if len(scored) else None,
-                            "p90_ape": _f(scored["ape"].quantile(0.9)) if len(scored) else None,
-                            "coverage": _f(scored["covered"].astype(float).mean()) if len(scored) else None,
-                            "n": len(scored), "failed": len(e) - len(scored)}
+            s = (scores.get(law) or {}).get(f"k{k}") or {}
+            row[f"k{k}"] = {"median_ape": _f(s.get("median_ape")), "p90_ape": _f(s.get("p90_ape")),
+                            "coverage": _f(s.get("coverage")),
+                            "n": int(s.get("n_predicted") or 0), "failed": int(s.get("n_failed") or 0)}
             apes.append(row[f"k{k}"]["median_ape"])
         row["mean_median_ape"] = _f(np.mean(apes)) if apes and None not in apes else None
         out["table"].append(row)
@@ -210,9 +208,8 @@ def laws_section(d: ReportData) -> dict[str, Any]:
     # stage's own rule, ``fit.default_law_min_success``, whose eligible laws are the keys of
     # ``default_law_scores``; without them, a law's share of predictions made here).
     eligible = set(fm.get("default_law_scores") or {}) or {
-        r["law"] for r in out["table"] if (r["success"] or 0) >= MIN_SUCCESS}
+        r["law"] for r in out["table"] if (r["success"] or 0) >= min_success}
     scored = [r for r in out["table"] if r["mean_median_ape"] is not None and r["law"] in eligible]
-    out["min_success"] = MIN_SUCCESS
     out["best_ape"] = min(scored, key=lambda r: (r["mean_median_ape"], r["law"])) if scored else None
     out["default"] = next((r for r in out["table"] if r["law"] == out["default_law"]), None)
     out["dropped"] = [r for r in out["table"] if r["mean_median_ape"] is not None
@@ -382,7 +379,7 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
 
 def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
     return {"data": data_section(d), "scaling": scaling_section(d, cfg["series_table_per_source"]),
-            "laws": laws_section(d),
+            "laws": laws_section(d, cfg["min_success"]),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],

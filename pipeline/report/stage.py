@@ -16,12 +16,14 @@ from pipeline.report import figures, findings, render
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The ``report`` settings (ConfigError names the field); scenario names are checked
-    against ``theory.scenarios`` when that group is given."""
+    """The ``report`` settings and ``fit.default_law_min_success`` (ConfigError names the
+    field); scenario names are checked against ``theory.scenarios`` when that group is given."""
     cfg = load_group(params, "report")
     if isinstance(params, dict) and "theory" in params:
         check_scenario_names(cfg, set(load_group(params, "theory").scenarios))
-    return cfg.model_dump()
+    # laws are ranked by held-out error only among those the fit stage's rule keeps
+    min_success = load_group(params, "fit").default_law_min_success
+    return cfg.model_dump() | {"min_success": min_success}
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,

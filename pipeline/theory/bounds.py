@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import BoundHardware, settings
+from pipeline.measures import attention_flop_per_token
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
@@ -236,7 +237,7 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
                   scaleup_domain_size=safe(at(hw_cols["scaleup_domain_size"])),
                   scaleout_bytes_per_s=safe(at(hw_cols["scaleout_bytes_per_s"])),
                   **{k: latency[k] for k in LATENCY_FIELDS})
-    attention = 12.0 * layers * d * seq if dflt.attention_flops else np.zeros(n)
+    attention = attention_flop_per_token(layers, d, seq) if dflt.attention_flops else np.zeros(n)
     shape = Shape(params=safe(at(params_n)), active_params=safe(at(active)),
                   n_layers=safe(at(layers)), d_model=safe(at(d)), seq_len=safe(at(seq)),
                   expert_fraction=safe(at(f_exp), 0.0), top_k=dflt.moe_top_k,

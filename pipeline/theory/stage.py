@@ -20,6 +20,7 @@ from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.schema import check_metrics, check_output
 from pipeline.theory.bounds import compute_bounds
+from pipeline.theory.curves import series_ceilings
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import search
@@ -50,12 +51,20 @@ def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict
 
 
 def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> None:
-    """Stage entry point (see ``pipeline/__main__.py``)."""
+        metrics_path: Path, plots_dir: Path, series_path: Path | None = None) -> None:
+    """Stage entry point (see ``pipeline/__main__.py``). With ``series_path`` the ceiling
+    curves of every series are written too (``theory_curves.parquet``, on the grid of
+    ``compare.extrapolate_n`` and ``compare.curve_points``)."""
     catalog = load_catalog(catalog_dir)
     frontier, metrics = run_frontier(params, catalog)
     runs = pd.read_parquet(runs_path)
     bounds = compute_bounds(runs, catalog, params)
+    if series_path is not None:
+        grid = settings(params, "compare")
+        curves = series_ceilings(runs, pd.read_parquet(series_path), catalog, params,
+                                 sorted(grid.extrapolate_n), grid.curve_points)
+        write_parquet(check_output("theory_curves.parquet", curves),
+                      Path(out_dir) / "theory_curves.parquet")
     out_dir, plots_dir = Path(out_dir), Path(plots_dir)
     write_parquet(check_output("bounds.parquet", bounds), out_dir / "bounds.parquet")
     write_parquet(check_output("frontier.parquet", frontier), out_dir / "frontier.parquet")
