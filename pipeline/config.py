@@ -45,13 +45,20 @@ class ConfigError(ValueError):
 
 
 def project_relative(path: str | Path, root: Path = PROJ_ROOT) -> str:
-    """``path`` relative to the project root (POSIX separators) when it lies inside it, else as
-    given: the one rule for paths that outputs record (provenance, rejects, citations)."""
-    path = Path(path)
+    """``path`` relative to the project root (POSIX separators) when it lies inside it, else
+    absolute: the one rule for paths that outputs record (provenance, rejects), so that they do
+    not depend on where the checkout lies."""
+    resolved = Path(path).resolve()
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
-        return path.as_posix()
+        return resolved.as_posix()
+
+
+def strip_project_root(text: str, root: Path = PROJ_ROOT) -> str:
+    """``text`` with every absolute path inside the project made project-relative (parsers
+    may quote absolute paths in a reject's record or reason)."""
+    return text.replace(f"{root.as_posix()}/", "")
 
 
 def load_params(path: str | Path = PARAMS_PATH) -> dict[str, Any]:

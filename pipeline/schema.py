@@ -20,6 +20,12 @@ import pyarrow as pa
 # Controlled vocabularies ---------------------------------------------------------------------
 SOURCE_KINDS = ("published", "mlperf", "log")
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32", "tf32")
+# Other spellings of those precisions (after lower-casing), accepted by the ingest and by the
+# catalog's peak lookup alike.
+PRECISION_ALIASES: dict[str, str] = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "single": "fp32",
+    "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "tensorfloat32": "tf32",
+}
 SCALINGS = ("strong", "weak", "single", "sweep", "unknown")
 # `ok` ran and was measured; `oom` / `error` ran out of memory or crashed (published sweeps keep
 # them as runs); `aborted` / `no_run_stop` are MLPerf runs that did not reach a result.
@@ -30,6 +36,20 @@ STRATEGY_FAMILIES = ("ddp", "fsdp", "tp", "pp", "tp_pp", "hybrid_fsdp", "3d", "u
 # hardware_flops_per_s comes last: sources that report only HFU (Megatron-LM 2021) have no other.
 Y_METRICS = ("model_flops_per_s", "tokens_per_s", "inverse_time_to_train_per_s",
              "hardware_flops_per_s")
+
+# Published tables, format v1 (ARCHITECTURE.md): the columns in file order. The "one measure"
+# columns (a run needs at least one) and the energy columns are named apart because the ingest
+# and the step-log sidecars treat them apart. Used by the ingest, the sidecar reader and
+# scripts/transcribe_reference.py.
+PUBLISHED_MEASURES = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator",
+                      "mfu", "hfu", "step_time_s", "time_to_train_s")
+PUBLISHED_ENERGY = ("power_w_per_accelerator", "energy_j_per_token")
+PUBLISHED_COLUMNS = (
+    "source", "citation", "model", "params_b", "active_params_b", "n_layers", "d_model", "seq_len",
+    "accelerator", "n_accelerators", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
+    "ep", "zero_stage", "strategy", "precision", *PUBLISHED_MEASURES, *PUBLISHED_ENERGY,
+    "scaling", "series", "status", "derived", "notes",
+)
 
 _S, _F, _I, _B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
 

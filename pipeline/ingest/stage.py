@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import PROJ_ROOT, ConfigError, settings
+from pipeline.config import PROJ_ROOT, ConfigError, settings, strip_project_root
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
@@ -90,14 +90,10 @@ def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> list[
     return records
 
 
-_ROOT_PREFIX = f"{PROJ_ROOT.as_posix()}/"
-
-
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
     # Parsers may quote absolute paths; rejects.parquet must not depend on the checkout's place.
     return {"source": record.source, "path": record.path, "line": record.line,
-            "record": record.raw.replace(_ROOT_PREFIX, ""),
-            "reason": reason.replace(_ROOT_PREFIX, "")}
+            "record": strip_project_root(record.raw), "reason": strip_project_root(reason)}
 
 
 def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:

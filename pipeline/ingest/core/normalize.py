@@ -35,14 +35,15 @@ import pandas as pd
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.records import Record
-from pipeline.schema import PRECISIONS, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS, STATUSES
+from pipeline.schema import (PRECISION_ALIASES, PRECISIONS, PUBLISHED_MEASURES, RUN_COLUMN_NAMES,
+                             SCALINGS, SOURCE_KINDS, STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
 _MAX_COUNT = 2**53
-MEASURES = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator",
-            "hardware_tflops_per_accelerator", "mfu", "hfu", "step_time_s", "time_to_train_s",
-            "model_flops_per_s", "hardware_flops_per_s", "inverse_time_to_train_per_s")
+# A run needs one measure: a published one, or one that MLPerf and step-log records deliver.
+MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops_per_s",
+            "hardware_flops_per_s", "inverse_time_to_train_per_s")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
          "submitter", "result_path")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
@@ -51,8 +52,6 @@ _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerato
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
            "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
-_PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-                      "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "tensorfloat32": "tf32"}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -307,7 +306,7 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     row["accelerator"] = acc_id
     row["accelerator_family"] = catalog.family(acc_id)
 
-    precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", _PRECISION_ALIASES)
+    precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", PRECISION_ALIASES)
     assumed = precision is None
     peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak

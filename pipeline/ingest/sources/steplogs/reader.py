@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.config import PROJ_ROOT, settings as load_group
+from pipeline.config import project_relative, settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -80,9 +80,7 @@ def find_logs(logs_dir: Path) -> list[Path]:
                   and p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
-def _display(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(PROJ_ROOT)) if PROJ_ROOT in path.parents else str(path)
+_display = project_relative
 
 
 def is_binary(head: bytes) -> bool:
