@@ -172,66 +172,79 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     theory_note = "" if theory_curves is not None else "theory unavailable: no theory_curves.parquet"
     rows, summary = [], []
     for s in series.sort_values("series_id").itertuples():
-        ycol = y_column(runs, s.y_metric)
-        g = series_runs(runs, s.series_id, ycol)
-        by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
-        if len(by_n) < 2:
+        drawn = _draw_series(s, runs, bound_of, laws_of.get(s.series_id, (None, None))[0],
+                             default_law, law_curve, theory_curve, cfg)
+        if drawn is None:
             continue
-        n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
-        n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
-        grid = extrapolation_grid(float(n0), cfg["targets"], cfg["curve_points"])
-        theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
-        theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
-        law, _ = laws_of.get(s.series_id, (None, None))
-        base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
-                    strategy_family=s.strategy_family, accelerator=s.accelerator,
-                    accelerator_family=g["accelerator_family"].iloc[0], y_metric=ycol, law=law,
-                    law_is_default=law == default_law)
-        for n, y, tb in zip(n_obs, y_obs, theory_obs):
-            rows.append({**base, "kind": "measured", "n_accelerators": n, "y": y,
-                         "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]})
-        pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
-        note = "" if law else "no law could be fitted by the fit stage"
-        if law:
-            drawn = _curve_on(law_curve.get((s.series_id, law)), grid,
-                              ["predicted", "pi_low", "pi_high"])
-            if drawn is None:
-                note = f"fit failed: the fit stage wrote no {law} curve on this grid"
-            else:
-                pred = drawn
-        pred0 = float(pred["predicted"].iloc[0]) / n0
-        ceiling = _curve_on(theory_curve.get(s.series_id), grid, ["bound_mfu"])
-        th = ceiling["bound_mfu"].to_numpy(float) if ceiling is not None else np.full(len(grid), np.nan)
-        eff_law = pred["predicted"].to_numpy() / grid / pred0
-        eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
-        peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
-        ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
-        y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
-            float(ratio.median()) if len(ratio) else np.nan)
-        for i, n in enumerate(grid):
-            rows.append({**base, "kind": "target" if n in cfg["targets"] else "curve",
-                         "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
-                         "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
-                         "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
-                         "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
-                         "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
-                         "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
-                         "y_ceiling": th[i] * peak * n * y_per_flop})
-        eff_obs = (y_obs / n_obs) / per0
-        threshold = cfg["threshold"]
-        summary.append({**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
-                        "efficiency_at_n_max": eff_obs[-1],
-                        "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-                        "n_half_law": n_at_efficiency(grid, eff_law, threshold),
-                        "n_half_theory": n_at_efficiency(grid, eff_theory, threshold),
-                        "n_half_measured": n_at_efficiency(n_obs, eff_obs, threshold),
-                        "theory_curve": bool(np.isfinite(th).any()),
-                        "note": "; ".join(x for x in (note, theory_note) if x)})
+        rows += drawn[0]
+        note = "; ".join(x for x in (drawn[1].pop("_note"), theory_note) if x)
+        summary.append({**drawn[1], "note": note})
     if not rows:  # no series: the contract's columns, no rows
         return empty_frame("comparison_curves.parquet"), empty_frame("comparison_series.parquet")
     curves = pd.DataFrame(rows)
     curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
     return curves, pd.DataFrame(summary)
+
+
+def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
+                 default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any]
+                 ) -> tuple[list[dict], dict[str, Any]] | None:
+    """One series' curve rows (measured points, then the grid) and its summary row (with its
+    own note under ``_note``); None when it has fewer than two measured N."""
+    ycol = y_column(runs, s.y_metric)
+    g = series_runs(runs, s.series_id, ycol)
+    by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
+    if len(by_n) < 2:
+        return None
+    n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
+    n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
+    grid = extrapolation_grid(float(n0), cfg["targets"], cfg["curve_points"])
+    theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
+    theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
+    base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
+                strategy_family=s.strategy_family, accelerator=s.accelerator,
+                accelerator_family=g["accelerator_family"].iloc[0], y_metric=ycol, law=law,
+                law_is_default=law == default_law)
+    rows = [{**base, "kind": "measured", "n_accelerators": n, "y": y,
+             "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]}
+            for n, y, tb in zip(n_obs, y_obs, theory_obs)]
+    pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
+    note = "" if law else "no law could be fitted by the fit stage"
+    if law:
+        drawn = _curve_on(law_curve.get((s.series_id, law)), grid,
+                          ["predicted", "pi_low", "pi_high"])
+        if drawn is None:
+            note = f"fit failed: the fit stage wrote no {law} curve on this grid"
+        else:
+            pred = drawn
+    pred0 = float(pred["predicted"].iloc[0]) / n0
+    ceiling = _curve_on(theory_curve.get(s.series_id), grid, ["bound_mfu"])
+    th = ceiling["bound_mfu"].to_numpy(float) if ceiling is not None else np.full(len(grid), np.nan)
+    eff_law = pred["predicted"].to_numpy() / grid / pred0
+    eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
+    peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
+    ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
+    y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
+        float(ratio.median()) if len(ratio) else np.nan)
+    for i, n in enumerate(grid):
+        rows.append({**base, "kind": "target" if n in cfg["targets"] else "curve",
+                     "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
+                     "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
+                     "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
+                     "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
+                     "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
+                     "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
+                     "y_ceiling": th[i] * peak * n * y_per_flop})
+    eff_obs = (y_obs / n_obs) / per0
+    threshold = cfg["threshold"]
+    summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
+               "efficiency_at_n_max": eff_obs[-1],
+               "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
+               "n_half_law": n_at_efficiency(grid, eff_law, threshold),
+               "n_half_theory": n_at_efficiency(grid, eff_theory, threshold),
+               "n_half_measured": n_at_efficiency(n_obs, eff_obs, threshold),
+               "theory_curve": bool(np.isfinite(th).any()), "_note": note}
+    return rows, summary
 
 
 # -- stage -------------------------------------------------------------------------------------

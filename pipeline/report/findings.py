@@ -83,57 +83,8 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     growing = (set(runs.groupby("series_id")["params"].nunique().loc[lambda x: x > 1].index)
                if "params" in runs else set())
     for kind, g in summ.groupby("scaling", sort=True):
-        # The steepest loss among configurations that were the fastest of their model at their
-        # largest N: a sweep's deliberately poor layouts (pp=32 for an 8B model) do not qualify.
-        pool = g[g["series_id"].isin(fastest)]
-        worst = (pool if len(pool) else g).sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
-        above = g[g["efficiency_at_n_max"] > 1.0]
-        grows = above["series_id"].isin(growing)
-        dominant = g["source"].value_counts()
-        by_source = []
-        for src, h in g.groupby("source", sort=True):
-            by_source.append({"source": src, "n_series": len(h),
-                              "median_eff": _f(h["efficiency_at_n_max"].median()),
-                              "q25": _f(h["efficiency_at_n_max"].quantile(0.25)),
-                              "q75": _f(h["efficiency_at_n_max"].quantile(0.75)),
-                              "n_max": int(h["n_max"].max())})
-        out["kinds"][kind] = {"by_source": sorted(by_source, key=lambda r: (-r["n_series"], r["source"])),
-            "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
-            "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
-            "median_span": _f((g["n_max"] / g["n_min"]).median()),
-            "q25": _f(g["efficiency_at_n_max"].quantile(0.25)),
-            "q75": _f(g["efficiency_at_n_max"].quantile(0.75)),
-            "n_sources": int(g["source"].nunique()),
-            "n_below": int((g["efficiency_at_n_max"] < out["threshold"]).sum()),
-            "n_above_one": len(above),
-            "above_sources": sorted(above["source"].unique()),
-            "above_growing": int(grows.sum()),
-            # one source holding most series (a configuration sweep) sets the overall median
-            "dominant": ({"source": dominant.index[0], "n_series": int(dominant.iloc[0])}
-                         if len(dominant) > 1 and dominant.iloc[0] > len(g) / 2 else None),
-            "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
-                      "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
-                      "model": worst["model"], "strategy": worst["strategy_family"],
-                      "source": worst["source"], "family": worst["accelerator_family"],
-                      "fastest": bool(len(pool))},
-        }
-    t = curves[curves["kind"] == "target"] if not curves.empty else curves
-    for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
-                              if len(t) else []):
-        e = h["efficiency_law"].dropna()
-        if not len(e):
-            continue
-        th = h["efficiency_theory"].dropna()
-        out["targets"].append({
-            "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
-            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
-            "median_high": _f(h["efficiency_law_high"].median()),
-            "median_theory": _f(th.median()) if len(th) else None})
-        low, high = out["targets"][-1]["median_low"], out["targets"][-1]["median_high"]
-        # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
-        # says the law is unconstrained there; the prose says so instead of quoting it bare
-        out["targets"][-1]["informative"] = bool(
-            low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
+        out["kinds"][kind] = _kind_summary(g, fastest, growing, out["threshold"])
+    out["targets"] = _target_rows(curves)
     out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
     ranked = rank_within_source(summ) if len(summ) else summ
     shown = ranked[ranked["turn"] < table_per_source] if len(summ) else summ
@@ -150,6 +101,71 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     out["n_half_theory_count"] = int(summ["n_half_theory"].notna().sum())
     out["theory_curves"] = bool(summ["theory_curve"].any()) if "theory_curve" in summ else False
     return out
+
+
+def _kind_summary(g: pd.DataFrame, fastest: set, growing: set, threshold: float
+                  ) -> dict[str, Any]:
+    """One scaling kind's series: efficiency at the largest N by source, its spread, the
+    series above 100% (and whether their model grows with N), and the steepest loss."""
+    # The steepest loss among configurations that were the fastest of their model at their
+    # largest N: a sweep's deliberately poor layouts (pp=32 for an 8B model) do not qualify.
+    pool = g[g["series_id"].isin(fastest)]
+    worst = (pool if len(pool) else g).sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
+    above = g[g["efficiency_at_n_max"] > 1.0]
+    grows = above["series_id"].isin(growing)
+    dominant = g["source"].value_counts()
+    by_source = []
+    for src, h in g.groupby("source", sort=True):
+        by_source.append({"source": src, "n_series": len(h),
+                          "median_eff": _f(h["efficiency_at_n_max"].median()),
+                          "q25": _f(h["efficiency_at_n_max"].quantile(0.25)),
+                          "q75": _f(h["efficiency_at_n_max"].quantile(0.75)),
+                          "n_max": int(h["n_max"].max())})
+    return {
+        "by_source": sorted(by_source, key=lambda r: (-r["n_series"], r["source"])),
+        "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
+        "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
+        "median_span": _f((g["n_max"] / g["n_min"]).median()),
+        "q25": _f(g["efficiency_at_n_max"].quantile(0.25)),
+        "q75": _f(g["efficiency_at_n_max"].quantile(0.75)),
+        "n_sources": int(g["source"].nunique()),
+        "n_below": int((g["efficiency_at_n_max"] < threshold).sum()),
+        "n_above_one": len(above),
+        "above_sources": sorted(above["source"].unique()),
+        "above_growing": int(grows.sum()),
+        # one source holding most series (a configuration sweep) sets the overall median
+        "dominant": ({"source": dominant.index[0], "n_series": int(dominant.iloc[0])}
+                     if len(dominant) > 1 and dominant.iloc[0] > len(g) / 2 else None),
+        "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
+                  "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
+                  "model": worst["model"], "strategy": worst["strategy_family"],
+                  "source": worst["source"], "family": worst["accelerator_family"],
+                  "fastest": bool(len(pool))},
+    }
+
+
+def _target_rows(curves: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per extrapolation target, scaling kind and source: the law's median efficiency with
+    its band and the ceiling's, and whether the band says anything."""
+    targets: list[dict[str, Any]] = []
+    t = curves[curves["kind"] == "target"] if not curves.empty else curves
+    for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
+                              if len(t) else []):
+        e = h["efficiency_law"].dropna()
+        if not len(e):
+            continue
+        th = h["efficiency_theory"].dropna()
+        targets.append({
+            "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
+            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
+            "median_high": _f(h["efficiency_law_high"].median()),
+            "median_theory": _f(th.median()) if len(th) else None})
+        low, high = targets[-1]["median_low"], targets[-1]["median_high"]
+        # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
+        # says the law is unconstrained there; the prose says so instead of quoting it bare
+        targets[-1]["informative"] = bool(
+            low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
+    return targets
 
 
 def fastest_at_n_max(summ: pd.DataFrame, curves: pd.DataFrame, tolerance: float = 0.95
