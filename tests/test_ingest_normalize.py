@@ -262,6 +262,7 @@ _FIELDS = ["params_b", "active_params_b", "n_accelerators", "tokens_per_s", "mfu
            "power_w_per_accelerator", "tokens_per_s_per_accelerator", "model_flops_per_s"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(values=st.fixed_dictionaries({}, optional={k: _NUMBERS for k in _FIELDS}),
        texts=st.fixed_dictionaries({}, optional={

@@ -62,6 +62,7 @@ def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
     return metrics, out
 
 
+@pytest.mark.slow
 def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     metrics, out = _run(tmp_path, PARAMS)
     fits = pd.read_parquet(out / "fits.parquet")
@@ -126,6 +127,7 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     assert np.allclose(first.efficiency, 1.0)
 
 
+@pytest.mark.slow
 def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
     _, out = _run(tmp_path, PARAMS)
     extra = pd.read_parquet(out / "extrapolation.parquet")
@@ -144,6 +146,7 @@ def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
     assert len(power) == 3 and (power.ape < 1e-6).all()
 
 
+@pytest.mark.slow
 def test_stage_is_deterministic(tmp_path: Path) -> None:
     _run(tmp_path, PARAMS, "a")
     _run(tmp_path, PARAMS, "b")
@@ -167,6 +170,7 @@ def test_broken_config_names_the_field(tmp_path: Path, field: str, value: object
         _run(tmp_path, params)
 
 
+@pytest.mark.slow
 def test_project_params_are_valid(tmp_path: Path) -> None:
     fit_params = load_params()["fit"]
     assert set(PARAMS["fit"]) == set(fit_params)
@@ -271,6 +275,7 @@ def test_default_law_rule_needs_success_and_compares_on_common_cases() -> None:
     assert summarise(extra, ["power", "amdahl", "usl"], [1], min_success=0.3)["default_law"] == "usl"
 
 
+@pytest.mark.slow
 def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
     runs_path, series_path, _, series = _upstream(tmp_path)
     write_parquet(series.iloc[0:0], series_path)
@@ -309,6 +314,7 @@ def test_implausible_fits_are_flagged_in_note() -> None:
     assert notes(n, inside, "usl") == ""
 
 
+@pytest.mark.slow
 def test_comm_only_caveat_stays_on_comm_rows(tmp_path: Path) -> None:
     _, out = _run(tmp_path, PARAMS)
     fits = pd.read_parquet(out / "fits.parquet")
@@ -328,6 +334,7 @@ def test_coverage_note_says_when_intervals_undercover() -> None:
     assert _coverage_note({}, 0.95) == ""
 
 
+@pytest.mark.slow
 def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path) -> None:
     """What compare draws is the fit stage's own fit: each converged law's predictions on
     ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""

@@ -112,6 +112,7 @@ def test_wall_at_grid_edge_is_not_called_a_wall(beyond: bool, expected: str) -> 
     assert expected in str(render.environment(False).get_template("_prose.j2").module.frontier(t))
 
 
+@pytest.mark.slow
 def test_every_section_renders_from_nothing(tmp_path) -> None:
     """No stage output at all: every figure says so and every section says what is missing."""
     from pipeline.config import load_params

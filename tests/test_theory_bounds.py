@@ -123,6 +123,7 @@ def test_a_measurement_above_its_ceiling_is_flagged_with_a_reason(bounds):
     assert "measured mfu 0.900 > bound" in reason and "binding" in reason
 
 
+@pytest.mark.slow
 def test_stage_writes_contract_files_deterministically(tmp_path, params):
     runs_path = tmp_path / "runs.parquet"
     _runs().to_parquet(runs_path)
@@ -171,6 +172,7 @@ _maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
     "precision": _maybe(st.sampled_from(["bf16", "fp8", "fp32"])),
     "mfu": _maybe(st.floats(0.01, 1.0)),
 }), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_any_runs_frame_gets_finite_ceilings_or_a_reason(params, catalog, rows):
     runs = pd.DataFrame(rows)
     runs["run_id"] = [f"r{i}" for i in range(len(runs))]
