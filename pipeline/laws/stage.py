@@ -89,8 +89,8 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                curve_n: np.ndarray | None = None, curves_out: list | None = None) -> list[dict]:
     """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`).
 
-    With ``curve_n``, each fitted law's predictions and ``interval`` prediction intervals at
-    those N are appended to ``curves_out`` (one frame per law: ``CURVE_COLUMNS``), so later
+    With ``curve_n``, each converged law's predictions and ``interval`` prediction intervals
+    at those N are appended to ``curves_out`` (one frame per law: ``CURVE_COLUMNS``), so later
     stages draw the fit without refitting it.
     """
     base_note = "; ".join(points.notes)
@@ -114,7 +114,7 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                 row.update(params=_json(res.params), stderr=_json(res.stderr),
                            ci_low=_json(ci["low"].to_dict()), ci_high=_json(ci["high"].to_dict()),
                            aicc=res.aicc, bic=res.bic, r2=res.r2, converged=res.converged)
-                if curve_n is not None and curves_out is not None:
+                if curve_n is not None and curves_out is not None and res.converged:
                     curves_out.append(_curve(points.series_id, law, scale, res, curve_n,
                                              interval))
                 figures = law_figures(res, n_min, n_max)
