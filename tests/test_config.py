@@ -43,7 +43,7 @@ _DELETE = object()
 # Every class of broken setting the reliability audit found (issue 13), and its message.
 BROKEN = [
     ("theory.frontier.points", 100_000, r"^params: field 'theory\.frontier\.points': .*less than "
-                                        r"or equal to 1001, got 100000$"),
+                                        r"or equal to 401, got 100000$"),
     ("theory.frontier.points", 0, r"'theory\.frontier\.points': .*greater than or equal to 2"),
     ("theory.frontier.refine_rounds", 1000, r"'theory\.frontier\.refine_rounds'"),
     ("theory.frontier.refine_points", 10**6, r"'theory\.frontier\.refine_points'"),
@@ -70,6 +70,8 @@ BROKEN = [
      r"'report\.frontier_scenarios\.1': no scenario 'nope'"),
     ("report.baseline_scenario", "nope", r"'report\.baseline_scenario': no scenario 'nope'"),
     ("report.series_per_panel", 0, r"'report\.series_per_panel'"),
+    ("report.strategy_models", {"nope": ["8B"]},
+     r"'report\.strategy_models': source 'nope' is not in report\.strategy_sources"),
     ("ingest.default_precision", "x" * 500, r"got 'x{70,}\.\.\.$"),  # input shown, capped
 ]
 
@@ -116,3 +118,18 @@ def test_cli_reports_a_broken_params_file_with_exit_code_2(tmp_path):
     result = CliRunner().invoke(app, ["fit", "--params", str(bad)])
     assert result.exit_code == 2
     assert "mapping" in result.output
+
+
+def test_strategy_sources_must_be_in_the_data():
+    import pandas as pd
+
+    from pipeline.report.stage import check_sources
+
+    class Data:
+        runs = pd.DataFrame({"source": ["megatron2021", "palm2022"]})
+
+    check_sources({"strategy_sources": ["megatron2021"]}, Data())
+    with pytest.raises(ConfigError, match=r"'report\.strategy_sources\.1': no source 'x'"):
+        check_sources({"strategy_sources": ["megatron2021", "x"]}, Data())
+    Data.runs = pd.DataFrame()  # no data at all: nothing to check against
+    check_sources({"strategy_sources": ["x"]}, Data())

@@ -10,7 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipeline.config import check_scenario_names, settings as load_group
+from pipeline.config import ConfigError, check_scenario_names, settings as load_group
 from pipeline.report import data as report_data
 from pipeline.report import figures, findings, render
 
@@ -26,6 +26,19 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
     return cfg.model_dump() | {"min_success": min_success}
 
 
+def check_sources(cfg: dict[str, Any], data: Any) -> None:
+    """The sources the strategy comparison names must be in the data (when there is data):
+    an unknown one is a broken setting, not a silently empty section."""
+    runs = data.runs
+    known = set(runs["source"]) if len(runs) and "source" in runs else None
+    if known is None:
+        return
+    for i, source in enumerate(cfg["strategy_sources"]):
+        if source not in known:
+            raise ConfigError(f"params: field 'report.strategy_sources.{i}': no source "
+                              f"{source[:80]!r} in runs.parquet")
+
+
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
         out_dir: Path) -> dict[str, Path]:
     """Render the report; returns the paths written (html, md and each figure)."""
@@ -35,6 +48,7 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=3, desc="report", file=sys.stderr, disable=None)
     data = report_data.load(processed_dir, metrics_dir)
+    check_sources(cfg, data)
     steps.update()
     figs = figures.make_all(data, out_dir / "figures", cfg)
     steps.update()
