@@ -167,13 +167,17 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     bound_of = per_run.set_index("run_id")["bound_mfu"]
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
     law_curve = {key: g for key, g in fit_curves.groupby(["series_id", "law"], sort=False)}
+    # N at the threshold efficiency of each fitted law: the fit stage's root (one answer)
+    law_half = dict(zip(zip(fits["series_id"], fits["law"]),
+                        fits["n_half_efficiency"].astype(float))) if len(fits) else {}
     theory_curve = ({} if theory_curves is None else
                     {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)})
     theory_note = "" if theory_curves is not None else "theory unavailable: no theory_curves.parquet"
     rows, summary = [], []
     for s in series.sort_values("series_id").itertuples():
-        drawn = _draw_series(s, runs, bound_of, laws_of.get(s.series_id, (None, None))[0],
-                             default_law, law_curve, theory_curve, cfg)
+        law = laws_of.get(s.series_id, (None, None))[0]
+        drawn = _draw_series(s, runs, bound_of, law, default_law, law_curve, theory_curve, cfg,
+                             law_half.get((s.series_id, law), np.nan))
         if drawn is None:
             continue
         rows += drawn[0]
@@ -187,10 +191,12 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
 
 
 def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
-                 default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any]
-                 ) -> tuple[list[dict], dict[str, Any]] | None:
+                 default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any],
+                 n_half_law: float = np.nan) -> tuple[list[dict], dict[str, Any]] | None:
     """One series' curve rows (measured points, then the grid) and its summary row (with its
-    own note under ``_note``); None when it has fewer than two measured N."""
+    own note under ``_note``); None when it has fewer than two measured N. ``n_half_law`` is
+    the fit stage's N at the threshold efficiency for the series' law, quoted when it lies
+    within the grid (up to the largest target)."""
     ycol = y_column(runs, s.y_metric)
     g = series_runs(runs, s.series_id, ycol)
     by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
@@ -240,7 +246,8 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
     summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
                "efficiency_at_n_max": eff_obs[-1],
                "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-               "n_half_law": n_at_efficiency(grid, eff_law, threshold),
+               "n_half_law": (n_half_law if law and np.isfinite(pred0) and n_half_law <= grid[-1]
+                              else np.nan),
                "n_half_theory": n_at_efficiency(grid, eff_theory, threshold),
                "n_half_measured": n_at_efficiency(n_obs, eff_obs, threshold),
                "theory_curve": bool(np.isfinite(th).any()), "_note": note}

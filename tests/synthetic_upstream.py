@@ -273,12 +273,14 @@ def shared_downstream(tmp_path_factory: Any) -> dict[str, Path]:
 
 
 def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The laws' curves and the ceilings on the extrapolation grid, computed as the fit and
-    theory stages compute them (real fits of each law, the real cost model and catalog)."""
+    theory stages compute them (real fits of each law, the real cost model and catalog), and
+    each law's N at the threshold efficiency ({(series_id, law): N}) as fits.parquet has it."""
     from pipeline.catalog import load_catalog
     from pipeline.config import CATALOG_DIR
     from pipeline.laws import LawFitError, get_law
+    from pipeline.laws.derived import n_half_efficiency
     from pipeline.laws.nls import fit_law
     from pipeline.laws.series import series_points
     from pipeline.laws.stage import _curve
@@ -286,7 +288,7 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
     from pipeline.theory.curves import series_ceilings
 
     targets, points = sorted(params["compare"]["extrapolate_n"]), params["compare"]["curve_points"]
-    frames = []
+    frames, n_half = [], {}
     for _, srow in series.iterrows():
         pts = series_points(runs[runs.series_id == srow.series_id], srow)
         grid = extrapolation_grid(float(pts.n.min()), targets, points)
@@ -297,10 +299,12 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
                 continue
             frames.append(_curve(srow.series_id, law, "log", res, grid,
                                  params["fit"]["interval"]))
+            n_half[(srow.series_id, law)] = n_half_efficiency(
+                res, float(pts.n.min()), params["compare"]["efficiency_threshold"])
     fit_curves = pd.concat(frames, ignore_index=True).sort_values(
         ["series_id", "law", "n_accelerators"]).reset_index(drop=True)
     ceilings = series_ceilings(runs, series, load_catalog(CATALOG_DIR), params, targets, points)
-    return fit_curves, ceilings
+    return fit_curves, ceilings, n_half
 
 
 def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[str, Path]:
@@ -319,7 +323,8 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
                   schema=RUNS_SCHEMA)
     write_parquet(check_output("series.parquet", series), processed / "series.parquet",
                   schema=SERIES_SCHEMA)
-    fit_curves, theory_curves = make_curves(runs, series, params)
+    fit_curves, theory_curves, n_half = make_curves(runs, series, params)
+    fits["n_half_efficiency"] = [n_half.get(key, np.nan) for key in zip(fits.series_id, fits.law)]
     for name, frame in (("rejects", make_rejects()), ("fits", fits), ("extrapolation", extra),
                         ("bounds", make_bounds(runs)), ("frontier", frontier),
                         ("fit_curves", fit_curves), ("theory_curves", theory_curves)):

@@ -203,3 +203,16 @@ def test_broken_config_names_field(outputs: dict, tmp_path: Path, group: str, fi
     with pytest.raises(ConfigError, match=f"'{group}.{field}[.']".replace(".", r"\.")):
         compare_run(params, processed_dir=outputs["processed"], metrics_dir=outputs["metrics"],
                     out_dir=tmp_path, metrics_path=tmp_path / "c.json", plots_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_n_half_law_is_the_fit_stages_root(outputs: dict) -> None:
+    """One answer for a law's N at the threshold: compare quotes fits.n_half_efficiency (the
+    root of the law's efficiency), not an interpolation on its own grid."""
+    fits = pd.read_parquet(outputs["processed"] / "fits.parquet")
+    summ = pd.read_parquet(outputs["processed"] / "comparison_series.parquet")
+    root = dict(zip(zip(fits.series_id, fits.law), fits.n_half_efficiency))
+    quoted = summ.dropna(subset=["n_half_law"])
+    assert len(quoted) >= 1
+    for r in quoted.itertuples():
+        assert r.n_half_law == root[(r.series_id, r.law)]

@@ -17,10 +17,11 @@ from pipeline.measures import n_at_efficiency
 N_SEARCH_MAX = 1e8
 
 
-def n_half_efficiency(result: FitResult, n_min: float) -> float:
-    """N at which the fitted efficiency falls to 50% (inf if not below N_SEARCH_MAX): the
-    root of the law's efficiency curve, bracketed on a 241-point log grid
-    (``pipeline.measures.n_at_efficiency``)."""
+def n_half_efficiency(result: FitResult, n_min: float, threshold: float = 0.5) -> float:
+    """N at which the fitted efficiency falls to ``threshold`` (``compare.efficiency_threshold``,
+    50%; inf if not below N_SEARCH_MAX): the root of the law's efficiency curve, bracketed on a
+    241-point log grid (``pipeline.measures.n_at_efficiency``). The one answer for a law's N at
+    the threshold: compare quotes it too."""
     x_min = float(result.fitted([n_min])[0])
     if not np.isfinite(x_min) or x_min <= 0:
         return np.nan
@@ -32,14 +33,15 @@ def n_half_efficiency(result: FitResult, n_min: float) -> float:
     n_grid = np.exp(grid)
     eff = result.fitted(n_grid) / (n_grid * x_min / n_min)
     n_grid[0] = n_min  # the answer when the curve starts below 0.5 (bracket: log_n)
-    found = n_at_efficiency(n_grid, eff, 0.5, efficiency_of=efficiency, log_n=grid)
+    found = n_at_efficiency(n_grid, eff, threshold, efficiency_of=efficiency, log_n=grid)
     return np.inf if np.isnan(found) else found
 
 
-def law_figures(result: FitResult, n_min: float, n_max: float) -> dict[str, float]:
+def law_figures(result: FitResult, n_min: float, n_max: float,
+                threshold: float = 0.5) -> dict[str, float]:
     """The law's own derived figures plus the efficiency-based ones above."""
     out = result.derived()
-    out["n_half_efficiency"] = n_half_efficiency(result, n_min)
+    out["n_half_efficiency"] = n_half_efficiency(result, n_min, threshold)
     x_max_n, x_next = result.fitted([n_max, 2.0 * n_max])
     out["next_doubling_gain"] = float(x_next / x_max_n - 1.0)
     return out

@@ -53,7 +53,7 @@ def _settings(params: dict[str, Any]) -> dict[str, Any]:
                 min_success=cfg.default_law_min_success, min_distinct_n=cfg.min_distinct_n,
                 extra_min_distinct_n=cfg.extrapolation_min_distinct_n,
                 peak_beyond=cfg.flag_peak_beyond, targets=sorted(grid.extrapolate_n),
-                curve_points=grid.curve_points)
+                curve_points=grid.curve_points, threshold=grid.efficiency_threshold)
 
 
 def _json(values: dict[str, float]) -> str:
@@ -86,7 +86,8 @@ def plausibility_notes(res: FitResult, figures: dict[str, float], n_min: float, 
 
 def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interval: float,
                min_distinct_n: int, peak_beyond: float = 10.0,
-               curve_n: np.ndarray | None = None, curves_out: list | None = None) -> list[dict]:
+               curve_n: np.ndarray | None = None, curves_out: list | None = None,
+               threshold: float = 0.5) -> list[dict]:
     """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`).
 
     With ``curve_n``, each converged law's predictions and ``interval`` prediction intervals
@@ -117,7 +118,7 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                 if curve_n is not None and curves_out is not None and res.converged:
                     curves_out.append(_curve(points.series_id, law, scale, res, curve_n,
                                              interval))
-                figures = law_figures(res, n_min, n_max)
+                figures = law_figures(res, n_min, n_max, threshold)
                 row.update({k: v for k, v in figures.items() if k in LAW_FIGURES})
                 if res.note:
                     notes.append(res.note)
@@ -183,7 +184,7 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
         for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
                               min_distinct_n=cfg["min_distinct_n"],
                               peak_beyond=cfg["peak_beyond"], curve_n=grid,
-                              curves_out=law_curves):
+                              curves_out=law_curves, threshold=cfg["threshold"]):
             fit_rows.append({**ident, **row, **measured})
         if points.n_distinct < cfg["extra_min_distinct_n"]:
             continue
