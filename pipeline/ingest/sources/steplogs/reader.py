@@ -83,6 +83,12 @@ def find_logs(logs_dir: Path) -> list[Path]:
 _display = project_relative
 
 
+def folder_source(path: Path, logs_dir: Path) -> str:
+    """The source of a log a sidecar does not name: ``logs/<its folder>`` (``logs`` at top)."""
+    rel = path.parent.relative_to(logs_dir).as_posix()
+    return "logs" if rel == "." else f"logs/{rel}"
+
+
 def is_binary(head: bytes) -> bool:
     """Text logs hold no NUL bytes and decode as UTF-8 nearly everywhere."""
     if not head:
@@ -272,9 +278,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if "global_batch_tokens" in side.values:
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
-    rel = path.parent.relative_to(logs_dir).as_posix()
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or ("logs" if rel == "." else f"logs/{rel}"),
+    fields.update(source=side.values.get("source") or folder_source(path, logs_dir),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -359,9 +364,7 @@ def read_logs(logs_dir: Path, params: dict,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            rel = path.parent.relative_to(logs_dir).as_posix()
-            source = "logs" if rel == "." else f"logs/{rel}"
-            reject = Record.reject(source, shown, 0, shown, *result)
+            reject = Record.reject(folder_source(path, logs_dir), shown, 0, shown, *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)
