@@ -13,8 +13,11 @@ dotted field, which the CLI turns into exit status 2. The CLI validates the whol
 (``load_settings``), including the references between groups (scenario names in ``report``).
 
 A value used by several stages lives in one group and every stage that reads it lists it in
-``dvc.yaml``: ``ingest.attention_flops`` (ingest, theory), ``fit.interval`` (fit, compare),
-``theory.duration_days`` (theory, compare).
+``dvc.yaml``: ``ingest.attention_flops`` and ``ingest.default_precision`` (ingest, theory),
+``fit.interval`` (fit, compare), ``theory.duration_days`` (theory, compare),
+``compare.extrapolate_n``, ``compare.curve_points`` and ``compare.efficiency_threshold`` (the
+grid and threshold of the curves: fit, theory, compare), ``fit.default_law_min_success`` (fit,
+report).
 """
 
 from __future__ import annotations
@@ -260,9 +263,9 @@ BoundHardware = Literal["hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domai
 
 
 class BoundsSettings(_Group):
-    """``theory.bounds``: stand-ins for fields a run does not report (per-run ceilings)."""
+    """``theory.bounds``: stand-ins for fields a run does not report (per-run ceilings). The
+    precision assumed is ``ingest.default_precision``."""
 
-    precision: Precision
     seq_len: Annotated[float, Field(ge=1, le=10_000_000)]
     micro_batch_sequences: Annotated[float, Field(gt=0, le=1_000_000)]
     aspect_ratio: Annotated[float, Field(gt=0, le=100_000)]

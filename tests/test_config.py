@@ -63,6 +63,7 @@ BROKEN = [
     ("theory.scenarios", {}, r"'theory\.scenarios'"),
     ("compare.efficiency_threshold", 1.0, r"'compare\.efficiency_threshold'"),
     ("compare.interval", 0.9, r"unknown field 'compare\.interval'"),  # it is fit.interval
+    ("theory.bounds.precision", "bf16", r"unknown field 'theory\.bounds\.precision'"),  # ingest's
     ("fit.interval", True, r"'fit\.interval': .*valid number, got True"),
     ("fit.min_distinct_n", "3", r"'fit\.min_distinct_n': .*valid integer"),
     ("fit.laws", _DELETE, r"^params: missing field 'fit\.laws'$"),

@@ -51,10 +51,13 @@ class BoundDefaults:
 
 
 def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
-    """``theory.bounds``, with the FLOP-counting rule shared with the ingest
+    """``theory.bounds``, with the rules shared with the ingest: the precision assumed where a
+    run states none (``ingest.default_precision``) and the FLOP counting
     (``ingest.attention_flops``)."""
     cfg = settings(params, "theory").bounds.model_dump()
-    cfg["attention_flops"] = settings(params, "ingest").attention_flops
+    ingest = settings(params, "ingest")
+    cfg["precision"] = ingest.default_precision
+    cfg["attention_flops"] = ingest.attention_flops
     return BoundDefaults(**cfg)
 
 
