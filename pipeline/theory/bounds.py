@@ -126,7 +126,10 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
 
 
 def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
-    """Hardware per run, from the catalog (unknown accelerator: no bound)."""
+    """Hardware per run, from the catalog (unknown accelerator: no bound). The peak is the one
+    ``runs.parquet`` carries (``peak_flops_per_s_per_accelerator`` at ``peak_precision``, looked
+    up by the ingest at the same stated or assumed precision); a frame without it (a run
+    written by hand) gets it from the catalog."""
     n, dflt, notes = len(r.runs), r.dflt, r.notes
     accel = _text_col(r.runs, "accelerator")
     known = np.array([a is not None and a in catalog.hardware.index for a in accel], bool)
@@ -140,15 +143,19 @@ def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
     width = np.full(n, np.nan)
     hw_cols = {c: np.full(n, np.nan) for c in _HW_COLUMNS}
     widths = settings(params, "theory").bytes_per_value
+    run_peak = r.col("peak_flops_per_s_per_accelerator")
+    run_used = _text_col(r.runs, "peak_precision")
     for i in np.nonzero(known)[0]:
-        value, used = catalog.peak_flops_per_s(accel[i], precision[i])
+        if run_peak[i] > 0 and run_used[i] is not None:
+            value, used = run_peak[i], run_used[i]
+        else:
+            value, used = catalog.peak_flops_per_s(accel[i], precision[i])
         if value is not None:
             peak[i] = value
             width[i] = float(widths.get(used, np.nan))
         row = catalog.hardware.loc[accel[i]]
         for c in _HW_COLUMNS:
             hw_cols[c][i] = float(row[c]) if pd.notna(row[c]) else np.nan
-    run_peak = r.col("peak_flops_per_s_per_accelerator")
     use_run_peak = np.isnan(peak) & (run_peak > 0)
     notes.add(use_run_peak, "peak_flops_per_s=run's stated peak (catalog has none)")
     peak = np.where(use_run_peak, run_peak, peak)
