@@ -85,8 +85,10 @@ class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-Pos = Annotated[float, Field(gt=0)]
-NonNeg = Annotated[float, Field(ge=0)]
+Passes = Annotated[float, Field(ge=0, le=100)]
+# A hardware figure (bytes/s, FLOP/s, bytes, seconds, a domain size): the largest, FLOP/s of a
+# chip, is ~1e16 today.
+HardwareValue = Annotated[float, Field(ge=0, le=1e21)]
 Fraction = Annotated[float, Field(gt=0, lt=1)]
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Gather = Literal["step", "microbatch"]
@@ -127,31 +129,31 @@ class FitSettings(_Group):
     holdout_k: Annotated[list[Annotated[int, Field(ge=1, le=100)]], Field(min_length=1)]
     interval: Fraction
     default_law_min_success: Annotated[float, Field(ge=0, le=1)]
-    flag_peak_beyond: Annotated[float, Field(ge=1)]
+    flag_peak_beyond: Annotated[float, Field(ge=1, le=1e6)]
 
 
 class LawsSettings(_Group):
     """``theory.laws``: the scaling laws that turn training compute into a model (theory.md §1)."""
 
-    tokens_per_param: Pos
-    flop_per_token_per_param: Pos
-    anchor_flop: Pos
-    layers_anchor: Pos
+    tokens_per_param: Annotated[float, Field(gt=0, le=1e6)]
+    flop_per_token_per_param: Annotated[float, Field(gt=0, le=100)]
+    anchor_flop: Annotated[float, Field(gt=0, le=1e60)]
+    layers_anchor: Annotated[float, Field(gt=0, le=1e6)]
     layers_exponent: Annotated[float, Field(ge=0, le=1)]
-    width_ratio: Pos
-    batch_anchor_tokens: Pos
+    width_ratio: Annotated[float, Field(gt=0, le=1e3)]
+    batch_anchor_tokens: Annotated[float, Field(gt=0, le=1e15)]
     batch_exponent: Annotated[float, Field(ge=0, le=1)]
 
 
 class ModelSettings(_Group):
     """``theory.model``: data-movement constants of the cost model (theory.md §2)."""
 
-    weight_passes: NonNeg
-    activation_passes: NonNeg
-    blocks_per_layer: Pos
-    kernels_per_layer: NonNeg
+    weight_passes: Passes
+    activation_passes: Passes
+    blocks_per_layer: Annotated[float, Field(gt=0, le=100)]
+    kernels_per_layer: Annotated[float, Field(ge=0, le=10_000)]
     dp_overlap: Gather
-    alltoall_passes: NonNeg
+    alltoall_passes: Passes
     fsdp_gather: Gather
 
 
@@ -167,15 +169,15 @@ class SearchSettings(_Group):
     """``theory.search``: the layout search (see ``pipeline.theory.scenarios.Search``). The
     degree and microbatch bounds cap the number of layouts evaluated per grid point."""
 
-    min_microbatch_tokens: Annotated[float, Field(ge=1)]
-    min_shard_width: Annotated[float, Field(ge=1)]
+    min_microbatch_tokens: Annotated[float, Field(ge=1, le=1e9)]
+    min_shard_width: Annotated[float, Field(ge=1, le=1e6)]
     two_d_tp: bool
     max_log2_degree: Annotated[int, Field(ge=1, le=30)]
     max_microbatches_per_stage: Annotated[int, Field(ge=1, le=1024)]
     interleave: Interleave
-    max_accelerators: NonNeg
+    max_accelerators: Annotated[float, Field(ge=0, le=1e15)]
     memory_check: bool
-    optimizer_bytes_per_param: NonNeg
+    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)]
     zero_stage: Annotated[int, Field(ge=0, le=3)]
     dp_steps_per_octave: Annotated[int, Field(ge=1, le=16)]
 
@@ -249,7 +251,7 @@ class ScenarioSettings(_Group):
     accelerator: Annotated[str, Field(min_length=1)]
     precision: Precision = "bf16"
     description: str | None = None
-    hardware: dict[str, Annotated[float, Field(ge=0)]] = {}
+    hardware: dict[str, HardwareValue] = {}
     laws: LawsOverride | None = None  # type: ignore[valid-type]
     model: ModelOverride | None = None  # type: ignore[valid-type]
     moe: MoeSettings | None = None
@@ -276,7 +278,7 @@ class BoundsSettings(_Group):
     moe_top_k: Annotated[float, Field(ge=1, le=100_000)]
     tolerance: Annotated[float, Field(ge=0, le=1)]
     search_max_log2: Annotated[int, Field(ge=0, le=12)]
-    hardware: dict[BoundHardware, Pos] = {}
+    hardware: dict[BoundHardware, Annotated[float, Field(gt=0, le=1e21)]] = {}
 
 
 class TheorySettings(_Group):

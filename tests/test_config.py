@@ -134,3 +134,63 @@ def test_strategy_sources_must_be_in_the_data():
         check_sources({"strategy_sources": ["megatron2021", "x"]}, Data())
     Data.runs = pd.DataFrame()  # no data at all: nothing to check against
     check_sources({"strategy_sources": ["x"]}, Data())
+
+
+
+def _leaves(node, prefix=""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else key)
+    else:
+        yield prefix
+
+
+def _accepted(bad) -> set[str]:
+    """Leaves of the shipped params.yaml where ``bad`` still validates; at every other leaf it
+    must be a ConfigError naming that field (or, for a group-level rule, its group)."""
+    params = load_params(PARAMS_PATH)
+    accepted = set()
+    for path in _leaves(params):
+        trial = copy.deepcopy(params)
+        node = trial
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = copy.deepcopy(bad)
+        try:
+            load_settings(trial)
+        except ConfigError as exc:
+            names = [".".join(parents + [last])[:n] for n in range(len(path), 0, -1)]
+            assert any(f"'{n}" in str(exc) for n in names), (path, str(exc))
+        else:
+            accepted.add(path)
+    return accepted
+
+
+# Where a wrong-looking value is in fact allowed: None lets a scenario inherit the baseline,
+# any text may be a scenario's accelerator (the theory stage checks it against the catalog) or
+# the title, true is a value of the switches, and an empty list is allowed where a list may
+# be empty. No number, however large, is accepted where a range applies.
+_SCENARIO_OVERRIDES = {"theory.scenarios.aggressive_batch.laws.batch_exponent",
+                       "theory.scenarios.fatter_models.laws.layers_anchor"}
+_ACCELERATORS = {f"theory.scenarios.{s}.accelerator" for s in (
+    "baseline", "a100", "h200", "b200", "gb200_nvl72", "tpu_v5p", "fp8", "aggressive_batch",
+    "fatter_models", "moe", "low_latency")}
+ACCEPTED = {
+    "none": _SCENARIO_OVERRIDES,
+    "text": _ACCELERATORS | {"report.title"},
+    "bool": {"fit.score_other_scale", "ingest.attention_flops", "ingest.mfu_on_assumed_precision",
+             "theory.search.memory_check", "theory.search.two_d_tp"},
+    "list": {"ingest.mlperf_roots", "report.frontier_scenarios",
+             "report.strategy_models.ultrascale_playbook2025"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "bad"), [("none", None), ("negative", -1), ("text", "x"),
+                                           ("bool", True), ("list", []), ("dict", {"k": 1}),
+                                           ("huge", 1e300)])
+def test_any_bad_leaf_value_is_a_config_error_naming_its_field(kind, bad):
+    """Every leaf of the shipped params.yaml set to a wrong value: ConfigError naming that
+    field, except where the value is in fact allowed (``ACCEPTED``); never another error."""
+    assert _accepted(bad) == ACCEPTED.get(kind, set())
