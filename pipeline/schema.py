@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import pandas as pd
+import pandera.pandas as pda
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 # Controlled vocabularies ---------------------------------------------------------------------
 SOURCE_KINDS = ("published", "mlperf", "log")
@@ -141,9 +144,6 @@ STEPS_SCHEMA = pa.schema([pa.field(n, t) for n, t in STEP_COLUMNS])
 # ``normalize`` rejects bad records one by one; this schema is the second line that checks the
 # whole table before it is written. A failure here is a bug in the ingest code, not bad input,
 # so the stage stops (``pandera.errors.SchemaErrors`` lists every failing check and row).
-import pandas as pd  # noqa: E402
-import pandera.pandas as pda  # noqa: E402
-from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
              "n_accelerators", "strategy_family", "status", "provenance")
@@ -458,8 +458,6 @@ _METRICS = {"ingest": IngestMetrics.model_validate, "fit": FitMetrics.model_vali
 
 def check_metrics(stage: str, obj: dict[str, Any]) -> dict[str, Any]:
     """Validate a stage's metrics dict against its model; returns it unchanged."""
-    from pydantic import ValidationError
-
     try:
         _METRICS[stage](obj)
     except (ValidationError, KeyError) as exc:
