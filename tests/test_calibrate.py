@@ -190,9 +190,19 @@ def test_broken_settings_name_the_field(params, field, value, message) -> None:
         load_settings(bad)
 
 
+def test_config_terms_are_the_model_terms() -> None:
+    """params.yaml's form terms are validated against config.CalibrateTerm; it must list
+    exactly the terms the model knows (features.TERMS)."""
+    from typing import get_args
+
+    from pipeline.calibrate.features import TERMS
+    from pipeline.config import CalibrateTerm
+    assert list(get_args(CalibrateTerm)) == list(TERMS)
+
+
 def test_shipped_settings_load(params) -> None:
     cfg = load_settings(params)
-    assert cfg.selected["largest"] == "calibrated" and cfg.interval == 0.95
+    assert cfg.selected.largest == "calibrated" and cfg.interval == 0.95
 
 
 def test_calibrated_step_cost_is_the_weighted_sum_of_ideal_components(params, catalog) -> None:

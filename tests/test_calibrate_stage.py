@@ -1,4 +1,5 @@
-"""The calibrate stage on the synthetic upstream: contract columns, shares, determinism."""
+"""The calibrate stage on the synthetic upstream: contract columns, shares, determinism, and
+its outputs' contracts in pipeline/schema.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import pytest
 from pipeline.calibrate.features import SHARES
 from pipeline.calibrate.holdout import COLUMNS
 from pipeline.calibrate.stage import run
+from pipeline.schema import ContractError, check_metrics, check_output
 from synthetic_upstream import build
+
+# Reruns the calibrate stage (and compare and report for the last two tests): slow.
+pytestmark = pytest.mark.slow
 
 CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
 
@@ -104,3 +109,31 @@ def test_compare_targets_use_selected(tmp_path_factory) -> None:
     np.testing.assert_allclose(joined["predicted"], joined["predicted_sel"])
     np.testing.assert_allclose(joined["pi_high"], joined["pi_high_sel"])  # NaN == NaN here
     assert joined["predictor"].str.startswith("selected:").all()
+
+
+def test_outputs_pass_their_contracts_and_broken_ones_are_refused(outputs: Path) -> None:
+    import json
+
+    for name in ("calibration", "calibrated", "calibrated_forms", "predictions",
+                 "calibrated_frontier", "selected_targets"):
+        check_output(f"{name}.parquet", pd.read_parquet(outputs / f"{name}.parquet"))
+    runs = pd.read_parquet(outputs / "calibrated.parquet")
+    # a share moved without the residual taking it back: the shares no longer sum to 1
+    bad = runs.assign(share_net_dp=runs["share_net_dp"] + 0.1)
+    with pytest.raises(ContractError, match="calibrated.parquet.*shares do not sum to 1"):
+        check_output("calibrated.parquet", bad)
+    pred = pd.read_parquet(outputs / "predictions.parquet")
+    with pytest.raises(ContractError, match="predictions.parquet.*'holdout'"):
+        check_output("predictions.parquet", pred.assign(holdout="largest_kx"))
+    sel = pd.read_parquet(outputs / "selected_targets.parquet")
+    flipped = sel.assign(pi_low=sel["pi_high"], pi_high=sel["pi_low"])
+    if flipped["pi_low"].notna().any():
+        with pytest.raises(ContractError, match="pi_low <= predicted <= pi_high"):
+            check_output("selected_targets.parquet", flipped)
+    with pytest.raises(ContractError, match="selected_targets.parquet.*'predictor'"):
+        check_output("selected_targets.parquet", sel.assign(predictor="oracle"))
+    metrics = json.loads((outputs.parent / "metrics" / "calibrate.json").read_text())
+    check_metrics("calibrate", metrics)
+    del metrics["frontier"][next(iter(metrics["frontier"]))]["knee_flop_calibrated"]
+    with pytest.raises(ContractError, match="(?s)calibrate.json.*knee_flop_calibrated"):
+        check_metrics("calibrate", metrics)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pipeline.schema import CALIBRATED_SHARES
+
 # Terms of the model and what their coefficient means (docs/theory.md §10).
 TERMS: dict[str, str] = {
     "compute": "1 / achieved fraction of peak on the arithmetic at large work per accelerator",
@@ -36,8 +38,7 @@ SHARE_OF: dict[str, str] = {
     "bubble": "bubble", "latency": "latency", "overhead": "overhead", "sync": "overhead",
     "launch": "overhead",
 }
-SHARES = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency",
-          "overhead", "residual")
+SHARES = CALIBRATED_SHARES  # calibrated.parquet's share_<component> (pipeline/schema.py)
 # Work per accelerator at which ``small_work`` is quoted: 4096 tokens x 1024 columns.
 WORK_REF = 4096.0 * 1024.0
 # d/L aspect ratio used where a run states no d_model (as theory.bounds.aspect_ratio).

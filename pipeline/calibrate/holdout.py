@@ -178,7 +178,7 @@ def add_intervals(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
     frame.loc[has_sd, "pi_low"] = analytic_lo[has_sd]
     frame.loc[has_sd, "pi_high"] = analytic_hi[has_sd]
     frame["interval_method"] = np.where(frame["pi_low"].notna(), "analytic", "")
-    if cfg.interval_method["largest"] == "conformal":
+    if cfg.interval_method.largest == "conformal":
         for predictor, g in frame[largest].groupby("predictor"):
             scale = iv.distance_scale(g["sd_log"].to_numpy(float), g["n_target"].to_numpy(float),
                                       g["n_train_max"].to_numpy(float))
@@ -212,13 +212,13 @@ def selected_rows(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
     largest = frame[frame["holdout"].str.startswith("largest_k")]
     cal = largest[largest["predictor"] == "calibrated"]
     assumed = set(map(tuple, cal.loc[cal["assumed_layout"], key].to_numpy()))
-    rule = largest.apply(lambda r: cfg.selected["assumed_layout"]
-                         if tuple(r[key]) in assumed else cfg.selected["largest"], axis=1)
+    rule = largest.apply(lambda r: cfg.selected.assumed_layout
+                         if tuple(r[key]) in assumed else cfg.selected.largest, axis=1)
     first = largest[(largest["predictor"] == rule) & largest["predicted"].notna()]
-    fallback = largest[largest["predictor"] == cfg.selected["fallback"]]
+    fallback = largest[largest["predictor"] == cfg.selected.fallback]
     fallback = fallback.merge(first[key], on=key, how="left", indicator=True)
     fallback = fallback[fallback["_merge"] == "left_only"].drop(columns="_merge")
-    source = frame[(frame["holdout"] == "source") & (frame["predictor"] == cfg.selected["source"])]
+    source = frame[(frame["holdout"] == "source") & (frame["predictor"] == cfg.selected.source)]
     chosen = pd.concat([first, fallback, source], ignore_index=True)
     chosen["predictor"] = "selected"
     return chosen

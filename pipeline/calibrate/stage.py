@@ -26,8 +26,9 @@ from pipeline.calibrate.model import Calibration
 from pipeline.calibrate.settings import CalibrateSettings, load_settings
 from pipeline.calibrate.targets import selected_targets
 from pipeline.catalog import load_catalog
-from pipeline.config import get
+from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.schema import check_metrics, check_output
 from pipeline.theory.frontier import flop_grid, frontier_frame
 from pipeline.theory.scenarios import load_scenarios
 
@@ -91,15 +92,11 @@ def frontier(params: Mapping[str, Any], catalog, cal: Calibration, cfg: Calibrat
              ideal: dict) -> tuple[pd.DataFrame, dict]:
     """The theory's scenarios searched at the calibrated efficiencies: frontier rows and, per
     scenario, the calibrated knee and wall with CIs beside the ideal ones (theory.json)."""
-    lo = float(get(params, "theory.frontier.min_flop", (int, float)))
-    hi = float(get(params, "theory.frontier.max_flop", (int, float)))
-    grid = flop_grid(lo, hi, int(get(params, "theory.frontier.points", int)))
+    fr = settings(params, "theory").frontier
     result = calibrated_frontier(
-        load_scenarios(params, catalog), cal, grid,
-        float(get(params, "theory.frontier.knee_fraction", (int, float))), cfg.frontier_samples,
-        cfg.seed, int(get(params, "theory.frontier.refine_rounds", int)),
-        int(get(params, "theory.frontier.refine_points", int)),
-        ci_grid=flop_grid(lo, hi, cfg.frontier_ci_points))
+        load_scenarios(params, catalog), cal, flop_grid(fr.min_flop, fr.max_flop, fr.points),
+        fr.knee_fraction, cfg.frontier_samples, cfg.seed, fr.refine_rounds, fr.refine_points,
+        ci_grid=flop_grid(fr.min_flop, fr.max_flop, cfg.frontier_ci_points))
     frames, metrics = [], {}
     for name, res in result.items():
         frames.append(frontier_frame(name, res.pop("frontier")))
@@ -146,14 +143,13 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
              if theory_metrics is not None and Path(theory_metrics).exists() else {})
     front_rows, front = frontier(params, catalog, cal, cfg, ideal)
     beyond = selected_targets(runs, series, frame, fit_set, cal, pred, params, catalog,
-                              cfg.extrapolate_n, cfg.interval)
+                              sorted(settings(params, "compare").extrapolate_n),
+                              cfg.interval)
 
-    write_parquet(table, out_dir / "calibration.parquet")
-    write_parquet(form_table, out_dir / "calibrated_forms.parquet")
-    write_parquet(cal_runs, out_dir / "calibrated.parquet")
-    write_parquet(pred, out_dir / "predictions.parquet")
-    write_parquet(front_rows, out_dir / "calibrated_frontier.parquet")
-    write_parquet(beyond, out_dir / "selected_targets.parquet")
+    for name, out in (("calibration", table), ("calibrated_forms", form_table),
+                      ("calibrated", cal_runs), ("predictions", pred),
+                      ("calibrated_frontier", front_rows), ("selected_targets", beyond)):
+        write_parquet(check_output(f"{name}.parquet", out), out_dir / f"{name}.parquet")
     write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
                        ["holdout", "predictor", "actual", "predicted"]],
               Path(plots_dir) / "calibrate_predictions.csv", significant=6)
@@ -167,6 +163,7 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
         "predictors": tab.to_dict(orient="records"),
         "targets": scores.targets(tab),
         "frontier": front,
-        "selected_rule": cfg.selected, "interval_method": cfg.interval_method,
+        "selected_rule": cfg.selected.model_dump(),
+        "interval_method": cfg.interval_method.model_dump(),
     }
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("calibrate", metrics), metrics_path)

@@ -1,4 +1,4 @@
-"""``selected`` beyond the data: each series predicted at ``calibrate.extrapolate_n`` accelerators
+"""``selected`` beyond the data: each series predicted at ``compare.extrapolate_n`` accelerators
 (the compare stage's 10,000 and 100,000), with the interval the holdouts calibrated.
 
 A series that states its layout: its largest run with N scaled to the target (dp scaled with it;
@@ -106,34 +106,3 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, frame: pd.DataFra
     return pd.DataFrame(rows, columns=["series_id", "source", "n_accelerators", "y_metric",
                                        "predictor", "predicted", "pi_low", "pi_high",
                                        "assumed_layout"])
-
-
-def apply_selected(curves: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
-    """compare's curves with the ``target`` rows (extrapolate_n) predicted by ``selected``
-    where it has a prediction for that series and N: predicted and interval replaced, the
-    efficiencies relative to the measured per-accelerator y at the series' smallest N, and
-    ``predictor`` naming what predicted each target row (the law otherwise)."""
-    if curves.empty:
-        return curves
-    out = curves.copy()
-    out["predictor"] = out.get("law")
-    if selected.empty:
-        return out
-    sel = selected.set_index(["series_id", "n_accelerators"])
-    measured = out[out["kind"] == "measured"].sort_values("n_accelerators")
-    per0 = measured.groupby("series_id").apply(
-        lambda g: g["y"].iloc[0] / g["n_accelerators"].iloc[0], include_groups=False)
-    target = out["kind"] == "target"
-    keys = list(zip(out.loc[target, "series_id"], out.loc[target, "n_accelerators"].astype(float)))
-    hit = np.array([k in sel.index for k in keys], bool)
-    rows = out.index[target][hit]
-    chosen = sel.loc[[k for k, h in zip(keys, hit) if h]]
-    n = out.loc[rows, "n_accelerators"].to_numpy(float)
-    base = out.loc[rows, "series_id"].map(per0).to_numpy(float) * n
-    for col, eff in (("predicted", "efficiency_law"), ("pi_low", "efficiency_law_low"),
-                     ("pi_high", "efficiency_law_high")):
-        out.loc[rows, col] = chosen[col].to_numpy(float)
-        if eff in out:
-            out.loc[rows, eff] = chosen[col].to_numpy(float) / base
-    out.loc[rows, "predictor"] = chosen["predictor"].to_numpy(object)
-    return out

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.calibrate.decompose import LOST, by_source
 from pipeline.report.data import ReportData, short_label
+from pipeline.report.decompose import LOST, by_source
 from pipeline.report.render import num, pct
 from pipeline.report.style import family_colour, new_figure, note, save
 

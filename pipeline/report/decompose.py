@@ -4,7 +4,8 @@ For a run with measured MFU u, 1 - u of its step time is lost against ideal arit
 calibrated shares of ``calibrated.parquet`` split it: compute inefficiency (``share_compute - u``,
 the arithmetic's time above its ideal), HBM, each network axis, bubble, latency, overhead and the
 residual the model leaves unexplained. Per series, the runs at its smallest and at its largest N
-are compared (median over runs at that N); per source, the median over its series.
+are compared (median over runs at that N); per source, the median over its series. Reads
+``calibrated.parquet`` only (the report imports no calibrate code).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipeline.calibrate.features import SHARES
+from pipeline.schema import CALIBRATED_SHARES
 
-LOST = SHARES  # compute (inefficiency), hbm, net_*, bubble, latency, overhead, residual
+LOST = CALIBRATED_SHARES  # compute (inefficiency), hbm, net_*, bubble, latency, overhead, residual
 
 
 def lost_shares(cal_runs: pd.DataFrame) -> pd.DataFrame:
