@@ -11,6 +11,9 @@ anything. A run seen twice in a source (same ``run_id``, or the same ``log_sha1`
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
 import tempfile
 from collections import Counter, defaultdict
@@ -22,6 +25,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from pipeline.bounded import cap
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
@@ -72,6 +76,36 @@ def load_catalog(catalog_dir: Path) -> Any:
     return _load(catalog_dir)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def scratch_dir(out_dir: Path) -> Iterator[Path]:
+    """A scratch folder for per-log step files: ``<out_dir>/.scratch/ingest-<pid>-*``.
+
+    ``.scratch/`` is in ``.dvcignore``, so scratch never enters a stage's dependency hash. A
+    folder left by a killed ingest (its pid no longer running), and the ``.steps-*`` folders of
+    earlier versions, are removed first; a concurrent ingest's folder is left alone.
+    """
+    root = out_dir / ".scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    for old in [*root.glob("ingest-*"), *out_dir.glob(".steps-*")]:
+        parts = old.name.split("-")
+        if old.name.startswith(".steps-") or (parts[1].isdigit() and not _alive(int(parts[1]))):
+            shutil.rmtree(old, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"ingest-{os.getpid()}-", dir=root) as scratch:
+        yield Path(scratch)
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only when empty (no concurrent ingest)
+
+
 def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
     for root in roots:
         for record in read_tree(root):
@@ -106,8 +140,8 @@ _ROOT_PREFIX = f"{PROJ_ROOT.as_posix()}/"
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
     # Parsers may quote absolute paths; rejects.parquet must not depend on the checkout's place.
     return {"source": record.source, "path": record.path, "line": record.line,
-            "record": record.raw.replace(_ROOT_PREFIX, ""),
-            "reason": reason.replace(_ROOT_PREFIX, "")}
+            "record": cap(record.raw.replace(_ROOT_PREFIX, ""), 500),
+            "reason": cap(reason.replace(_ROOT_PREFIX, ""))}
 
 
 def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
@@ -203,7 +237,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".steps-", dir=out_dir) as scratch:
+    with scratch_dir(out_dir) as scratch:
         log_records = _step_logs(logs_dir, params, Path(scratch))
 
         def records() -> Iterator[Record]:

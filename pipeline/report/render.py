@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from pipeline.io import write_text
 from pipeline.report.style import STRATEGY_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -77,6 +78,6 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path) -> 
     html = environment(True).get_template("report.html.j2").render(**context, fig=html_figs)
     md = environment(False).get_template("report.md.j2").render(**context, fig=md_figs)
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    paths["html"].write_text(html, encoding="utf-8")
-    paths["md"].write_text(md, encoding="utf-8")
+    write_text(html, paths["html"])
+    write_text(md, paths["md"])
     return paths

@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.records import Record
@@ -145,7 +146,7 @@ def _float(fields: Any, name: str) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
-        raise Reject("bad_value", f"{name}={value!r} is not a number")
+        raise Reject("bad_value", f"{name}={_short(value)} is not a number")
     if isinstance(value, Real):
         number = float(value)
     else:
@@ -189,8 +190,7 @@ def _positive(fields: Any, name: str) -> float | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return short(value, 40)
 
 
 def _vocab(value: str | None, allowed: tuple[str, ...], name: str, aliases: dict[str, str]

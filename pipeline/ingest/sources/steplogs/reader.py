@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.bounded import cap, short
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
@@ -208,9 +209,9 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     for key, value in state.facts.items():
         if key in CHECKED and key in side.values and not same_value(key, value,
                                                                     side.values[key]):
-            raise SidecarError("conflict", f"{key}: log says {value!r} (line "
+            raise SidecarError("conflict", f"{key}: log says {short(value)} (line "
                                            f"{state.fact_lines.get(key, 0)}), sidecar "
-                                           f"{side.origin[key]} says {side.values[key]!r}")
+                                           f"{side.origin[key]} says {short(side.values[key])}")
         if key == "model" and key in facts:
             continue  # the sidecar's name is the one the catalog knows
         facts[key] = value
@@ -304,9 +305,14 @@ def _read_guarded(path: Path, logs_dir: Path, s: Settings,
     not stop the stage (the fuzz tests look for such failures; none is known)."""
     try:
         return read_one(path, logs_dir, s, cache)
-    except (ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+    except (RecursionError, MemoryError) as exc:
+        # Input nested or sized beyond what a parser can hold: this file alone is lost.
+        what = "stack" if isinstance(exc, RecursionError) else "memory"
+        return ("malformed_row", f"step-log parser ran out of {what} on this file "
+                                 f"({type(exc).__name__}): nested too deeply or too large"), None
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         return ("malformed_row", f"step-log parser failed on this file ({type(exc).__name__}: "
-                                 f"{exc}); please report it with the log"), None
+                                 f"{cap(str(exc), 200)}); please report it with the log"), None
 
 
 def _size(path: Path) -> int:
