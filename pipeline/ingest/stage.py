@@ -30,6 +30,7 @@ from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
+from pipeline.ingest.core.plausible import MAX_ACCELERATORS
 from pipeline.ingest.sources.published import read_published, rel_path
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series
@@ -66,8 +67,12 @@ def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
                               f"exist")
         paths.append(path)
     assumed = get(params, "ingest.mfu_on_assumed_precision", bool)
+    max_n = get(params, "ingest.max_accelerators", int, default=MAX_ACCELERATORS)
+    if isinstance(max_n, bool) or max_n < 1:
+        raise ConfigError(f"params: field 'ingest.max_accelerators' must be a positive integer, "
+                          f"got {max_n!r}")
     return Options(default_precision=precision, attention_flops=attention,
-                   mfu_on_assumed_precision=assumed), paths
+                   mfu_on_assumed_precision=assumed, max_accelerators=max_n), paths
 
 
 def load_catalog(catalog_dir: Path) -> Any:

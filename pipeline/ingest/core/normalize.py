@@ -35,6 +35,8 @@ import pandas as pd
 from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
+from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
+                                             check_scale, rounding)
 from pipeline.ingest.records import Record
 from pipeline.schema import PRECISIONS, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS, STATUSES
 
@@ -70,6 +72,8 @@ class Options:
     # Use the peak at the assumed precision even on chips with fp8 units (see ``normalize``).
     mfu_on_assumed_precision: bool = False
     attention_flops: bool = True
+    # Largest plausible job (``ingest.max_accelerators``; see ``plausible.check_scale``).
+    max_accelerators: int = MAX_ACCELERATORS
 
 
 class CatalogCache:
@@ -269,12 +273,16 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
             row[name] = _text(f, name)
     if row["model"] is None:
         raise Reject("missing_required", "model")
+    if kind == "published" and row["citation"] is None:
+        raise Reject("missing_required", "citation (a published table says where in its source "
+                                         "each row comes from)")
     acc_name = _text(f, "accelerator")
     if acc_name is None:
         raise Reject("missing_required", "accelerator")
     if _text(f, "n_accelerators") is None:
         raise Reject("missing_required", "n_accelerators")
     n = _count(f, "n_accelerators", 1)
+    check_scale(n, options.max_accelerators)
     row["n_accelerators"] = n
 
     # Only present fields are parsed (row already holds None for the others): keeps a
@@ -282,6 +290,7 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     for name, minimum in _COUNTS.items():
         if name in f:
             row[name] = _count(f, name, minimum)
+    check_layout(n, {k: row[k] for k in ("tp", "pp", "cp", "dp", "ep")})
     if row["zero_stage"] is not None and row["zero_stage"] > 3:
         raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
     for name in _POSITIVE:
@@ -354,6 +363,14 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     filled, from_peak = derive_measures(row, None if peak_withheld else peak, tflops,
                                         options.attention_flops, hw_tflops)
     derived += filled
+    stated_mfu = "mfu" in f and "mfu" not in filled
+    if stated_mfu and peak is not None and row["model_flops_per_s"] is not None and (
+            tflops is not None or row["tokens_per_s"] is not None):
+        basis = ("tflops_per_accelerator" if tflops is not None and "model_flops_per_s" in filled
+                 else "model_flops_per_s" if "model_flops_per_s" not in filled
+                 else "tokens_per_s")
+        check_mfu(row["mfu"], row["model_flops_per_s"], n, peak, basis,
+                  rounding(f["mfu"]))
     # An assumed precision becomes the run's only when a derived value rests on its peak;
     # otherwise `precision` stays empty as the source left it, and the peak columns say which
     # precision their (assumed) peak is at.

@@ -272,7 +272,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
                                      f"{s.min_steady_steps}; " + "; ".join(notes))
     except SidecarError as exc:
         return (exc.code, exc.detail), steps
-    missing = [k for k in ("accelerator", "n_accelerators") if not facts.get(k)]
+    # n_accelerators: 0 is a value, and normalize rejects it as out of range (not "not given").
+    missing = [k for k in ("accelerator", "n_accelerators") if facts.get(k) in (None, "")]
     if missing:
         return ("missing_required", f"{', '.join(missing)}: neither the log nor a sidecar "
                                     "(run.yaml) gives them"), steps
