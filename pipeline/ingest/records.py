@@ -33,6 +33,7 @@ REJECT_CODES = (
     "too_few_steps",        # step log with fewer steady-state steps than the minimum
     "conflict",             # log and sidecar disagree (both values named)
     "unreadable",           # I/O error
+    "bad_link",             # a symlink that dangles, loops or leads out of the data folder
 )
 
 # Fields a parser may set beyond format v1.

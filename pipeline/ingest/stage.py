@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.bounded import cap
+from pipeline.bounded import cap, short
 from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
@@ -56,6 +56,9 @@ def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
                           f"{', '.join(PRECISIONS)}, got {precision!r}")
     attention = get(params, "ingest.attention_flops", bool)
     roots = get(params, "ingest.mlperf_roots", list)
+    # Inputs outside the project are not tracked by DVC (a result would depend on files no
+    # one versioned): refused unless this setting says so.
+    outside_ok = get(params, "ingest.allow_mlperf_roots_outside_project", bool, default=False)
     paths = []
     for root in roots:
         if not isinstance(root, str) or not root:
@@ -65,6 +68,10 @@ def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
         if not path.is_dir():
             raise ConfigError(f"params: field 'ingest.mlperf_roots': folder {root!r} does not "
                               f"exist")
+        if not outside_ok and not path.resolve().is_relative_to(PROJ_ROOT.resolve()):
+            raise ConfigError(f"params: field 'ingest.mlperf_roots': folder {short(root)} lies "
+                              "outside the project; set 'ingest.allow_mlperf_roots_outside_"
+                              "project: true' to read it anyway")
         paths.append(path)
     assumed = get(params, "ingest.mfu_on_assumed_precision", bool)
     max_n = get(params, "ingest.max_accelerators", int, default=MAX_ACCELERATORS)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pipeline.config import PROJ_ROOT
 from pipeline.ingest.records import Record
+from pipeline.ingest.sources.links import candidates, link_problem
 
 _SNIFF_BYTES = 8192
 # Share of NUL, undecodable or control bytes in the first 8 KiB above which a file is not text
@@ -233,6 +234,10 @@ def _clean(raw: str) -> str:
 
 def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield Records for every ``*.csv`` under ``published_dir`` (recursively, sorted by path)."""
-    for path in sorted(Path(published_dir).rglob("*.csv")):
-        if path.is_file():
-            yield from read_file(path, root)
+    for path in sorted(candidates(list(Path(published_dir).rglob("*.csv")))):
+        bad_link = link_problem(path, published_dir)
+        if bad_link:
+            yield Record.reject(path.stem, rel_path(path.parent, root) + "/" + path.name, 0,
+                                "", "bad_link", bad_link)
+            continue
+        yield from read_file(path, root)

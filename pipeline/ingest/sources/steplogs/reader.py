@@ -39,6 +39,7 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
+from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
 from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
@@ -87,12 +88,14 @@ def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted."""
     if not logs_dir.is_dir():
         return []
-    return sorted(p for p in logs_dir.rglob("*") if p.is_file()
-                  and p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+    return sorted(p for p in candidates(list(logs_dir.rglob("*")))
+                  if p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
 def _display(path: Path) -> str:
-    path = Path(path).resolve()
+    # The folder resolved, not the file: a symlinked log is shown where it lies (and a
+    # looping link cannot raise here).
+    path = Path(path).parent.resolve() / Path(path).name
     return str(path.relative_to(PROJ_ROOT)) if PROJ_ROOT in path.parents else str(path)
 
 
@@ -229,6 +232,9 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     shown = _display(path)
+    bad_link = link_problem(path, logs_dir)
+    if bad_link:
+        return ("bad_link", bad_link), None
     try:
         side = load_sidecar(path, logs_dir, cache, display=_display)
         kind, fmt = sniff(path)
