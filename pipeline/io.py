@@ -16,9 +16,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-# Prefix of the temporary file an output is written to before it is renamed into place (one
-# name per output, so a rerun after a kill overwrites the leftover; ``.dvcignore`` lists it).
+# Prefix of the temporary file an output is written to before it is renamed into place:
+# ``.partial-<pid>-<name>`` (``.dvcignore`` and ``.gitignore`` list it).
 PARTIAL_PREFIX = ".partial-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a scratch or partial file of a dead one is stale)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Remove ``path``'s partial files left by killed writers (their pid no longer runs)."""
+    for old in path.parent.glob(f"{PARTIAL_PREFIX}*-{path.name}"):
+        pid = old.name[len(PARTIAL_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            old.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -27,11 +46,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
     A stage killed at any moment leaves the old file or none, never a truncated one: the
     rename is atomic within a folder (POSIX ``rename``). On an exception the temporary file is
-    removed and ``path`` is left as it was.
+    removed and ``path`` is left as it was. A partial file that a killed writer left is removed
+    the next time ``path`` is written (DVC reruns a stage it killed: its outputs are gone).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(PARTIAL_PREFIX + path.name)
+    _remove_stale_partials(path)
+    tmp = path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{path.name}")
     try:
         yield tmp
         os.replace(tmp, path)

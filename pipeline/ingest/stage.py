@@ -37,7 +37,7 @@ from pipeline.ingest.core.series import assign_series
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
 from pipeline.ingest.core.checks import pandas_dtype, validate_runs
-from pipeline.io import write_json, write_parquet
+from pipeline.io import pid_alive, write_json, write_parquet
 from pipeline.schema import (PRECISIONS, REJECTS_SCHEMA, RUN_COLUMNS,
                              RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA)
 
@@ -88,16 +88,6 @@ def load_catalog(catalog_dir: Path) -> Any:
     return _load(catalog_dir)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def scratch_dir(out_dir: Path) -> Iterator[Path]:
     """A scratch folder for per-log step files: ``<out_dir>/.scratch/ingest-<pid>-*``.
@@ -109,8 +99,8 @@ def scratch_dir(out_dir: Path) -> Iterator[Path]:
     root = out_dir / ".scratch"
     root.mkdir(parents=True, exist_ok=True)
     for old in [*root.glob("ingest-*"), *out_dir.glob(".steps-*")]:
-        parts = old.name.split("-")
-        if old.name.startswith(".steps-") or (parts[1].isdigit() and not _alive(int(parts[1]))):
+        pid = old.name.split("-")[1]
+        if old.name.startswith(".steps-") or (pid.isdigit() and not pid_alive(int(pid))):
             shutil.rmtree(old, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f"ingest-{os.getpid()}-", dir=root) as scratch:
         yield Path(scratch)
