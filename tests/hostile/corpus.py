@@ -55,14 +55,9 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     logs.mkdir(parents=True, exist_ok=True)
     expected: dict[str, object] = {}
 
-    def write(rel: str, text: str | bytes) -> Path:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(text, bytes):
-            path.write_bytes(text)
-        else:
-            path.write_text(text, encoding="utf-8")
-        return path
+    def write(rel: str, text: str) -> None:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
 
     # Sidecars: an alias bomb under every allowed key; nesting; size.
     for key in sorted(ALLOWED_KEYS):
