@@ -19,7 +19,7 @@ import csv
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pipeline.config import PROJ_ROOT
+from pipeline.config import PROJ_ROOT, project_relative
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.links import candidates, link_problem
 
@@ -33,13 +33,7 @@ _TEXT_CONTROLS = {9, 10, 12, 13}
 MAX_RECORD_LINES = 20
 
 
-def rel_path(path: Path, root: Path = PROJ_ROOT) -> str:
-    """``path`` relative to the project root (POSIX), or absolute when outside it."""
-    resolved = path.resolve()
-    try:
-        return resolved.relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
+rel_path = project_relative  # kept: the name callers and notebooks use
 
 
 def looks_binary(head: bytes) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
+from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node")
@@ -32,9 +33,7 @@ STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
-MEASURE_KEYS = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu",
-                "hfu", "step_time_s", "time_to_train_s", "power_w_per_accelerator",
-                "energy_j_per_token", "derived")
+MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
 
 # A sidecar is a handful of keys; a larger file is not one (and is not read into memory).
 MAX_SIDECAR_BYTES = 1 << 20
