@@ -74,5 +74,5 @@ def test_mlperf_roots_outside_project_stop_the_stage(tmp_path: Path) -> None:
     (tmp_path / "data" / "logs").mkdir()
     proc = run_ingest(tmp_path / "data", tmp_path / "out", mlperf_roots=[str(tmp_path)])
     assert proc.returncode == 2
-    assert "field 'ingest.mlperf_roots'" in proc.stderr and "outside the project" in proc.stderr
+    assert "field 'ingest.mlperf_roots.0'" in proc.stderr and "outside the project" in proc.stderr
     assert "Traceback" not in proc.stderr

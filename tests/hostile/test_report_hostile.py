@@ -53,6 +53,9 @@ def test_hostile_names_render(tmp_path: Path) -> None:
         frame.loc[frame["source"] == "megatron2021", "source"] = SOURCE
         write_parquet(frame, processed / f"{name}.parquet")
     params = load_params()
+    # The strategy comparison names its sources; it must follow the renamed one.
+    params["report"]["strategy_sources"] = [SOURCE if s == "megatron2021" else s
+                                            for s in params["report"]["strategy_sources"]]
     compare_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=processed,
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     report_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=out)
