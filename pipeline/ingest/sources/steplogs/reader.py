@@ -9,9 +9,10 @@ block of nothing but step lines is matched whole by one pattern and turned into 
 is chosen from the content (the first part of the file that shows step lines of any known
 format decides; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides.
 Sidecars: ``pipeline.ingest.sources.steplogs.sidecar``; steps -> run: ``pipeline.ingest.sources.steplogs.reduce``;
-per-step rows out: ``pipeline.ingest.sources.steplogs.store``. Each log's ``source`` is its folder
-(``logs/<folder>``), so the ingest's series rule (``pipeline.ingest.core.series``) makes the logs of
-one folder that differ only in N one scaling series.
+per-step rows out: ``pipeline.ingest.sources.steplogs.store``. Each log's ``source`` is its
+campaign, the first folder below the logs folder (``logs/<campaign>``, see ``campaign_source``),
+so the ingest's series rule (``pipeline.ingest.core.series``) makes the logs of one campaign that
+differ only in N one scaling series, whatever the job folders below it.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
 (``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
@@ -88,6 +89,15 @@ def find_logs(logs_dir: Path) -> list[Path]:
         return []
     return sorted(p for p in logs_dir.rglob("*") if p.is_file()
                   and p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+
+
+def campaign_source(path: Path, logs_dir: Path) -> str:
+    """A log's default source: its campaign, the first folder below the logs folder
+    (``logs/<campaign>``; ``logs`` for a file directly in it). Job folders below the campaign
+    (``logs/sweep/n8/``, ``logs/sweep/n16/``) share it, so logs that differ only in N form one
+    series whatever the depth."""
+    parts = Path(path).relative_to(logs_dir).parts
+    return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
 
 
 def _display(path: Path) -> str:
@@ -284,9 +294,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if "global_batch_tokens" in side.values:
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
-    rel = path.parent.relative_to(logs_dir).as_posix()
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or ("logs" if rel == "." else f"logs/{rel}"),
+    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -373,9 +382,7 @@ def read_logs(logs_dir: Path, params: dict,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            rel = path.parent.relative_to(logs_dir).as_posix()
-            source = "logs" if rel == "." else f"logs/{rel}"
-            reject = Record.reject(source, shown, 0, shown, *result)
+            reject = Record.reject(campaign_source(path, logs_dir), shown, 0, shown, *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)
