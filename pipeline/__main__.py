@@ -108,22 +108,30 @@ def report(
 
 @app.command()
 def validate(
-    table: Path = typer.Argument(..., help="a published table (format v1 CSV)"),
+    target: Path = typer.Argument(..., help="a published table (format v1 CSV), a step log, "
+                                            "or a folder of step logs"),
     catalog: Path = CATALOG,
     params: Path = PARAMS,
 ) -> None:
-    """Check one published table: each record as a run or a reject with its reason.
+    """Check one input before adding it: each record (or log) as a run or a reject with its
+    reason; for logs also the parser, the sidecar values and the series they form.
 
-    Writes nothing. Exit status 1 when any record would be rejected.
+    Writes nothing. Exit status 1 when anything would be rejected, 2 on a broken params file.
     """
-    from pipeline.ingest.validate import summary, validate_table
+    from pipeline.ingest import validate as check
     try:
-        runs, rejects = validate_table(table, load_params(params), catalog)
+        if check.is_log_target(target):
+            found = check.validate_logs(target, load_params(params), catalog)
+            typer.echo(check.logs_summary(target, *found))
+            failed = bool(found[2])
+        else:
+            runs, rejects, problems = check.validate_table(target, load_params(params), catalog)
+            typer.echo(check.summary(target, runs, rejects, problems))
+            failed = bool(rejects or problems)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    typer.echo(summary(table, runs, rejects))
-    raise typer.Exit(code=1 if rejects else 0)
+    raise typer.Exit(code=1 if failed else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

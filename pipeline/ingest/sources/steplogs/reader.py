@@ -337,8 +337,8 @@ def _read_task(args: tuple[Path, Path, Settings, Path | None],
     return result, steps
 
 
-def read_logs(logs_dir: Path, params: dict,
-              steps_dir: Path | None = None) -> tuple[list[Record], pd.DataFrame]:
+def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
+              paths: list[Path] | None = None) -> tuple[list[Record], pd.DataFrame]:
     """Every log under ``logs_dir`` -> one Record each, and the per-step rows of all logs.
 
     ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
@@ -347,14 +347,15 @@ def read_logs(logs_dir: Path, params: dict,
     rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
     ``pipeline.ingest.sources.steplogs.store``), each Record's ``meta["steps_file"]`` names its file
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
-    memory then stays that of the largest single log, whatever their number.
+    memory then stays that of the largest single log, whatever their number. ``paths`` reads
+    those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
     s = settings(params)
     workers = get(params, "ingest.logs.workers", int, default=1)
     if workers < 1:
         raise ConfigError(f"params: field 'ingest.logs.workers' must be >= 1, got {workers}")
     logs_dir = Path(logs_dir)
-    paths = find_logs(logs_dir)
+    paths = find_logs(logs_dir) if paths is None else [Path(p) for p in paths]
     if steps_dir is not None:
         steps_dir = Path(steps_dir)
         steps_dir.mkdir(parents=True, exist_ok=True)
