@@ -10,7 +10,8 @@ Inputs (``data/processed``): ``runs``, ``series``, ``fits``, ``extrapolation``, 
   law's fitted/extrapolated throughput with its prediction interval, and the theory's efficiency
   (``kind`` = ``measured`` | ``curve`` | ``target``; ``target`` rows are the ``extrapolate_n``).
 * ``comparison_series.parquet``: one row per series: efficiency at its largest N, and the N at
-  which the fitted law, the theory's ceiling and the measurements fall below 50% efficiency.
+  which the fitted law, the theory's ceiling and the measurements fall below
+  ``compare.efficiency_threshold`` (``n_at_threshold_law`` etc.; 0.5 by default).
 * ``reports/metrics/compare.json``: headline figures; ``reports/plots/compare_*.csv`` for
   ``dvc plots``.
 
@@ -281,9 +282,9 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         summary.append({**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
                         "efficiency_at_n_max": eff_obs[-1],
                         "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-                        "n_half_law": _half_n(grid, eff_law, cfg["threshold"]),
-                        "n_half_theory": _half_n(grid, eff_theory, cfg["threshold"]),
-                        "n_half_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
+                        "n_at_threshold_law": _half_n(grid, eff_law, cfg["threshold"]),
+                        "n_at_threshold_theory": _half_n(grid, eff_theory, cfg["threshold"]),
+                        "n_at_threshold_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
                         "theory_curve": bool(np.isfinite(th).any()),
                         "note": "; ".join(x for x in (note, theory_note) if x)})
     curves = pd.DataFrame(rows)
@@ -329,9 +330,9 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
 
     for scaling in ("strong", "weak"):
         s = summ[summ["scaling"] == scaling] if len(summ) else pd.DataFrame(
-            columns=["efficiency_at_n_max", "n_half_law"])
+            columns=["efficiency_at_n_max", "n_at_threshold_law"])
         out[f"{scaling}_median_efficiency_at_n_max"] = median(s["efficiency_at_n_max"])
-        out[f"{scaling}_median_n_half_law"] = median(s["n_half_law"])
+        out[f"{scaling}_median_n_at_threshold_law"] = median(s["n_at_threshold_law"])
     if len(curves):
         t = curves[curves["kind"] == "target"]
         for n in cfg["targets"]:

@@ -138,16 +138,16 @@ def test_series_efficiency_recovers_synthetic_law(outputs: dict) -> None:
     # measured efficiency at N max = mfu ratio (the wobble of the fixture is at most 1%)
     assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(law(ns[-1]) / law(ns[0]), rel=0.03)
     # eff = 4^-0.85 at 1536 ~ 0.31 < 0.5 < 2^-0.85 at 768: the crossing lies between them
-    assert 768 < summ.loc[sid, "n_half_measured"] < 1536
+    assert 768 < summ.loc[sid, "n_at_threshold_measured"] < 1536
     # exact by construction: the fixture's wobble is +0%, +1%, -1% at N = 384, 768, 1536
     eff = [law(n) * (1 + w) / law(ns[0]) for n, w in zip(ns, NOISE)]
     assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(eff[-1], rel=1e-9)
     # 50% is crossed between 768 and 1536, interpolated linearly in log N
     frac = (eff[1] - 0.5) / (eff[1] - eff[2])
-    assert summ.loc[sid, "n_half_measured"] == pytest.approx(768 * 2.0**frac, rel=1e-9)
-    assert 600 < summ.loc[sid, "n_half_law"] < 1536
+    assert summ.loc[sid, "n_at_threshold_measured"] == pytest.approx(768 * 2.0**frac, rel=1e-9)
+    assert 600 < summ.loc[sid, "n_at_threshold_law"] < 1536
     # the weak series barely declines and never crosses 50%
-    assert math.isnan(summ.loc["syn/llama70b-h100-weak", "n_half_law"])
+    assert math.isnan(summ.loc["syn/llama70b-h100-weak", "n_at_threshold_law"])
     assert summ.loc["syn/llama70b-h100-weak", "efficiency_at_n_max"] > 0.95
 
 
