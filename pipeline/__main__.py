@@ -26,8 +26,15 @@ METRICS_DIR = typer.Option(Path("reports/metrics"))
 PLOTS = typer.Option(Path("reports/plots"), help="plot data for `dvc plots`")
 
 
-def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
-    """Load params (failing fast on a broken file), then import and run ``module.run``."""
+HEADLINE = typer.Option(None, help="also write the stage's headline figures here (the file "
+                                   "`dvc metrics show` prints; pipeline/headline.py)")
+
+
+def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None] = ("", None),
+               **paths: Path) -> None:
+    """Load params (failing fast on a broken file), then import and run ``module.run``; with
+    ``headline = (stage, path)``, write the headline of the metrics it wrote
+    (``paths["metrics_path"]``) to ``path``."""
     try:
         params = load_params(params_path)
         stage = importlib.import_module(module)
@@ -35,6 +42,9 @@ def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    if headline[1] is not None:
+        from pipeline.headline import write_headline
+        write_headline(headline[0], paths["metrics_path"], headline[1])
 
 
 @app.command()
@@ -44,10 +54,11 @@ def ingest(
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
-    _run_stage("pipeline.ingest.stage", params, published_dir=published, logs_dir=logs,
+    _run_stage("pipeline.ingest.stage", params, headline=("ingest", headline), published_dir=published, logs_dir=logs,
                catalog_dir=catalog, out_dir=out, metrics_path=metrics)
 
 
@@ -58,10 +69,11 @@ def fit(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series,
+    _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs, series_path=series,
                out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
@@ -72,10 +84,11 @@ def theory(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog,
+    _run_stage("pipeline.theory.stage", params, headline=("theory", headline), runs_path=runs, catalog_dir=catalog,
                out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
@@ -87,10 +100,11 @@ def compare(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir,
+    _run_stage("pipeline.compare", params, headline=("compare", headline), processed_dir=processed, metrics_dir=metrics_dir,
                catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 

@@ -1,0 +1,60 @@
+"""Headline figures per stage: the few numbers ``dvc metrics show`` prints.
+
+DVC prints one row per metrics file and one column per key of every file, so the stages'
+detailed metrics (``reports/metrics/<stage>.json``: nested, hundreds of keys, read by the later
+stages, the report and notebooks) are declared as plain outputs, and each stage also writes
+``reports/headline/<stage>.json`` with two to three short keys, declared as DVC's metrics: the
+whole table stays under 200 characters a line (``tests/test_dvc_shell.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.io import write_json
+
+
+def _ingest(m: dict[str, Any]) -> dict[str, Any]:
+    t = m.get("totals", {})
+    return {"runs": t.get("runs"), "rejects": t.get("rejects"), "series": t.get("series")}
+
+
+def _fit(m: dict[str, Any]) -> dict[str, Any]:
+    law = m.get("default_law")
+    return {"fitted": m.get("n_series_fitted"), "law": law,
+            "heldout_ape": (m.get("default_law_scores") or {}).get(law)}
+
+
+def _theory(m: dict[str, Any]) -> dict[str, Any]:
+    name = "baseline" if "baseline" in m else next((k for k in m if not k.startswith("_")), None)
+    base = m.get(name) or {}
+    return {"knee_flop": base.get("knee_flop"), "wall_flop": base.get("wall_flop")}
+
+
+def _compare(m: dict[str, Any]) -> dict[str, Any]:
+    return {"eff_at_n_max": m.get("strong_median_efficiency_at_n_max"),
+            "n_at_threshold": m.get("strong_median_n_at_threshold_law")}
+
+
+PICK = {"ingest": _ingest, "fit": _fit, "theory": _theory, "compare": _compare}
+
+
+def _short(value: Any) -> Any:
+    """Four significant digits: a headline is read, the detail file keeps every digit."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
+
+
+def headline(stage: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    """The headline keys of one stage's detailed metrics (absent figures are null)."""
+    return {k: _short(v) for k, v in PICK[stage](metrics).items()}
+
+
+def write_headline(stage: str, metrics_path: Path, out: Path) -> dict[str, Any]:
+    """Read ``metrics_path`` (the stage's detailed metrics) and write its headline to ``out``."""
+    figures = headline(stage, json.loads(Path(metrics_path).read_text(encoding="utf-8")))
+    write_json(figures, Path(out))
+    return figures
