@@ -113,11 +113,17 @@ def report(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
     out: Path = typer.Option(Path("reports"), help="folder of report.html, report.md, figures/"),
+    focus: list[str] = typer.Option(None, "--focus", help="a source or series id the report "
+                                    "opens with (repeatable); replaces params report.focus"),
     params: Path = PARAMS,
 ) -> None:
-    """Render reports/report.html and reports/report.md with figures from the stage outputs."""
+    """Render reports/report.html and reports/report.md with figures from the stage outputs.
+
+    With --focus SOURCE the report opens with that source's series (from the outputs already
+    there: no other stage is rerun).
+    """
     _run_stage("pipeline.report.stage", params, processed_dir=processed, metrics_dir=metrics_dir,
-               out_dir=out)
+               out_dir=out, focus=list(focus or []))
 
 
 @app.command()

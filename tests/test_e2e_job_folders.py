@@ -139,3 +139,65 @@ def test_logs_in_no_series_are_counted_with_their_reason(tmp_path: Path,
     assert "  differs: 1, e.g. " in err and "  alone: 1, e.g. " in err
     written = json.loads((tmp_path / "ingest.json").read_text())
     assert written["logs_without_series"] == alone
+
+
+@pytest.mark.slow
+def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
+    """Logs in job folders + one published table of the same model size and hardware, through
+    every stage: the report's first section is the user's series, fitted, predicted to 4x and
+    16x, compared with the published series, and starred in the figures."""
+    import shutil
+
+    from pipeline import compare
+    from pipeline.report import stage as report_stage
+    from pipeline.theory import stage as theory_stage
+
+    write_job_folders(tmp_path / "logs")
+    (tmp_path / "published").mkdir()
+    shutil.copy(PROJ_ROOT / "data" / "raw" / "published" / "nvidia_dgxc2024.csv",
+                tmp_path / "published")
+    out, _ = _ingest(tmp_path, fit=True)
+    params = load_params()
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    for name in ("ingest", "fit"):
+        shutil.copy(tmp_path / f"{name}.json", metrics / f"{name}.json")
+    catalog = PROJ_ROOT / "data" / "catalog"
+    theory_stage.run(params, runs_path=out / "runs.parquet", catalog_dir=catalog, out_dir=out,
+                     metrics_path=metrics / "theory.json", plots_dir=tmp_path / "plots")
+    compare.run(params, processed_dir=out, metrics_dir=metrics, catalog_dir=catalog,
+                out_dir=out, metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
+    paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
+                             out_dir=tmp_path / "reports")
+    md = paths["md"].read_text()
+    first = md.index("\n## ") + 1
+    assert md[first:].startswith("## Your runs")
+    section = md[first:md.index("## Summary")]
+    sid = pd.read_parquet(out / "series.parquet").query("source == @SOURCE")["series_id"]
+    assert len(sid) == 1
+    assert f"### ★ {sid.iloc[0]}" in section
+    assert "strong scaling, N = 16 to 128 (4 runs)" in section
+    assert "At 4x the largest N (N = 512) the " in section
+    assert "At 16x the largest N (N = 2,048) the " in section
+    assert "nvidia_dgxc2024" in section  # published, same family (H100) and size (8B)
+    assert paths["focus"].is_file()
+    html = paths["html"].read_text()
+    assert html.index('id="yours"') < html.index('id="summary"')
+
+    # `scalewall report --focus SOURCE`: the same section for another source, from the outputs
+    from typer.testing import CliRunner
+
+    from pipeline.__main__ import app
+    again = tmp_path / "again"
+    result = CliRunner().invoke(app, [
+        "report", "--processed", str(out), "--metrics-dir", str(metrics), "--out", str(again),
+        "--focus", "nvidia_dgxc2024", "--params", str(PROJ_ROOT / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    md = (again / "report.md").read_text()
+    section = md[md.index("## Your runs"):md.index("## Summary")]
+    assert "scaling series of nvidia_dgxc2024" in section
+    assert "### ★ nvidia_dgxc2024/nvidia_dgxc2024-8b-bf16" in section
+    assert sid.iloc[0] not in section
+
+
+SOURCE = f"logs/{CAMPAIGN}"

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from pipeline.config import ConfigError, get
 from pipeline.report import data as report_data
 from pipeline.report import figures, findings, render
+from pipeline.report.focus import focus_figure, focus_ids
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -27,7 +28,11 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
         "baseline_scenario": get(params, "report.baseline_scenario", str, default=""),
         "strategy_models": get(params, "report.strategy_models", dict, default={}) or {},
         "frontier_scenarios": get(params, "report.frontier_scenarios", list, default=[]),
+        "focus": get(params, "report.focus", list, default=[]) or [],
+        "interval": get(params, "compare.interval", float, default=0.95),
     }
+    if not all(isinstance(s, str) for s in cfg["focus"]):
+        raise ConfigError("params: field 'report.focus' must be a list of source or series ids")
     for src, models in cfg["strategy_models"].items():
         if not (isinstance(models, list) and all(isinstance(m, str) for m in models)):
             raise ConfigError(f"params: field 'report.strategy_models.{src}' must be a list of "
@@ -41,18 +46,23 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
-        out_dir: Path) -> dict[str, Path]:
-    """Render the report; returns the paths written (html, md and each figure)."""
+        out_dir: Path, focus: list[str] | None = None) -> dict[str, Path]:
+    """Render the report; returns the paths written (html, md and each figure). ``focus``
+    (``scalewall report --focus``) replaces ``report.focus``."""
     cfg = settings(params)
+    if focus:
+        cfg["focus"] = list(focus)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=3, desc="report", file=sys.stderr, disable=None)
     data = report_data.load(processed_dir, metrics_dir)
     steps.update()
-    figs = figures.make_all(data, out_dir / "figures", cfg)
-    steps.update()
     context = findings.build(data, cfg) | {"title": cfg["title"]}
+    cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
+    figs = figures.make_all(data, out_dir / "figures", cfg)
+    figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")
+    steps.update()
     paths = render.render(context, figs, out_dir)
     steps.update()
     steps.close()
