@@ -42,9 +42,16 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    if headline[1] is not None:
-        from pipeline.headline import write_headline
-        write_headline(headline[0], paths["metrics_path"], headline[1])
+    if headline[0]:
+        import json
+
+        from pipeline.headline import summary_line, write_headline
+        metrics = json.loads(Path(paths["metrics_path"]).read_text(encoding="utf-8"))
+        line = summary_line(headline[0], metrics)
+        if line:
+            typer.echo(line, err=True)
+        if headline[1] is not None:
+            write_headline(headline[0], paths["metrics_path"], headline[1])
 
 
 @app.command()

@@ -23,11 +23,13 @@ per-device ratio). The theory's efficiency for the same family is bound_mfu(N)/b
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from pipeline.config import CATALOG_DIR, ConfigError, get
 from pipeline.io import write_csv, write_json, write_parquet
@@ -238,7 +240,9 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     theory, theory_note = theory_ceilings(
         [(p[0].series_id, p[5], p[4]) for p in one_model], catalog, params or {})
     rows, summary = [], []
-    for s, ycol, g, by_n, grid, ref in prepared:
+    # progress on a terminal only (tqdm disable=None): refitting every series takes seconds
+    for s, ycol, g, by_n, grid, ref in tqdm(prepared, desc="compare", unit="series",
+                                           file=sys.stderr, disable=None, delay=1.0):
         n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
         n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
         theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()

@@ -58,3 +58,27 @@ def write_headline(stage: str, metrics_path: Path, out: Path) -> dict[str, Any]:
     figures = headline(stage, json.loads(Path(metrics_path).read_text(encoding="utf-8")))
     write_json(figures, Path(out))
     return figures
+
+
+def summary_line(stage: str, m: dict[str, Any]) -> str | None:
+    """The one line a stage prints when it ends (ingest prints its own, with rejects)."""
+    if stage == "fit":
+        return (f"fit: {m.get('n_series_fitted')} of {m.get('n_series')} series fitted "
+                f"(others: too few distinct N or no law converged), "
+                f"{m.get('n_series_extrapolated')} tested on held-out N; default law "
+                f"{m.get('default_law')}")
+    if stage == "theory":
+        scenarios = [k for k in m if not k.startswith("_")]
+        b = m.get("_bounds", {})
+        h = _theory(m)
+        return (f"theory: {len(scenarios)} scenarios (baseline knee {h['knee_flop']:.3g}, wall "
+                f"{h['wall_flop']:.3g} FLOP); {b.get('with_bound')} of {b.get('runs')} runs "
+                "bounded" if h["knee_flop"] and h["wall_flop"] else
+                f"theory: {len(scenarios)} scenarios; {b.get('with_bound')} of {b.get('runs')} "
+                "runs bounded")
+    if stage == "compare":
+        eff = m.get("strong_median_efficiency_at_n_max")
+        return (f"compare: {m.get('n_runs')} runs compared ({m.get('n_runs_with_bound')} with a "
+                f"ceiling), {m.get('n_series')} series; median strong-scaling efficiency at the "
+                f"largest N " + (f"{eff:.0%}" if isinstance(eff, float) else "n/a"))
+    return None
