@@ -77,8 +77,9 @@ def test_dvc_plots_show_renders_every_plot_offline(tmp_path: Path) -> None:
             drawn = driver.execute_script(
                 "return Array.from(document.querySelectorAll('.vega-embed')).map(e => {"
                 " const c = e.querySelector('canvas, svg');"
-                " return c ? [c.clientWidth || c.width, c.clientHeight || c.height] : null; });")
-            if len(drawn) == n_vega and all(drawn):
+                " if (!c) return null; const r = c.getBoundingClientRect();"
+                " return [r.width, r.height]; });")
+            if len(drawn) == n_vega and all(d and d[0] > 100 and d[1] > 100 for d in drawn):
                 break
             time.sleep(0.5)
         assert len(drawn) == n_vega and all(d and d[0] > 100 and d[1] > 100 for d in drawn), drawn
