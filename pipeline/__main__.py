@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError, load_params, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="scalewall: measured diminishing returns against data-movement limits.")
@@ -37,6 +37,7 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     (``paths["metrics_path"]``) to ``path``."""
     try:
         params = load_params(params_path)
+        load_settings(params)  # the whole file, so any broken field stops any stage
         stage = importlib.import_module(module)
         stage.run(params, **paths)
     except ConfigError as exc:
@@ -65,8 +66,9 @@ def ingest(
     params: Path = PARAMS,
 ) -> None:
     """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
-    _run_stage("pipeline.ingest.stage", params, headline=("ingest", headline), published_dir=published, logs_dir=logs,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics)
+    _run_stage("pipeline.ingest.stage", params, headline=("ingest", headline),
+               published_dir=published, logs_dir=logs, catalog_dir=catalog, out_dir=out,
+               metrics_path=metrics)
 
 
 @app.command()
@@ -80,13 +82,14 @@ def fit(
     params: Path = PARAMS,
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs, series_path=series,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs,
+               series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def theory(
     runs: Path = RUNS,
+    series: Path = typer.Option(Path("data/processed/series.parquet")),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
@@ -95,15 +98,15 @@ def theory(
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, headline=("theory", headline), runs_path=runs, catalog_dir=catalog,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.theory.stage", params, headline=("theory", headline), runs_path=runs,
+               series_path=series, catalog_dir=catalog, out_dir=out, metrics_path=metrics,
+               plots_dir=plots)
 
 
 @app.command()
 def compare(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
-    catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
     plots: Path = PLOTS,
@@ -111,8 +114,9 @@ def compare(
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare", params, headline=("compare", headline), processed_dir=processed, metrics_dir=metrics_dir,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.compare", params, headline=("compare", headline),
+               processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
+               metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
@@ -147,12 +151,14 @@ def validate(
     """
     from pipeline.ingest import validate as check
     try:
+        loaded = load_params(params)
+        load_settings(loaded)
         if check.is_log_target(target):
-            found = check.validate_logs(target, load_params(params), catalog)
+            found = check.validate_logs(target, loaded, catalog)
             typer.echo(check.logs_summary(target, *found))
             failed = bool(found[2])
         else:
-            runs, rejects, problems = check.validate_table(target, load_params(params), catalog)
+            runs, rejects, problems = check.validate_table(target, loaded, catalog)
             typer.echo(check.summary(target, runs, rejects, problems))
             failed = bool(rejects or problems)
     except ConfigError as exc:

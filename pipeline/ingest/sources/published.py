@@ -19,7 +19,7 @@ import csv
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pipeline.config import PROJ_ROOT
+from pipeline.config import PROJ_ROOT, project_relative
 from pipeline.ingest.records import Record
 
 _SNIFF_BYTES = 8192
@@ -29,13 +29,7 @@ _BINARY_FRACTION = 0.1
 _TEXT_CONTROLS = {9, 10, 12, 13}
 
 
-def rel_path(path: Path, root: Path = PROJ_ROOT) -> str:
-    """``path`` relative to the project root (POSIX), or absolute when outside it."""
-    resolved = path.resolve()
-    try:
-        return resolved.relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
+rel_path = project_relative  # kept: the name callers and notebooks use
 
 
 def looks_binary(head: bytes) -> bool:

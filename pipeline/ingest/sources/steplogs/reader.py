@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.config import project_relative, settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -67,20 +67,10 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
 
 def settings(params: dict) -> Settings:
     """Check ``ingest.logs``; a bad value stops the stage naming the field."""
-    warm = get(params, "ingest.logs.warmup_steps", (str, int), default="auto")
-    if isinstance(warm, str) and warm != "auto" or isinstance(warm, int) and warm < 0:
-        raise ConfigError("params: field 'ingest.logs.warmup_steps' must be 'auto' or a "
-                          f"non-negative integer, got {warm!r}")
-    frac = get(params, "ingest.logs.max_warmup_fraction", float, default=0.5)
-    if not 0.0 <= frac < 1.0:
-        raise ConfigError(f"params: field 'ingest.logs.max_warmup_fraction' must be in [0, 1), "
-                          f"got {frac!r}")
-    min_steps = get(params, "ingest.logs.min_steady_steps", int, default=3)
-    tol = get(params, "ingest.logs.settle_tolerance", float, default=0.05)
-    if min_steps < 1 or not tol > 0:
-        raise ConfigError("params: fields 'ingest.logs.min_steady_steps' (>= 1) and "
-                          "'ingest.logs.settle_tolerance' (> 0) out of range")
-    return Settings(None if warm == "auto" else int(warm), frac, min_steps, tol)
+    cfg = load_group(params, "ingest.logs")
+    warm = cfg.warmup_steps
+    return Settings(None if warm == "auto" else warm, cfg.max_warmup_fraction,
+                    cfg.min_steady_steps, cfg.settle_tolerance)
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
@@ -100,9 +90,7 @@ def campaign_source(path: Path, logs_dir: Path) -> str:
     return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
 
 
-def _display(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(PROJ_ROOT)) if PROJ_ROOT in path.parents else str(path)
+_display = project_relative
 
 
 def is_binary(head: bytes) -> bool:
@@ -351,9 +339,7 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
     s = settings(params)
-    workers = get(params, "ingest.logs.workers", int, default=1)
-    if workers < 1:
-        raise ConfigError(f"params: field 'ingest.logs.workers' must be >= 1, got {workers}")
+    workers = load_group(params, "ingest.logs").workers
     logs_dir = Path(logs_dir)
     paths = find_logs(logs_dir) if paths is None else [Path(p) for p in paths]
     if steps_dir is not None:
