@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.io import write_json
+from pipeline.schema import check_headline
 
 
 def _ingest(m: dict[str, Any]) -> dict[str, Any]:
@@ -49,8 +50,9 @@ def _short(value: Any) -> Any:
 
 
 def headline(stage: str, metrics: dict[str, Any]) -> dict[str, Any]:
-    """The headline keys of one stage's detailed metrics (absent figures are null)."""
-    return {k: _short(v) for k, v in PICK[stage](metrics).items()}
+    """The headline keys of one stage's detailed metrics (absent figures are null), checked
+    against the stage's headline contract (``pipeline.schema.HEADLINES``)."""
+    return check_headline(stage, {k: _short(v) for k, v in PICK[stage](metrics).items()})
 
 
 def write_headline(stage: str, metrics_path: Path, out: Path) -> dict[str, Any]:

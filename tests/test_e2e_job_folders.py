@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
@@ -159,15 +160,19 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
                 tmp_path / "published")
     out, _ = _ingest(tmp_path, fit=True)
     params = load_params()
+    # the strategy comparison's sources must be in the data (only this one is here)
+    params["report"].update(strategy_sources=["nvidia_dgxc2024"], strategy_models={})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     metrics = tmp_path / "metrics"
     metrics.mkdir()
     for name in ("ingest", "fit"):
         shutil.copy(tmp_path / f"{name}.json", metrics / f"{name}.json")
     catalog = PROJ_ROOT / "data" / "catalog"
-    theory_stage.run(params, runs_path=out / "runs.parquet", catalog_dir=catalog, out_dir=out,
-                     metrics_path=metrics / "theory.json", plots_dir=tmp_path / "plots")
-    compare.run(params, processed_dir=out, metrics_dir=metrics, catalog_dir=catalog,
-                out_dir=out, metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
+    theory_stage.run(params, runs_path=out / "runs.parquet", series_path=out / "series.parquet",
+                     catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
+                     plots_dir=tmp_path / "plots")
+    compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
+                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
                              out_dir=tmp_path / "reports")
     md = paths["md"].read_text()
@@ -181,6 +186,18 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     assert "At 4x the largest N (N = 512) the " in section
     assert "At 16x the largest N (N = 2,048) the " in section
     assert "nvidia_dgxc2024" in section  # published, same family (H100) and size (8B)
+    # the prediction is the fit stage's (fits.parquet), for the law compare drew: not a refit
+    from pipeline.report.data import load
+    from pipeline.report.focus import predict_multiples
+    pred = predict_multiples(load(out, metrics), sid.iloc[0])
+    law = pd.read_parquet(out / "comparison_series.parquet").set_index("series_id").loc[
+        sid.iloc[0], "law"]
+    fit = pd.read_parquet(out / "fits.parquet").query(
+        "series_id == @sid.iloc[0] and law == @law").iloc[0]
+    assert [p["n"] for p in pred] == [512.0, 2048.0]
+    assert [p["predicted"] for p in pred] == [fit["predicted_at_4x_n_max"],
+                                              fit["predicted_at_16x_n_max"]]
+    assert all(p["pi_low"] < p["predicted"] < p["pi_high"] for p in pred)
     assert paths["focus"].is_file()
     html = paths["html"].read_text()
     assert html.index('id="yours"') < html.index('id="summary"')
@@ -192,7 +209,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     again = tmp_path / "again"
     result = CliRunner().invoke(app, [
         "report", "--processed", str(out), "--metrics-dir", str(metrics), "--out", str(again),
-        "--focus", "nvidia_dgxc2024", "--params", str(PROJ_ROOT / "params.yaml")])
+        "--focus", "nvidia_dgxc2024", "--params", str(tmp_path / "params.yaml")])
     assert result.exit_code == 0, result.output
     md = (again / "report.md").read_text()
     section = md[md.index("## Your runs"):md.index("## Summary")]

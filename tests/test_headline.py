@@ -40,3 +40,29 @@ def test_summary_lines() -> None:
         "compare: 4080 runs compared (1806 with a ceiling), 503 series; median strong-scaling "
         "efficiency at the largest N 49%")
     assert summary_line("ingest", {}) is None
+
+
+def test_headline_contracts_refuse_extra_keys_and_impossible_values() -> None:
+    """reports/headline/*.json are checked against pipeline.schema.HEADLINES when written."""
+    import pytest
+
+    from pipeline.schema import HEADLINES, ContractError, check_headline
+    assert set(HEADLINES) == {"ingest", "fit", "theory", "compare"}
+    with pytest.raises(ContractError, match=r"(?s)headline/fit\.json.*extra"):
+        check_headline("fit", {"fitted": 3, "law": "power", "heldout_ape": 0.1, "n": 1})
+    with pytest.raises(ContractError, match=r"(?s)headline/ingest\.json.*runs"):
+        check_headline("ingest", {"runs": -1, "rejects": 0, "series": 0})
+    with pytest.raises(ContractError, match=r"(?s)headline/compare\.json.*eff_at_n_max"):
+        headline("compare", {**COMPARE, "strong_median_efficiency_at_n_max": -0.5})
+    with pytest.raises(ContractError, match=r"headline/ingest\.json"):
+        check_headline("ingest", {"runs": "5", "rejects": 0, "series": 0})  # strict: no strings
+
+
+def test_shipped_headlines_follow_their_contracts() -> None:
+    from pipeline.config import PROJ_ROOT
+    from pipeline.schema import check_headline
+    for stage in ("ingest", "fit", "theory", "compare"):
+        shipped = json.loads((PROJ_ROOT / "reports" / "headline" / f"{stage}.json").read_text())
+        assert check_headline(stage, shipped) == shipped
+        detail = json.loads((PROJ_ROOT / "reports" / "metrics" / f"{stage}.json").read_text())
+        assert headline(stage, detail) == shipped

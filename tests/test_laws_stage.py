@@ -360,3 +360,15 @@ def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path
     pred = res.predict(grid, interval=0.95)
     assert mine.predicted.to_numpy() == pytest.approx(pred["predicted"].to_numpy(), rel=1e-12)
     assert (mine.pi_low <= mine.predicted).all() and (mine.predicted <= mine.pi_high).all()
+    # the predictions at 4x and 16x the largest N (the report's "your runs") are the same fit's
+    row = converged[(converged.series_id == sid) & (converged.law == law)].iloc[0]
+    at = res.predict(np.array([points.n.min(), 4 * points.n.max(), 16 * points.n.max()]),
+                     interval=0.95)
+    assert row.predicted_at_n_min == pytest.approx(at["predicted"].iloc[0], rel=1e-12)
+    for i, m in ((1, 4), (2, 16)):
+        assert row[f"predicted_at_{m}x_n_max"] == pytest.approx(at["predicted"].iloc[i], rel=1e-12)
+        assert row[f"pi_low_at_{m}x_n_max"] == pytest.approx(at["pi_low"].iloc[i], rel=1e-12)
+        assert row[f"pi_high_at_{m}x_n_max"] == pytest.approx(at["pi_high"].iloc[i], rel=1e-12)
+        assert row[f"pi_low_at_{m}x_n_max"] < row[f"predicted_at_{m}x_n_max"] < row[
+            f"pi_high_at_{m}x_n_max"]
+    assert fits.loc[~fits.converged, "predicted_at_4x_n_max"].isna().all()

@@ -6,15 +6,18 @@ Parallel efficiency against the smallest measured scale, ``E(N) = X(N) / (N * X(
 to N_min). ``n_at_threshold`` solves ``E(N) = threshold`` (``compare.efficiency_threshold``,
 0.5 by default) on the fitted curve (inf when E stays above it up to ``N_SEARCH_MAX``);
 ``next_doubling_gain`` is ``X(2 N_max) / X(N_max) - 1``, the fractional throughput gained by
-doubling past the largest measured scale.
+doubling past the largest measured scale. ``predictions_at_multiples`` is the law at ``N_min``
+and at ``MULTIPLES`` x ``N_max`` with its prediction interval (the report's prediction for a
+user's own series, read from ``fits.parquet`` instead of refitting).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline.laws.result import FitResult
+from pipeline.laws.result import FitResult, predict_frame
 from pipeline.measures import n_at_efficiency
+from pipeline.schema import MULTIPLES_OF_N_MAX as MULTIPLES
 
 N_SEARCH_MAX = 1e8
 
@@ -46,4 +49,27 @@ def law_figures(result: FitResult, n_min: float, n_max: float,
     out["n_at_threshold"] = n_at_threshold(result, n_min, threshold)
     x_max_n, x_next = result.fitted([n_max, 2.0 * n_max])
     out["next_doubling_gain"] = float(x_next / x_max_n - 1.0)
+    return out
+
+
+def multiple_columns(multiples: tuple[int, ...] = MULTIPLES) -> tuple[str, ...]:
+    """The fits.parquet columns ``predictions_at_multiples`` fills."""
+    return ("predicted_at_n_min", *(f"{k}_at_{m}x_n_max" for m in multiples
+                                    for k in ("predicted", "pi_low", "pi_high")))
+
+
+def predictions_at_multiples(result: FitResult, n_min: float, n_max: float, interval: float,
+                             multiples: tuple[int, ...] = MULTIPLES) -> dict[str, float]:
+    """The law's throughput at ``n_min`` (the efficiency reference) and at each multiple of
+    ``n_max``, with the ``interval`` prediction interval for one new measurement there
+    (``predict_frame``); NaN where the law cannot predict."""
+    n = np.array([n_min] + [m * n_max for m in multiples], float)
+    try:
+        pred = predict_frame(result, n, interval).astype(float)
+    except Exception:  # noqa: BLE001 - no prediction; the report says so
+        return dict.fromkeys(multiple_columns(multiples), np.nan)
+    out = {"predicted_at_n_min": float(pred["predicted"].iloc[0])}
+    for m, p in zip(multiples, pred.iloc[1:].itertuples()):
+        out.update({f"predicted_at_{m}x_n_max": p.predicted, f"pi_low_at_{m}x_n_max": p.pi_low,
+                    f"pi_high_at_{m}x_n_max": p.pi_high})
     return out

@@ -401,4 +401,4 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "hardware": hardware_section(d), "power": power_section(d),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
             "missing": d.missing,
-            "mine": focus_section(d, cfg.get("focus", []), cfg.get("interval", 0.95))}
+            "mine": focus_section(d, cfg.get("focus", []))}

@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.data import ReportData
+from pipeline.schema import MULTIPLES_OF_N_MAX
 from pipeline.report.style import family_colour, new_figure, note, save
 
-MULTIPLES = (4, 16)
+MULTIPLES = MULTIPLES_OF_N_MAX  # the fit stage predicts each law there (fits.parquet)
 # Published series "of the same model size": active parameters within this factor of yours.
 SIZE_FACTOR = 1.5
 PUBLISHED_SHOWN = 5
@@ -55,46 +56,38 @@ def focus_ids(d: ReportData, focus: list[str]) -> tuple[list[str], set[str]]:
     return series, set(mine["run_id"])
 
 
-def predict_multiples(d: ReportData, series_id: str, interval: float,
+def predict_multiples(d: ReportData, series_id: str,
                       multiples: tuple[int, ...] = MULTIPLES) -> list[dict[str, Any]]:
     """Throughput and efficiency at ``multiples`` x the largest measured N, with the interval
-    for one new measurement, from the law the compare stage drew for the series (the fit
-    stage's default law, or the next in its ranking where that one could not be fitted),
-    refitted on the fit stage's points at its scale exactly as ``pipeline.compare`` does.
+    for one new measurement (``fit.interval``), of the law the compare stage drew for the
+    series (the fit stage's default law, or the next in its ranking where that one could not
+    be fitted): the fit stage's own predictions (fits.parquet ``*_at_<m>x_n_max``, written by
+    ``pipeline.laws.derived.predictions_at_multiples``); nothing is refitted here.
 
     The one place the report predicts: when the calibrate stage (issue 9) publishes calibrated
     intervals, this function reads them instead.
     """
-    from pipeline.compare import predict_frame
-    from pipeline.laws import get_law
-    from pipeline.laws.nls import fit_law
-    from pipeline.laws.series import series_points
-
-    summ = d.comparison_series
+    summ, fits = d.comparison_series, d.fits
     row = summ[summ["series_id"] == series_id] if not summ.empty else summ
-    series = d.series[d.series["series_id"] == series_id]
-    if row.empty or series.empty or not isinstance(row["law"].iloc[0], str):
+    if row.empty or fits.empty or not isinstance(row["law"].iloc[0], str):
         return []
     law = row["law"].iloc[0]
-    fits = d.fits[(d.fits["series_id"] == series_id) & (d.fits["law"] == law)]
-    scale = fits["scale"].iloc[0] if len(fits) and "scale" in fits else "linear"
-    points = series_points(d.runs[d.runs["series_id"] == series_id], series.iloc[0])
-    try:
-        result = fit_law(get_law(law), points.n, points.y, scale=scale or "linear",
-                         ctx=points.ctx)
-    except Exception:  # noqa: BLE001 - a failed refit leaves the prediction out, said so
+    fit = fits[(fits["series_id"] == series_id) & (fits["law"] == law)]
+    if fit.empty or "predicted_at_n_min" not in fit:
         return []
-    n0, n_max = float(points.n.min()), float(points.n.max())
-    targets = np.array([n0] + [m * n_max for m in multiples])
-    pred = predict_frame(result, targets, interval)
-    per0 = pred["predicted"].iloc[0] / n0
+    fit = fit.iloc[0]
+    n0, n_max = float(fit["n_min"]), float(fit["n_max"])
+    per0 = float(fit["predicted_at_n_min"]) / n0
     out = []
-    for m, n, p in zip(multiples, targets[1:], pred.iloc[1:].itertuples()):
-        out.append({"multiple": m, "n": float(n), "law": law,
-                    "y_metric": Y_NAMES.get(points.y_metric, points.y_metric),
-                    "predicted": p.predicted, "pi_low": p.pi_low, "pi_high": p.pi_high,
-                    "efficiency": p.predicted / n / per0, "efficiency_low": p.pi_low / n / per0,
-                    "efficiency_high": p.pi_high / n / per0})
+    for m in multiples:
+        n = m * n_max
+        p, lo, hi = (float(fit[f"{k}_at_{m}x_n_max"]) for k in ("predicted", "pi_low", "pi_high"))
+        if not (np.isfinite(p) and np.isfinite(per0) and per0 > 0):
+            return []
+        out.append({"multiple": m, "n": n, "law": law,
+                    "y_metric": Y_NAMES.get(fit["y_metric"], fit["y_metric"]),
+                    "predicted": p, "pi_low": lo, "pi_high": hi, "efficiency": p / n / per0,
+                    "efficiency_low": lo / n / per0, "efficiency_high": hi / n / per0})
     return out
 
 
@@ -105,15 +98,18 @@ def _shares(row: pd.Series) -> list[dict[str, Any]]:
     return sorted(parts, key=lambda p: -p["share"])
 
 
-def _published_alike(d: ReportData, family: str, params: float | None) -> list[dict[str, Any]]:
-    """Published series on the same accelerator family with a model of similar size."""
+def _published_alike(d: ReportData, family: str, params: float | None,
+                     yours: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """Published series on the same accelerator family with a model of similar size (not
+    ``yours``, the series in focus)."""
     summ, runs = d.comparison_series, d.runs
     if summ.empty or runs.empty or not params:
         return []
     size = runs.groupby("series_id")["active_params"].median()
     kind = runs.groupby("series_id")["source_kind"].first()
     alike = summ[(summ["accelerator_family"] == family)
-                 & summ["series_id"].map(kind).ne("log")].copy()
+                 & summ["series_id"].map(kind).ne("log")
+                 & ~summ["series_id"].isin(yours)].copy()
     alike["params"] = alike["series_id"].map(size)
     ratio = alike["params"] / params
     alike = alike[(ratio <= SIZE_FACTOR) & (ratio >= 1 / SIZE_FACTOR)]
@@ -128,8 +124,10 @@ def _published_alike(d: ReportData, family: str, params: float | None) -> list[d
             for r in alike.head(PUBLISHED_SHOWN).itertuples()]
 
 
-def focus_section(d: ReportData, focus: list[str], interval: float) -> dict[str, Any]:
-    """The section's content: one entry per focus series, plus the runs in no series."""
+def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
+    """The section's content: one entry per focus series, plus the runs in no series. The
+    interval is the fit stage's (``fit.interval``, from fit.json)."""
+    interval = d.metrics.get("fit", {}).get("interval", 0.95)
     series_ids, run_ids = focus_ids(d, focus)
     runs, comp = d.runs, d.comparison
     entries = []
@@ -151,10 +149,11 @@ def focus_section(d: ReportData, focus: list[str], interval: float) -> dict[str,
             "series_id": sid, "source": s["source"], "model": s["model"],
             "accelerator": s["accelerator"], "scaling": s["scaling"], "n_min": _num(s["n_min"]),
             "n_max": _num(s["n_max"]), "n_points": _num(s["n_points"]), "points": points,
-            "prediction": predict_multiples(d, sid, interval),
+            "prediction": predict_multiples(d, sid),
             "shares": _shares(largest.iloc[0]) if len(largest) else [],
             "bound_mfu": _num(largest["bound_mfu"].iloc[0]) if len(largest) else None,
-            "published": _published_alike(d, family, params if pd.notna(params) else None)})
+            "published": _published_alike(d, family, params if pd.notna(params) else None,
+                                          set(series_ids))})
     alone = d.metrics.get("ingest", {}).get("logs_without_series", {})
     return {"focus": list(focus), "series": entries, "n_runs": len(run_ids),
             "alone": alone.get("logs", []) if not focus else [],
