@@ -57,7 +57,7 @@ def test_the_page_is_the_one_the_script_writes() -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_dvc_plots_show_renders_every_plot_offline(tmp_path: Path) -> None:
-    from test_browser import _driver
+    from test_browser import _driver, requested_urls
 
     dvc = Path(sys.executable).with_name("dvc")
     out = tmp_path / "plots"
@@ -86,11 +86,7 @@ def test_dvc_plots_show_renders_every_plot_offline(tmp_path: Path) -> None:
         console = driver.get_log("browser")
         errors = [e for e in console if e["level"] in ("SEVERE", "ERROR", "WARNING")]
         assert not errors, f"console errors and warnings: {errors}"
-        requests = []
-        for entry in driver.get_log("performance"):
-            msg = json.loads(entry["message"])["message"]
-            if msg["method"] == "Network.requestWillBeSent":
-                requests.append(msg["params"]["request"]["url"])
+        requests = requested_urls(driver)
         assert url in requests
         outside = [u for u in requests if not u.startswith(("file://", "data:", "blob:"))]
         assert not outside, f"network requests: {outside}"
