@@ -57,6 +57,7 @@ def test_hostile_names_render(tmp_path: Path) -> None:
     # The strategy comparison names its sources; it must follow the renamed one.
     params["report"]["strategy_sources"] = [SOURCE if s == "megatron2021" else s
                                             for s in params["report"]["strategy_sources"]]
+    params["report"]["focus"] = [SOURCE]  # the "your runs" section shows the hostile names too
     # calibrate too: its section names sources in tables and figure labels
     calibrate_run(params, processed_dir=processed, catalog_dir=CATALOG_DIR, out_dir=processed,
                   metrics_path=metrics / "calibrate.json", plots_dir=tmp_path / "plots")
@@ -64,8 +65,12 @@ def test_hostile_names_render(tmp_path: Path) -> None:
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     report_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=out)
 
-    # 8 figures, and the calibrate section's 4
-    assert len(list((out / "figures").glob("*.png"))) == 12
+    # 8, focus.png (your runs) and the calibrate section's 4
+    assert len(list((out / "figures").glob("*.png"))) == 13
+    yours = (out / "report.md").read_text(encoding="utf-8").split("## Your runs", 1)[1]
+    yours = yours.split("## Summary", 1)[0]
+    assert "2 scaling series of mega$\\\\frac{tron$\\</script\\>\\<script\\>" in yours
+    assert "<script>" not in yours
     section = (out / "report.md").read_text(encoding="utf-8").split(
         "## What limits measured scaling", 1)[1].split("## Method", 1)[0]
     assert md_escape(SOURCE) in section and SOURCE not in section
