@@ -31,6 +31,12 @@ def _f(x: Any) -> float | None:
     return x if np.isfinite(x) else None
 
 
+def _median(values: pd.Series) -> float | None:
+    """Median of the finite values; None when there are none."""
+    finite = values.dropna()
+    return _f(finite.median()) if len(finite) else None
+
+
 _ok = finished
 
 
@@ -159,8 +165,10 @@ def _target_rows(curves: pd.DataFrame) -> list[dict[str, Any]]:
         th = h["efficiency_theory"].dropna()
         targets.append({
             "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
-            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
-            "median_high": _f(h["efficiency_law_high"].median()),
+            # a band may be absent at a target (calibrate's selected without enough held-out
+            # cases for a conformal interval): no median of nothing
+            "median_eff": _f(e.median()), "median_low": _median(h["efficiency_law_low"]),
+            "median_high": _median(h["efficiency_law_high"]),
             "median_theory": _f(th.median()) if len(th) else None})
         low, high = targets[-1]["median_low"], targets[-1]["median_high"]
         # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
