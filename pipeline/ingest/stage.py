@@ -26,7 +26,8 @@ from pipeline.config import PROJ_ROOT, ConfigError, get
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
-from pipeline.ingest.sources.published import read_published, rel_path
+from pipeline.ingest.sources.common import rel_path
+from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet

@@ -7,9 +7,11 @@ result_*.txt`` with ``<round>/<submitter>/systems/<system>.json`` and an optiona
 
 Decisions (each is tested in ``tests/test_mlperf_*.py``):
 
-* Only files exactly 5 components below the round are runs. Power logs
-  (``<benchmark>/power/result_*/node_*.txt``) are not runs and yield no record at all; they
-  are counted in ``stats["power_logs_skipped"]`` when the caller passes a ``stats`` dict.
+* Only files exactly 5 components below the round are runs; ``result_*.txt.gz`` (``.zst``) are
+  read as ``result_*.txt`` (streamed, ``pipeline.ingest.sources.common``). Power logs
+  (``<benchmark>/power/result_*/node_*.txt``) are not runs and yield no record of their own
+  (``pipeline.ingest.sources.mlperf.power`` reads them); they are counted in
+  ``stats["power_logs"]`` when the caller passes a ``stats`` dict.
 * Time-to-train follows ``mlperf_logging.result_summarizer``: the last ``run_start`` before the
   first ``run_stop``; ``(stop - start) / 1000`` seconds.
 * ``run_stop`` status ``success`` -> ``ok``, ``aborted`` (or anything else) -> ``aborted``
@@ -40,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
+                                            logical_suffix, read_error)
 from pipeline.ingest.sources.mlperf import mllog
 from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
@@ -111,12 +115,19 @@ def _result_groups(round_dir: Path, stats: dict[str, int]
     for sub in _dirs(round_dir):
         for system in _dirs(sub / "results"):
             for bench in _dirs(system):
-                files = sorted(p for p in bench.glob("result_*.txt") if p.is_file())
+                files = sorted(p for p in bench.glob("result_*") if p.is_file()
+                               and _is_result_name(p))
                 power = bench / "power"
                 if power.is_dir():
-                    stats["power_logs_skipped"] += sum(1 for p in power.glob("result_*/*.txt"))
+                    stats["power_logs"] += sum(1 for p in power.glob("result_*/*")
+                                               if logical_suffix(p) == ".txt")
                 if files:
                     yield sub.name, system.name, bench.name, bench, files
+
+
+def _is_result_name(path: Path) -> bool:
+    """``result_<id>.txt``, plain or compressed (``.gz``, ``.zst``)."""
+    return logical_suffix(path) == ".txt" and logical_name(path).startswith("result_")
 
 
 # --- one log ----------------------------------------------------------------------------------
@@ -287,8 +298,8 @@ def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, 
             continue
         try:
             log = mllog.parse_file(path, sha1=True)
-        except OSError as exc:
-            runs.append(_Run(path=path, reject=("unreadable", f"{exc.__class__.__name__}: {exc}")))
+        except READ_ERRORS as exc:
+            runs.append(_Run(path=path, reject=("unreadable", read_error(exc))))
             continue
         if log.is_binary:
             runs.append(_Run(path=path, reject=("binary_file", f"{log.n_bytes} bytes, not text")))
@@ -301,10 +312,10 @@ def read_tree(root: Path, source: str = "mlperf_logs",
               stats: dict[str, int] | None = None) -> Iterator[Record]:
     """One Record per result log under ``root`` (a round or a folder of rounds), sorted by path.
 
-    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs_skipped``.
+    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs``.
     """
     counts = stats if stats is not None else {}
-    for key in ("result_files", "groups", "power_logs_skipped"):
+    for key in ("result_files", "groups", "power_logs"):
         counts.setdefault(key, 0)
     for round_dir, version in find_rounds(Path(root)):
         for submitter, system, bench, folder, files in _result_groups(round_dir, counts):
@@ -332,10 +343,10 @@ def _to_record(run: _Run, source: str, version: str | None, submitter: str, syst
     f = run.fields
     f.update(source=source, source_kind="mlperf", benchmark=bench, mlperf_version=version,
              submitter=submitter, system=system, model=model, accelerator=sysinfo.accelerator,
-             result_path=f"{submitter}/results/{system}/{bench}/{run.path.name}",
+             result_path=f"{submitter}/results/{system}/{bench}/{logical_name(run.path)}",
              n_accelerators=sysinfo.n_accelerators, accelerators_per_node=sysinfo.per_node,
              citation=" ".join(p for p in ("MLPerf Training", version, submitter, system, bench,
-                                           run.path.stem) if p),
+                                           logical_stem(run.path)) if p),
              provenance=f"{path}:{run.line}")
     if params_b is not None:
         f["params_b"] = params_b
