@@ -16,6 +16,8 @@ SCALINGS = ("strong", "weak", "single", "sweep", "unknown")
 # `ok` ran and was measured; `oom` / `error` ran out of memory or crashed (published sweeps keep
 # them as runs); `aborted` / `no_run_stop` are MLPerf runs that did not reach a result.
 STATUSES = ("ok", "oom", "error", "aborted", "no_run_stop")
+# Where MLPerf power was measured: at the wall (AC) or after the power supplies (DC).
+POWER_MEASUREMENTS = ("AC", "DC")
 # Coarse strategy families, used to form series and to compare FSDP against model parallelism.
 STRATEGY_FAMILIES = ("ddp", "fsdp", "tp", "pp", "tp_pp", "hybrid_fsdp", "3d", "unknown")
 # y-metrics a series can be fitted on, in order of preference (ARCHITECTURE.md, fit stage).
@@ -70,8 +72,13 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("step_time_s", _F, "seconds per optimizer step"),
     ("time_to_train_s", _F, "MLPerf time-to-train: run_stop - run_start (s)"),
     ("inverse_time_to_train_per_s", _F, "1 / time_to_train_s, the MLPerf throughput proxy"),
-    ("power_w_per_accelerator", _F, "measured power per chip (W)"),
-    ("energy_j_per_token", _F, "energy per training token (J)"),
+    ("power_w_per_accelerator", _F, "measured power per chip (W): MLPerf node power (hosts "
+                                    "included) / accelerators"),
+    ("energy_j_per_token", _F, "energy per training token (J): energy_j / tokens trained"),
+    ("energy_j", _F, "energy to train (J), MLPerf Training rules: nodes + interconnect"),
+    ("energy_j_nodes", _F, "nodes' energy over the time to train (J), conversion eff. applied"),
+    ("energy_j_interconnect", _F, "interconnect (switch) power estimate x time to train (J)"),
+    ("power_measurement", _S, "AC | DC: where the MLPerf power was measured"),
     ("scaling", _S, "strong | weak | single | sweep | unknown"),
     ("series_id", _S, "scaling series this run belongs to (null: none)"),
     ("status", _S, "ok | oom | error | aborted | no_run_stop"),
@@ -97,6 +104,20 @@ SERIES_COLUMNS = (
     ("n_points", _I), ("n_distinct", _I), ("n_min", _I), ("n_max", _I), ("y_metric", _S),
 )
 SERIES_SCHEMA = pa.schema([pa.field(n, t) for n, t in SERIES_COLUMNS])
+
+# One row per MLPerf power measurement (``power.parquet``): a run measured at the wall (AC) and
+# after the power supplies (DC) has two rows and one run in runs.parquet (which carries the AC
+# figures, or the only ones). ``status``: ``ok`` or the reasons it was not used.
+POWER_COLUMNS = (
+    ("run_id", _S), ("source", _S), ("result_path", _S), ("model", _S), ("benchmark", _S),
+    ("accelerator", _S), ("n_accelerators", _I), ("system", _S), ("submitter", _S),
+    ("mlperf_version", _S), ("power_measurement", _S), ("status", _S), ("used_in_runs", _B),
+    ("n_node_files", _I), ("n_switch_files", _I), ("time_to_train_s", _F), ("tokens", _F),
+    ("energy_j", _F), ("energy_j_nodes", _F), ("energy_j_interconnect", _F),
+    ("power_w_per_accelerator", _F), ("energy_j_per_token", _F), ("power_folder", _S),
+    ("notes", _S),
+)
+POWER_SCHEMA = pa.schema([pa.field(n, t) for n, t in POWER_COLUMNS])
 
 # Per-step rows of training step logs (``steps.parquet``); parsers may add columns after these.
 STEP_COLUMNS = (

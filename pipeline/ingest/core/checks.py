@@ -11,15 +11,17 @@ import pandas as pd
 import pandera.pandas as pa
 
 from pipeline.schema import (PRECISIONS, RUN_COLUMNS, SCALINGS, SOURCE_KINDS, STATUSES,
-                             STRATEGY_FAMILIES, Y_METRICS)
+                             STRATEGY_FAMILIES, Y_METRICS, POWER_MEASUREMENTS)
 
 _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
              "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
-          "status": STATUSES, "strategy_family": STRATEGY_FAMILIES}
+          "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
+          "power_measurement": POWER_MEASUREMENTS}
 _FRACTIONS = ("mfu", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
-_PANDAS_DTYPE = {"string": object, "double": "float64", "int64": "Int64"}
+_ZERO_OK = ("energy_j_interconnect",)
+_PANDAS_DTYPE = {"string": object, "double": "float64", "int64": "Int64", "bool": "boolean"}
 
 
 def pandas_dtype(arrow_type: object) -> object:
@@ -36,6 +38,8 @@ def _column(name: str, arrow_type: object) -> pa.Column:
         checks += [pa.Check.gt(0.0), pa.Check.le(1.0)]
     elif name in _NON_NEGATIVE:
         checks.append(pa.Check.in_range(0, 3))
+    elif name in _ZERO_OK:
+        checks.append(pa.Check.ge(0))
     elif kind in ("double", "int64"):
         # Every other number of a run is a positive count or a positive SI quantity.
         checks.append(pa.Check.gt(0))

@@ -35,7 +35,8 @@ import pandas as pd
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.records import Record
-from pipeline.schema import PRECISIONS, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS, STATUSES
+from pipeline.schema import (POWER_MEASUREMENTS, PRECISIONS, RUN_COLUMN_NAMES, SCALINGS,
+                             SOURCE_KINDS, STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
@@ -47,7 +48,8 @@ _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version"
          "submitter", "result_path")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
              "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
-             "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s")
+             "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s", "energy_j",
+             "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
            "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
@@ -287,6 +289,14 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     for name in _POSITIVE:
         if name in f:
             row[name] = _positive(f, name)
+    if "energy_j_interconnect" in f:
+        row["energy_j_interconnect"] = _float(f, "energy_j_interconnect")
+        if row["energy_j_interconnect"] is not None and row["energy_j_interconnect"] < 0:
+            raise Reject("out_of_range", "energy_j_interconnect < 0")
+    if _text(f, "power_measurement") is not None:
+        row["power_measurement"] = _vocab(_text(f, "power_measurement"), POWER_MEASUREMENTS,
+                                          "power_measurement",
+                                          {m.lower(): m for m in POWER_MEASUREMENTS})
     tflops = _positive(f, "tflops_per_accelerator")
     hw_tflops = _positive(f, "hardware_tflops_per_accelerator")
     row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")

@@ -46,7 +46,7 @@ DEFAULT_KEYS = frozenset({
     "run_start", "run_stop", "submission_benchmark", "global_batch_size", "max_sequence_length",
     "gradient_accumulation_steps", "seed", "tracked_stats", "throughput",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-    "micro_batch_size",
+    "micro_batch_size", "train_samples",
 })
 
 # Event text: after the token up to the end of the line. ``\r`` ends it too (tqdm bars).
@@ -57,7 +57,7 @@ _SYSJSON_RE = re.compile(rb":::SYSJSON ([^\n\r]*)")
 # ``key=8`` in reprs, ``"key": 8`` in JSON). The name must not be the tail of a longer
 # identifier (``virtual_pipeline_model_parallel_size``, ``val_micro_batch_size``).
 HINT_NAMES = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-              "context_parallel_size", "micro_batch_size")
+              "context_parallel_size", "micro_batch_size", "max_seq_length")
 _HINT_VALUE_RE = re.compile(rb"""["']?\s*[:=]\s*["']?(\d{1,9})(?![\d.])""")
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _MAX_HINTS_PER_NAME = 64
@@ -246,7 +246,8 @@ class _Scanner:
             self.out.sysjson = obj
 
     def _hints(self, chunk: bytes) -> None:
-        if b"parallel_size" not in chunk and b"micro_batch_size" not in chunk:
+        if (b"parallel_size" not in chunk and b"micro_batch_size" not in chunk
+                and b"max_seq_length" not in chunk):
             return
         for name in HINT_NAMES:
             nb = name.encode()
