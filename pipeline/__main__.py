@@ -59,10 +59,12 @@ def fit(
     metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
     plots: Path = PLOTS,
     params: Path = PARAMS,
+    power: Path = typer.Option(Path("data/processed/power.parquet"),
+                               help="MLPerf power measurements (energy laws)"),
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
     _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+               out_dir=out, metrics_path=metrics, plots_dir=plots, power_path=power)
 
 
 @app.command()
