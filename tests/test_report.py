@@ -26,7 +26,7 @@ from synthetic_upstream import shared_downstream
 
 SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
-FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
+FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware", "energy",
            "power_cost", "frontier", "gap")
 
 

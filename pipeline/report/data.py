@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
-          "comparison", "comparison_curves", "comparison_series")
+          "comparison", "comparison_curves", "comparison_series", "energy_points", "energy_fits")
 METRICS = ("ingest", "fit", "theory", "compare")
 
 

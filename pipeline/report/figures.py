@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
+from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
 from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
                                    new_figure, note, save)
@@ -332,5 +333,6 @@ def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path
             "laws_holdout": laws_holdout(data, out),
             "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
+            "energy": energy_figure(data, out),
             "frontier": frontier(data, out, cfg["frontier_scenarios"]),
             "gap": gap(data, out, cfg["gap_runs"])}

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.data import ReportData, best_per_point, rank_within_source
+from pipeline.report.energy import energy_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
@@ -385,5 +386,6 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "laws": laws_section(d),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
+            "energy": energy_section(d),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
             "missing": d.missing}
