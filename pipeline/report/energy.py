@@ -1,7 +1,7 @@
 """The report's measured energy: MLPerf power runs against N (findings and figure).
 
 Reads only stage outputs: ``energy_points.parquet`` and ``energy_fits.parquet`` (fit stage,
-``pipeline.laws.energy``), ``fit.json["energy"]`` and ``theory.json["energy"]``
+``pipeline.laws.energy``), ``fit.json["energy"]`` and ``theory.json["_energy"]``
 (``pipeline.theory.energy``). The Fernandez et al. 2024 figures are third-party quotes, kept
 here with their provenance (``data/raw/published/fernandez2024.csv`` records them as claims).
 """
@@ -40,12 +40,18 @@ def _frame(d: ReportData, name: str) -> pd.DataFrame:
     return d.frames.get(name, pd.DataFrame())
 
 
-def energy_section(d: ReportData) -> dict[str, Any]:
-    """Figures for the 'Power and cost' section's measured-energy paragraphs and table."""
+def energy_section(d: ReportData, baseline: str = "baseline") -> dict[str, Any]:
+    """Figures for the 'Power and cost' section's measured-energy paragraphs and table, and the
+    frontier's draw (``baseline``: the scenario quoted first)."""
     pts, fits = _frame(d, "energy_points"), _frame(d, "energy_fits")
     out: dict[str, Any] = {"points": [], "series": [], "fernandez": FERNANDEZ_QUOTE,
                            "cross": d.metrics.get("fit", {}).get("energy", {}).get("cross_series", {}),
-                           "frontier": d.metrics.get("theory", {}).get("energy", {})}
+                           "frontier": d.metrics.get("theory", {}).get("_energy", {})}
+    scen = out["frontier"].get("scenarios", {})
+    # as the theory section picks it: the named scenario, else one called baseline, else the first
+    out["baseline"] = baseline if baseline in scen else next(
+        (k for k in sorted(scen) if "baseline" in k), next(iter(sorted(scen)), None))
+    out["frontier_rows"] = [dict(v, scenario=k) for k, v in sorted(scen.items())]
     if pts.empty:
         return out
     for r in pts.sort_values(["model", "accelerator", "power_measurement",

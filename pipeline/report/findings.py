@@ -386,6 +386,6 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "laws": laws_section(d),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
-            "energy": energy_section(d),
+            "energy": energy_section(d, cfg["baseline_scenario"]),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
             "missing": d.missing}
