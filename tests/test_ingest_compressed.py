@@ -186,3 +186,18 @@ def test_cut_gz_step_log_is_an_unreadable_reject_not_a_skip(tmp_path: Path) -> N
     assert set(packed) == {"gpt_n128.log", "gpt_n64.log.gz"}
     assert packed["gpt_n64.log.gz"].reason.startswith("unreadable: ")
     assert "compressed stream cut short" in packed["gpt_n64.log.gz"].reason
+
+
+def test_other_compressions_are_unreadable_rejects_not_skips(tmp_path: Path) -> None:
+    src = FIXTURES / "logs" / "megatron"
+    dst = tmp_path / "megatron"
+    shutil.copytree(src, dst)
+    (dst / "gpt_n64.log").rename(dst / "gpt_n64.log.bz2")
+    recs = {Path(r.path).name: r for r in read_logs(dst, PARAMS)[0]}
+    assert recs["gpt_n64.log.bz2"].reason.startswith(
+        "unreadable: ") and ".bz2 compression is not read" in recs["gpt_n64.log.bz2"].reason
+    table = tmp_path / "t" / "table.csv.xz"
+    table.parent.mkdir()
+    table.write_bytes(b"x")
+    (rec,) = read_published(table.parent, tmp_path)
+    assert rec.reason.startswith("unreadable: OSError: .xz compression is not read")

@@ -24,6 +24,9 @@ from typing import BinaryIO
 from pipeline.config import PROJ_ROOT
 
 COMPRESSED_SUFFIXES = (".gz", ".zst")
+# Compressions seen on logs that are not read: such a file is found like the others and becomes
+# an ``unreadable`` reject that says how to fix it, instead of being skipped in silence.
+OTHER_COMPRESSION = (".bz2", ".xz", ".lzma", ".lz4", ".zip", ".7z", ".br")
 # Bytes looked at to decide text or binary (the readers pass the start of the file).
 SNIFF_BYTES = 1 << 16
 # Share of junk (NUL, control bytes other than the ones text logs carry, bytes that are not
@@ -49,7 +52,7 @@ if _zstd is not None:
 def logical_name(path: str | Path) -> str:
     """The file name less a compression suffix: ``result_0.txt.gz`` -> ``result_0.txt``."""
     name = Path(path).name
-    for suffix in COMPRESSED_SUFFIXES:
+    for suffix in COMPRESSED_SUFFIXES + OTHER_COMPRESSION:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -92,6 +95,10 @@ def open_binary(path: str | Path, buffering: int = 1 << 20) -> BinaryIO:
     """
     path = Path(path)
     name = path.name.lower()
+    other = next((s for s in OTHER_COMPRESSION if name.endswith(s)), None)
+    if other is not None:
+        raise OSError(0, f"{other} compression is not read (only .gz and .zst): recompress "
+                         "the file with gzip or zstd", str(path))
     if name.endswith(".gz"):
         return gzip.open(path, "rb")  # type: ignore[return-value]
     if name.endswith(".zst"):
