@@ -22,7 +22,10 @@ report: $(STAMP)
 	dvc repro
 	@echo "Report: $(CURDIR)/reports/report.html (Markdown: $(CURDIR)/reports/report.md)"
 
+# The import contracts (.importlinter) first, then every test, the slow ones included.
+# The fast suite alone: `python -m pytest -q -m "not slow"`.
 test: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

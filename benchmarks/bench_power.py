@@ -15,6 +15,7 @@ import io
 import time
 from pathlib import Path
 
+from benchmarks.timing import best_of
 from pipeline.ingest.sources.mlperf import mllog, power
 
 ROOT = Path(__file__).resolve().parents[1] / "data" / "raw" / "mlperf"
@@ -28,12 +29,7 @@ def main() -> None:
     files = [f for f in files if f.name.startswith(("node_", "sw_"))]
     blobs = [gzip.decompress(f.read_bytes()) for f in files]
     mb = sum(len(b) for b in blobs) / 1e6
-    best_wall = best_cpu = float("inf")
-    for _ in range(5):
-        w, c = time.perf_counter(), time.process_time()
-        ours = [power.parse_power_bytes(b) for b in blobs]
-        best_wall = min(best_wall, time.perf_counter() - w)
-        best_cpu = min(best_cpu, time.process_time() - c)
+    ours, best_wall, best_cpu = best_of(lambda: [power.parse_power_bytes(b) for b in blobs])
     texts = [b.decode("latin-1") for b in blobs]
     w, c = time.perf_counter(), time.process_time()
     ref = [parse_generator(io.StringIO(t))[0] for t in texts]

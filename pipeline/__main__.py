@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError, load_params, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="scalewall: measured diminishing returns against data-movement limits.")
@@ -30,6 +30,7 @@ def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
     """Load params (failing fast on a broken file), then import and run ``module.run``."""
     try:
         params = load_params(params_path)
+        load_settings(params)  # the whole file, so any broken field stops any stage
         stage = importlib.import_module(module)
         stage.run(params, **paths)
     except ConfigError as exc:
@@ -70,6 +71,7 @@ def fit(
 @app.command()
 def theory(
     runs: Path = RUNS,
+    series: Path = typer.Option(Path("data/processed/series.parquet")),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
@@ -77,15 +79,14 @@ def theory(
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, runs_path=runs, catalog_dir=catalog,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.theory.stage", params, runs_path=runs, series_path=series,
+               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
 def compare(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
-    catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
     plots: Path = PLOTS,
@@ -93,7 +94,7 @@ def compare(
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
     _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
+               out_dir=out, metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
@@ -120,7 +121,9 @@ def validate(
     """
     from pipeline.ingest.validate import summary, validate_table
     try:
-        runs, rejects = validate_table(table, load_params(params), catalog)
+        loaded = load_params(params)
+        load_settings(loaded)
+        runs, rejects = validate_table(table, loaded, catalog)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc

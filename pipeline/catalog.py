@@ -26,6 +26,7 @@ import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
 from pipeline.config import ConfigError
+from pipeline.schema import PRECISION_ALIASES
 
 HARDWARE_FILE = "hardware.csv"
 ALIASES_FILE = "accelerator_aliases.csv"
@@ -45,11 +46,6 @@ PEAK_COLUMNS: dict[str, str] = {
 # precision actually used is returned so that the caller can record the substitution. fp8, tf32
 # and fp32 never fall back: a chip without fp8 units has no fp8 peak.
 PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {"bf16": ("fp16",), "fp16": ("bf16",)}
-# Spellings of precisions accepted by peak_flops_per_s (after lower-casing).
-PRECISION_ALIASES: dict[str, str] = {
-    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8", "float8": "fp8",
-    "float32": "fp32", "single": "fp32", "tensorfloat32": "tf32",
-}
 # Relative tolerance between a stated parameter count and a catalog model's, for generic aliases.
 PARAMS_RTOL = 0.05
 

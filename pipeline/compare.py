@@ -1,7 +1,9 @@
 """Compare stage: measured scaling against the theory's ceilings, per run and per series.
 
-Inputs (``data/processed``): ``runs``, ``series``, ``fits``, ``extrapolation``, ``bounds``,
-``frontier`` parquet files and ``reports/metrics/{fit,theory}.json``. Outputs:
+Inputs (``data/processed``): ``runs``, ``series``, ``fits``, ``fit_curves`` (each law on the
+extrapolation grid, written by fit), ``bounds`` and ``theory_curves`` (each series' ceiling on the
+same grid, written by theory) and ``reports/metrics/fit.json``. It joins and summarises them;
+it imports no fit or theory code. Outputs:
 
 * ``comparison.parquet``: one row per measured run: MFU, the theory's ``bound_mfu``, the fraction
   of the ceiling achieved, the measured step time split into the share the theory explains (by
@@ -23,13 +25,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pipeline.config import CATALOG_DIR, ConfigError, get
+from pipeline.config import settings as load_group
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.measures import (extrapolation_grid, finished, n_at_efficiency, series_runs,
+                               training_flop, y_column)
+from pipeline.schema import check_metrics, check_output, empty_frame
 
 SECONDS_PER_DAY = 86_400.0
 OVERLAPPED = ("hbm", "net_tp", "net_dp", "net_pp", "net_ep")
@@ -38,24 +43,14 @@ SHARES = ("compute",) + OVERLAPPED + ("bubble", "latency", "other", "unexplained
 
 # -- settings ----------------------------------------------------------------------------------
 def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """Read and check the ``compare`` section of params.yaml (ConfigError names the field)."""
-    targets = get(params, "compare.extrapolate_n", list)
-    if not targets or any(isinstance(t, bool) or not isinstance(t, int) or t < 2 for t in targets):
-        raise ConfigError("params: field 'compare.extrapolate_n' must be a list of integers >= 2")
-    interval = get(params, "compare.interval", float)
-    if not 0.0 < interval < 1.0:
-        raise ConfigError("params: field 'compare.interval' must lie in (0, 1)")
-    days = get(params, "compare.frontier_duration_days", float, default=90.0)
-    if days <= 0:
-        raise ConfigError("params: field 'compare.frontier_duration_days' must be > 0")
-    half = get(params, "compare.efficiency_threshold", float, default=0.5)
-    if not 0.0 < half < 1.0:
-        raise ConfigError("params: field 'compare.efficiency_threshold' must lie in (0, 1)")
-    points = get(params, "compare.curve_points", int, default=48)
-    if points < 4:
-        raise ConfigError("params: field 'compare.curve_points' must be >= 4")
-    return {"targets": sorted(targets), "interval": interval, "duration_s": days * SECONDS_PER_DAY,
-            "threshold": half, "curve_points": points}
+    """The ``compare`` settings, with the interval of ``fit`` and the horizon of ``theory``
+    (ConfigError names the field)."""
+    cfg = load_group(params, "compare")
+    interval = load_group(params, "fit").interval
+    days = load_group(params, "theory").duration_days
+    return {"targets": sorted(cfg.extrapolate_n), "interval": interval,
+            "duration_s": days * SECONDS_PER_DAY, "threshold": cfg.efficiency_threshold,
+            "curve_points": cfg.curve_points}
 
 
 # -- per run -----------------------------------------------------------------------------------
@@ -97,7 +92,7 @@ def gap_shares(mfu: float, bound: pd.Series) -> dict[str, float]:
 
 def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) -> pd.DataFrame:
     """One row per measured run: MFU against its ceiling, gap shares, place on the frontier."""
-    ok = runs[runs["status"].fillna("ok") == "ok"].copy()
+    ok = finished(runs).copy()
     keep = ["run_id", "source", "source_kind", "citation", "model", "accelerator",
             "accelerator_family", "n_accelerators", "strategy_family", "scaling", "series_id",
             "precision", "active_params", "mfu", "hfu", "model_flops_per_s", "tokens_per_s",
@@ -115,7 +110,7 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
     for r in df.itertuples():
         tokens = getattr(r, "training_tokens", np.nan)
         if np.isfinite(tokens if tokens is not None else np.nan) and np.isfinite(r.active_params):
-            flop.append(6.0 * r.active_params * tokens), basis.append("tokens")
+            flop.append(training_flop(r.active_params, tokens)), basis.append("tokens")
         elif np.isfinite(r.time_to_train_s) and np.isfinite(r.model_flops_per_s):
             flop.append(r.model_flops_per_s * r.time_to_train_s), basis.append("time_to_train")
         elif np.isfinite(r.model_flops_per_s):
@@ -124,59 +119,6 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
             flop.append(np.nan), basis.append(None)
     df["training_flop"], df["training_flop_basis"] = flop, basis
     return df.sort_values("run_id").reset_index(drop=True)
-
-
-# -- laws and theory adapters ------------------------------------------------------------------
-def predict_frame(result: Any, n: np.ndarray, interval: float) -> pd.DataFrame:
-    """A ``pipeline.laws`` fit's predictions at ``n``: columns predicted, pi_low, pi_high (the
-    interval for one new measurement at that N)."""
-    pred = result.predict(np.asarray(n, float), interval=interval)
-    return pred[["predicted", "pi_low", "pi_high"]].reset_index(drop=True)
-
-
-def theory_ceilings(refs: list[tuple[str, dict, np.ndarray]], catalog: Any,
-                    params: dict[str, Any]) -> tuple[dict[str, np.ndarray], str]:
-    """The theory's ceiling (bound_mfu) for each series' configuration family moved to other N.
-
-    ``refs`` holds (series_id, reference run, N grid). The reference run (the series' largest N)
-    keeps its model, accelerator and tp/pp/cp/ep degrees; data parallelism absorbs the change
-    of N (dp = N / (tp pp cp)); under weak scaling the global batch grows in proportion to N,
-    under strong scaling it stays fixed. All points are evaluated in one vectorised call of
-    ``pipeline.theory.bounds.compute_bounds`` with the ``theory`` section of params.yaml.
-    Returns ({series_id: bound_mfu per grid N}, note); {} when the theory is unavailable.
-    """
-    if not refs or catalog is None:
-        return {}, "no catalog or no series"
-    try:
-        from pipeline.theory.bounds import compute_bounds
-    except ImportError as exc:
-        return {}, f"theory unavailable: {exc}"
-    rows = []
-    for sid, ref, grid in refs:
-        n_ref = float(ref["n_accelerators"])
-        for i, n in enumerate(grid):
-            row = dict(ref, n_accelerators=float(n), dp=np.nan, run_id=f"{sid}|{i:04d}")
-            if ref.get("scaling") == "weak" and np.isfinite(ref.get("global_batch_tokens") or np.nan):
-                row["global_batch_tokens"] = float(ref["global_batch_tokens"]) * n / n_ref
-            rows.append(row)
-    try:
-        bounds = compute_bounds(pd.DataFrame(rows), catalog, params).set_index("run_id")["bound_mfu"]
-    except Exception as exc:  # a theory failure leaves the measured comparison intact
-        return {}, f"theory failed: {type(exc).__name__}: {exc}"[:200]
-    return ({sid: bounds.reindex([f"{sid}|{i:04d}" for i in range(len(grid))]).to_numpy(float)
-             for sid, _, grid in refs}, "")
-
-
-def _half_n(n: np.ndarray, eff: np.ndarray, threshold: float) -> float:
-    """Smallest N at which eff first falls below threshold, log-linearly interpolated."""
-    below = np.flatnonzero(np.isfinite(eff) & (eff < threshold))
-    if not len(below):
-        return np.nan
-    i = below[0]
-    if i == 0:
-        return float(n[0])
-    x0, x1, e0, e1 = np.log(n[i - 1]), np.log(n[i]), eff[i - 1], eff[i]
-    return float(np.exp(x0 + (threshold - e0) * (x1 - x0) / (e1 - e0)))
 
 
 # -- per series --------------------------------------------------------------------------------
@@ -196,100 +138,120 @@ def usable_laws(fits: pd.DataFrame, law_order: list[str]) -> dict[str, tuple[str
             for r, law, sc in zip(first["series_id"], first["law"], scale)}
 
 
+def _curve_on(curves: pd.DataFrame, grid: np.ndarray, columns: list[str]) -> pd.DataFrame | None:
+    """A series' curve rows as columns on ``grid``; None when they are absent or were written
+    on another grid."""
+    if curves is None or not len(curves):
+        return None
+    curves = curves.sort_values("n_accelerators")
+    if not np.array_equal(curves["n_accelerators"].to_numpy(float), grid):
+        return None
+    return curves[columns].reset_index(drop=True)
+
+
 def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFrame,
                    fits: pd.DataFrame, law_order: list[str], cfg: dict[str, Any],
-                   catalog: Any = None, params: dict[str, Any] | None = None
+                   fit_curves: pd.DataFrame, theory_curves: pd.DataFrame | None
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measured, fitted and theoretical efficiency curves per series, and their summaries.
 
-    The series are those the fit stage fitted; each is refitted here with its law (the default
-    law, or the next in ranking where the default could not be fitted: ``usable_laws``) on the
-    fit stage's own points and context (``pipeline.laws.series.series_points``) and scale, so
-    the curve is the fit in fits.parquet, with predictions and intervals at any N (fits.parquet
-    keeps no covariance to predict from). The theory's
-    curve comes from ``theory_ceilings`` (its efficiency is relative to the ceiling at the
-    series' smallest N).
+    The series are those the fit stage fitted; each is drawn with its law (the default law,
+    or the next in ranking where the default could not be fitted: ``usable_laws``) from the
+    curve the fit stage wrote on the extrapolation grid (``fit_curves.parquet``: predictions
+    and intervals), and with the ceiling curve the theory stage wrote on the same grid
+    (``theory_curves.parquet``; its efficiency is relative to the ceiling at the series'
+    smallest N). Nothing is refitted or recomputed here.
     """
-    from pipeline.laws import get_law
-    from pipeline.laws.nls import fit_law
-    from pipeline.laws.series import series_points
-
     default_law = law_order[0]
     laws_of = usable_laws(fits, law_order)
     bound_of = per_run.set_index("run_id")["bound_mfu"]
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
-    prepared = []
-    for s in series.sort_values("series_id").itertuples():
-        ycol = s.y_metric if s.y_metric in runs.columns else "model_flops_per_s"
-        g = runs[(runs["series_id"] == s.series_id) & (runs["status"].fillna("ok") == "ok")]
-        g = g[np.isfinite(g[ycol].astype(float)) & (g[ycol] > 0)]
-        by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
-        if len(by_n) < 2:
-            continue
-        n0 = float(by_n.index[0])
-        grid = np.unique(np.concatenate([
-            [n0], np.geomspace(n0, max(cfg["targets"]), cfg["curve_points"]), cfg["targets"]]))
-        ref = g.loc[g["n_accelerators"].idxmax()].to_dict()
-        prepared.append((s, ycol, g, by_n, grid, ref))
-    # A series whose model grows with N (Megatron's weak-scaling table) has no single
-    # configuration family to move along N: no theory curve for it.
-    one_model = [p for p in prepared if p[2]["params"].nunique(dropna=False) <= 1]
-    theory, theory_note = theory_ceilings(
-        [(p[0].series_id, p[5], p[4]) for p in one_model], catalog, params or {})
+    law_curve = {key: g for key, g in fit_curves.groupby(["series_id", "law"], sort=False)}
+    # N at the threshold efficiency of each fitted law: the fit stage's root (one answer)
+    law_half = dict(zip(zip(fits["series_id"], fits["law"]),
+                        fits["n_half_efficiency"].astype(float))) if len(fits) else {}
+    theory_curve = ({} if theory_curves is None else
+                    {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)})
+    theory_note = "" if theory_curves is not None else "theory unavailable: no theory_curves.parquet"
     rows, summary = [], []
-    for s, ycol, g, by_n, grid, ref in prepared:
-        n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
-        n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
-        theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
-        theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
-        law, scale = laws_of.get(s.series_id, (None, None))
-        base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
-                    strategy_family=s.strategy_family, accelerator=s.accelerator,
-                    accelerator_family=g["accelerator_family"].iloc[0], y_metric=ycol, law=law,
-                    law_is_default=law == default_law)
-        for n, y, tb in zip(n_obs, y_obs, theory_obs):
-            rows.append({**base, "kind": "measured", "n_accelerators": n, "y": y,
-                         "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]})
-        pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
-        note = "" if law else "no law could be fitted by the fit stage"
-        if law:
-            points = series_points(runs[runs["series_id"] == s.series_id], pd.Series(s._asdict()))
-            try:
-                result = fit_law(get_law(law), points.n, points.y, scale=scale or "linear",
-                                 ctx=points.ctx)
-                pred = predict_frame(result, grid, cfg["interval"])
-            except Exception as exc:  # reported per series, the stage goes on
-                note = f"fit failed: {type(exc).__name__}: {exc}"[:200]
-        pred0 = float(pred["predicted"].iloc[0]) / n0
-        th = theory.get(s.series_id, np.full(len(grid), np.nan))
-        eff_law = pred["predicted"].to_numpy() / grid / pred0
-        eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
-        peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
-        ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
-        y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
-            float(ratio.median()) if len(ratio) else np.nan)
-        for i, n in enumerate(grid):
-            rows.append({**base, "kind": "target" if n in cfg["targets"] else "curve",
-                         "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
-                         "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
-                         "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
-                         "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
-                         "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
-                         "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
-                         "y_ceiling": th[i] * peak * n * y_per_flop})
-        eff_obs = (y_obs / n_obs) / per0
-        summary.append({**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
-                        "efficiency_at_n_max": eff_obs[-1],
-                        "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-                        "n_half_law": _half_n(grid, eff_law, cfg["threshold"]),
-                        "n_half_theory": _half_n(grid, eff_theory, cfg["threshold"]),
-                        "n_half_measured": _half_n(n_obs, eff_obs, cfg["threshold"]),
-                        "theory_curve": bool(np.isfinite(th).any()),
-                        "note": "; ".join(x for x in (note, theory_note) if x)})
+    for s in series.sort_values("series_id").itertuples():
+        law = laws_of.get(s.series_id, (None, None))[0]
+        drawn = _draw_series(s, runs, bound_of, law, default_law, law_curve, theory_curve, cfg,
+                             law_half.get((s.series_id, law), np.nan))
+        if drawn is None:
+            continue
+        rows += drawn[0]
+        note = "; ".join(x for x in (drawn[1].pop("_note"), theory_note) if x)
+        summary.append({**drawn[1], "note": note})
+    if not rows:  # no series: the contract's columns, no rows
+        return empty_frame("comparison_curves.parquet"), empty_frame("comparison_series.parquet")
     curves = pd.DataFrame(rows)
-    if len(curves):
-        curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
+    curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
     return curves, pd.DataFrame(summary)
+
+
+def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
+                 default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any],
+                 n_half_law: float = np.nan) -> tuple[list[dict], dict[str, Any]] | None:
+    """One series' curve rows (measured points, then the grid) and its summary row (with its
+    own note under ``_note``); None when it has fewer than two measured N. ``n_half_law`` is
+    the fit stage's N at the threshold efficiency for the series' law, quoted when it lies
+    within the grid (up to the largest target)."""
+    ycol = y_column(runs, s.y_metric)
+    g = series_runs(runs, s.series_id, ycol)
+    by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
+    if len(by_n) < 2:
+        return None
+    n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
+    n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
+    grid = extrapolation_grid(float(n0), cfg["targets"], cfg["curve_points"])
+    theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
+    theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
+    base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
+                strategy_family=s.strategy_family, accelerator=s.accelerator,
+                accelerator_family=g["accelerator_family"].iloc[0], y_metric=ycol, law=law,
+                law_is_default=law == default_law)
+    rows = [{**base, "kind": "measured", "n_accelerators": n, "y": y,
+             "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]}
+            for n, y, tb in zip(n_obs, y_obs, theory_obs)]
+    pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
+    note = "" if law else "no law could be fitted by the fit stage"
+    if law:
+        drawn = _curve_on(law_curve.get((s.series_id, law)), grid,
+                          ["predicted", "pi_low", "pi_high"])
+        if drawn is None:
+            note = f"fit failed: the fit stage wrote no {law} curve on this grid"
+        else:
+            pred = drawn
+    pred0 = float(pred["predicted"].iloc[0]) / n0
+    ceiling = _curve_on(theory_curve.get(s.series_id), grid, ["bound_mfu"])
+    th = ceiling["bound_mfu"].to_numpy(float) if ceiling is not None else np.full(len(grid), np.nan)
+    eff_law = pred["predicted"].to_numpy() / grid / pred0
+    eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
+    peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
+    ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
+    y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
+        float(ratio.median()) if len(ratio) else np.nan)
+    for i, n in enumerate(grid):
+        rows.append({**base, "kind": "target" if n in cfg["targets"] else "curve",
+                     "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
+                     "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
+                     "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
+                     "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
+                     "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
+                     "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
+                     "y_ceiling": th[i] * peak * n * y_per_flop})
+    eff_obs = (y_obs / n_obs) / per0
+    threshold = cfg["threshold"]
+    summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
+               "efficiency_at_n_max": eff_obs[-1],
+               "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
+               "n_half_law": (n_half_law if law and np.isfinite(pred0) and n_half_law <= grid[-1]
+                              else np.nan),
+               "n_half_theory": n_at_efficiency(grid, eff_theory, threshold),
+               "n_half_measured": n_at_efficiency(n_obs, eff_obs, threshold),
+               "theory_curve": bool(np.isfinite(th).any()), "_note": note}
+    return rows, summary
 
 
 # -- stage -------------------------------------------------------------------------------------
@@ -342,11 +304,11 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, catalog_dir: Path | None = None) -> dict[str, Any]:
+        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
     """Run the compare stage; returns the metrics written to ``metrics_path``.
 
-    ``catalog_dir`` (default ``data/catalog``) gives the theory the hardware of each series'
-    configuration family moved to other N (``theory_ceilings``).
+    Reads only stage outputs: runs, series, fits and the laws' curves (fit), bounds and the
+    ceiling curves (theory; without them the measured side is still compared).
     """
     cfg = settings(params)
     processed_dir, metrics_dir = Path(processed_dir), Path(metrics_dir)
@@ -360,15 +322,17 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_d
                                                                            "t_compute_s": float})
     law_order = law_order_of(_read_json(metrics_dir / "fit.json"), fits)
     default_law = law_order[0]
-    from pipeline.catalog import load_catalog
-    catalog = load_catalog(catalog_dir or CATALOG_DIR)
+    fit_curves = pd.read_parquet(processed_dir / "fit_curves.parquet")
+    theory_path = processed_dir / "theory_curves.parquet"
+    theory_curves = pd.read_parquet(theory_path) if theory_path.exists() else None
     per_run = compare_runs(runs, bounds, cfg["duration_s"])
-    curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, catalog, params)
-    write_parquet(per_run, Path(out_dir) / "comparison.parquet")
-    write_parquet(curves, Path(out_dir) / "comparison_curves.parquet")
-    write_parquet(summ, Path(out_dir) / "comparison_series.parquet")
+    curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, fit_curves,
+                                  theory_curves)
+    for name, frame in (("comparison", per_run), ("comparison_curves", curves),
+                        ("comparison_series", summ)):
+        write_parquet(check_output(f"{name}.parquet", frame), Path(out_dir) / f"{name}.parquet")
     metrics = headline(per_run, summ, curves, cfg, default_law)
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("compare", metrics), metrics_path)
     plots_dir = Path(plots_dir)
     if len(curves):
         m = curves[curves["kind"] == "measured"]

@@ -26,18 +26,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from pipeline.schema import PUBLISHED_COLUMNS
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference-data"
 DEFAULT_OUT = ROOT / "data" / "raw" / "published"
 
-V1_COLUMNS = (
-    "source", "citation", "model", "params_b", "active_params_b", "n_layers", "d_model", "seq_len",
-    "accelerator", "n_accelerators", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
-    "ep", "zero_stage", "strategy", "precision", "tokens_per_s", "tokens_per_s_per_accelerator",
-    "tflops_per_accelerator", "mfu", "hfu", "step_time_s", "time_to_train_s",
-    "power_w_per_accelerator", "energy_j_per_token", "scaling", "series", "status", "derived",
-    "notes",
-)
+V1_COLUMNS = PUBLISHED_COLUMNS  # the format's one definition (pipeline/schema.py)
 # Extra columns, in output order; a file carries only those that any of its rows fills.
 EXTRA_COLUMNS = (
     "record_kind", "evidence", "reference_row", "accelerator_as_published",

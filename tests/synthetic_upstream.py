@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline.io import write_json, write_parquet
-from pipeline.schema import RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA
+from pipeline.schema import (RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA, FitMetrics, IngestMetrics,
+                             check_metrics, check_output)
 
 PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
 ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
@@ -141,12 +142,15 @@ def make_fits(runs: pd.DataFrame, series: pd.DataFrame) -> tuple[pd.DataFrame, p
         n, y = g.n_accelerators.to_numpy(float), g.model_flops_per_s.to_numpy(float)
         a, b = _power_fit(n, y)
         for law, shift in (("power", 0.0), ("amdahl", 1.5), ("usl", 3.0), ("comm", 4.0)):
-            fits.append(dict(series_id=sid, law=law, y_metric="model_flops_per_s",
+            fits.append(dict(series_id=sid, source=g.source.iloc[0], scaling=g.scaling.iloc[0],
+                             law=law, y_metric="model_flops_per_s", scale="log",
                              params=json.dumps({"a": a, "b": b}), stderr=json.dumps({"a": 0.0}),
                              ci_low=json.dumps({"b": b - 0.01}), ci_high=json.dumps({"b": b + 0.01}),
-                             aicc=-20.0 + shift, bic=-19.0 + shift, r2=0.99, n_points=len(g),
-                             converged=True, note="synthetic", n_peak=np.nan,
-                             n_half_efficiency=np.nan))
+                             aicc=-20.0 + shift, bic=-19.0 + shift, r2=0.99, delta_aicc=shift,
+                             n_points=len(g), n_distinct=len(g), n_min=int(n[0]),
+                             n_max=int(n[-1]), converged=True, note="synthetic", n_peak=np.nan,
+                             n_half_efficiency=np.nan,
+                             efficiency_at_n_max=float(y[-1] / n[-1] / (y[0] / n[0]))))
         if len(g) < 4:
             continue
         for law, bias in (("power", 1.00), ("amdahl", 0.93), ("usl", 0.90), ("comm", 1.05)):
@@ -179,7 +183,8 @@ def make_bounds(runs: pd.DataFrame) -> pd.DataFrame:
                          t_hbm_s=0.5 * t_compute, t_net_tp_s=0.2, t_net_dp_s=t_step if fsdp else 0.3,
                          t_net_pp_s=0.05, t_net_ep_s=0.0, t_bubble_s=0.0 if fsdp else 0.1 * (t_step - 1),
                          t_latency_s=0.01, binding="net_dp" if fsdp else "compute",
-                         assumed="micro_batch"))
+                         assumed="micro_batch", t_step_s=t_step, measured_mfu=r.mfu,
+                         exceeds_bound=False))
     return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True)
 
 
@@ -194,7 +199,11 @@ def make_frontier() -> tuple[pd.DataFrame, dict]:
                              n_accelerators=int(c / (989e12 * 0.8 * 7.776e6)) + 1, dp=64, tp=8, pp=16,
                              ep=1, microbatches=64, global_batch_tokens=4.2e6,
                              binding="compute" if c <= knee else "latency", feasible=bool(feasible)))
-        theory[scen] = {"knee_flop": knee, "wall_flop": wall}
+        theory[scen] = {"knee_flop": knee, "wall_flop": wall, "plateau_utilization": 0.8,
+                        "knee_utilization": 0.8, "wall_beyond_grid": False,
+                        "accelerator": "H100-SXM5-80GB", "precision": "bf16"}
+    theory["_bounds"] = {"runs": 0, "with_bound": 0, "without_bound": 0, "exceeding_bound": 0,
+                         "median_fraction_of_bound": None, "binding_counts": {}}
     return pd.DataFrame(rows).sort_values(["scenario", "training_flop"]).reset_index(drop=True), theory
 
 
@@ -211,6 +220,31 @@ def make_rejects() -> pd.DataFrame:
     ])
 
 
+def make_fit_metrics(extra: pd.DataFrame, series: pd.DataFrame) -> FitMetrics:
+    """fit.json as the fit stage writes it (the keys of ``FitMetrics``), with a hardware
+    regression so that the report's regression paragraph is exercised."""
+    by_law: dict[str, Any] = {}
+    for law, g in extra.groupby("law"):
+        by_law[law] = {f"k{k}": {"median_ape": float(h.ape.median()),
+                                 "p90_ape": float(h.ape.quantile(0.9)),
+                                 "coverage": float(h.covered.mean()), "n_predicted": int(len(h)),
+                                 "n_failed": 0}
+                       for k, h in g.groupby("k")}
+    scores = {law: float(g.ape.median()) for law, g in extra.groupby("law")}
+    hbm = {"mfu_points_per_doubling_of_ratio": -5.0, "ci_low": -8.0, "ci_high": -2.0,
+           "n_obs": 30, "n_accelerator_types": 3, "n_clusters": 3,
+           "formula": "mfu_points ~ log2_flops_per_hbm_byte + log2_n + C(scaling) + log10_params"}
+    return FitMetrics(scale="log", interval=0.95, holdout_k=[1, 2], default_law="power",
+                      default_law_reason="synthetic: lowest median APE",
+                      default_law_scores=scores,
+                      all_laws_common={"mean_median_ape": scores,
+                                       "n_cases": int(extra.groupby(["series_id", "k",
+                                                                     "n_target"]).ngroups)},
+                      extrapolation=by_law, cross_series={"hardware": {"hbm": hbm}},
+                      n_series=int(len(series)), n_series_fitted=int(len(series)),
+                      n_series_extrapolated=int(extra.series_id.nunique()))
+
+
 def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     """Build the synthetic upstream under ``root`` and run compare and report on it."""
     from pipeline.compare import run as compare_run
@@ -218,7 +252,7 @@ def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     from pipeline.report.stage import run as report_run
 
     params = params or load_params()
-    paths = build(root / "processed", root / "metrics")
+    paths = build(root / "processed", root / "metrics", params)
     compare_run(params, processed_dir=paths["processed"], metrics_dir=paths["metrics"],
                 out_dir=paths["processed"], metrics_path=paths["metrics"] / "compare.json",
                 plots_dir=root / "plots")
@@ -238,28 +272,71 @@ def shared_downstream(tmp_path_factory: Any) -> dict[str, Path]:
     return _SHARED["out"]
 
 
-def build(processed: Path, metrics: Path) -> dict[str, Path]:
+def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
+                ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The laws' curves and the ceilings on the extrapolation grid, computed as the fit and
+    theory stages compute them (real fits of each law, the real cost model and catalog), and
+    each law's N at the threshold efficiency ({(series_id, law): N}) as fits.parquet has it."""
+    from pipeline.catalog import load_catalog
+    from pipeline.config import CATALOG_DIR
+    from pipeline.laws import LawFitError, get_law
+    from pipeline.laws.derived import n_half_efficiency
+    from pipeline.laws.nls import fit_law
+    from pipeline.laws.series import series_points
+    from pipeline.laws.stage import _curve
+    from pipeline.measures import extrapolation_grid
+    from pipeline.theory.curves import series_ceilings
+
+    targets, points = sorted(params["compare"]["extrapolate_n"]), params["compare"]["curve_points"]
+    frames, n_half = [], {}
+    for _, srow in series.iterrows():
+        pts = series_points(runs[runs.series_id == srow.series_id], srow)
+        grid = extrapolation_grid(float(pts.n.min()), targets, points)
+        for law in ("power", "amdahl", "usl", "comm"):
+            try:
+                res = fit_law(get_law(law), pts.n, pts.y, scale="log", ctx=pts.ctx)
+            except LawFitError:
+                continue
+            frames.append(_curve(srow.series_id, law, "log", res, grid,
+                                 params["fit"]["interval"]))
+            n_half[(srow.series_id, law)] = n_half_efficiency(
+                res, float(pts.n.min()), params["compare"]["efficiency_threshold"])
+    fit_curves = pd.concat(frames, ignore_index=True).sort_values(
+        ["series_id", "law", "n_accelerators"]).reset_index(drop=True)
+    ceilings = series_ceilings(runs, series, load_catalog(CATALOG_DIR), params, targets, points)
+    return fit_curves, ceilings, n_half
+
+
+def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[str, Path]:
     """Write all upstream files under ``processed`` and ``metrics``; return their paths."""
+    from pipeline.config import load_params
+
+    params = params or load_params()
     processed, metrics = Path(processed), Path(metrics)
     runs = make_runs()
     series = make_series(runs)
     fits, extra = make_fits(runs, series)
     frontier, theory = make_frontier()
-    write_parquet(runs, processed / "runs.parquet", schema=RUNS_SCHEMA)
-    write_parquet(make_rejects(), processed / "rejects.parquet")
-    write_parquet(series, processed / "series.parquet", schema=SERIES_SCHEMA)
-    write_parquet(fits, processed / "fits.parquet")
-    write_parquet(extra, processed / "extrapolation.parquet")
-    write_parquet(make_bounds(runs), processed / "bounds.parquet")
-    write_parquet(frontier, processed / "frontier.parquet")
-    by_law = {}
-    for law, g in extra.groupby("law"):
-        by_law[law] = {"median_ape": float(g.ape.median()), "p90_ape": float(g.ape.quantile(0.9)),
-                       "coverage": float(g.covered.mean()), "n": int(len(g))}
-    write_json({"default_law": "power", "laws": by_law, "n_series_fitted": int(len(series)),
-                "hardware_regression": {"slope": -0.05, "intercept": 0.6, "r2": 0.5, "n": 12}},
+    # Every file is checked against the contract the real stages write (pipeline/schema.py),
+    # so these fixtures cannot drift from the stages' outputs.
+    write_parquet(check_output("runs.parquet", runs), processed / "runs.parquet",
+                  schema=RUNS_SCHEMA)
+    write_parquet(check_output("series.parquet", series), processed / "series.parquet",
+                  schema=SERIES_SCHEMA)
+    fit_curves, theory_curves, n_half = make_curves(runs, series, params)
+    fits["n_half_efficiency"] = [n_half.get(key, np.nan) for key in zip(fits.series_id, fits.law)]
+    for name, frame in (("rejects", make_rejects()), ("fits", fits), ("extrapolation", extra),
+                        ("bounds", make_bounds(runs)), ("frontier", frontier),
+                        ("fit_curves", fit_curves), ("theory_curves", theory_curves)):
+        write_parquet(check_output(f"{name}.parquet", frame), processed / f"{name}.parquet")
+    write_json(check_metrics("fit", make_fit_metrics(extra, series).model_dump()),
                metrics / "fit.json")
-    write_json(theory, metrics / "theory.json")
-    write_json({"n_runs": int(len(runs)), "n_rejects": 4, "n_series": int(len(series))},
-               metrics / "ingest.json")
+    write_json(check_metrics("theory", theory), metrics / "theory.json")
+    ingest = IngestMetrics(totals={"runs": int(len(runs)), "rejects": 4}, sources={},
+                           rejects_by_code={"unit_slip": 1, "truncated_log": 2,
+                                            "unknown_accelerator": 1},
+                           runs_by_source_kind={"published": int(len(runs))},
+                           runs_by_accelerator_family={}, n_series=int(len(series)),
+                           runs_in_series=int(series.n_points.sum()))
+    write_json(check_metrics("ingest", ingest.model_dump()), metrics / "ingest.json")
     return {"processed": processed, "metrics": metrics}

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.compare import SHARES, _half_n, gap_shares, predict_frame
+from pipeline.compare import SHARES, gap_shares
+from pipeline.laws.result import predict_frame
+from pipeline.measures import n_at_efficiency as _half_n
 from pipeline.compare import run as compare_run
 from pipeline.config import ConfigError, load_params
 from synthetic_upstream import NOISE, SERIES_SPECS, build
@@ -95,6 +97,7 @@ def test_predict_frame_from_a_law_fit() -> None:
     assert ((f["pi_high"] - f["pi_low"]) / f["predicted"] < 0.01).all()
 
 
+@pytest.mark.slow
 def test_theory_efficiency_follows_the_bounds(outputs: dict) -> None:
     """At measured N the theory's efficiency is the ratio of the runs' own ceilings (synthetic
     bounds are mfu x 1.6, so for an uncapped series it equals the MFU ratio)."""
@@ -108,6 +111,7 @@ def test_theory_efficiency_follows_the_bounds(outputs: dict) -> None:
     assert summ.loc[sid, "theory_efficiency_at_n_max"] < 0.5  # the synthetic ceiling falls too
 
 
+@pytest.mark.slow
 def test_per_run_rows_and_fraction(outputs: dict) -> None:
     runs = pd.read_parquet(outputs["processed"] / "runs.parquet")
     comp = pd.read_parquet(outputs["processed"] / "comparison.parquet")
@@ -119,6 +123,7 @@ def test_per_run_rows_and_fraction(outputs: dict) -> None:
     assert comp["fraction_of_ceiling"].median() == pytest.approx(1 / 1.6)
 
 
+@pytest.mark.slow
 def test_frontier_placement_basis(outputs: dict) -> None:
     comp = pd.read_parquet(outputs["processed"] / "comparison.parquet").set_index("source")
     mlperf = comp.loc["mlperf"]
@@ -130,6 +135,7 @@ def test_frontier_placement_basis(outputs: dict) -> None:
     assert palm["training_flop"] == pytest.approx(0.462 * 275e12 * 6144 * 90 * 86400)
 
 
+@pytest.mark.slow
 def test_series_efficiency_recovers_synthetic_law(outputs: dict) -> None:
     summ = pd.read_parquet(outputs["processed"] / "comparison_series.parquet").set_index("series_id")
     spec = {s[0]: s for s in SERIES_SPECS}
@@ -151,6 +157,7 @@ def test_series_efficiency_recovers_synthetic_law(outputs: dict) -> None:
     assert summ.loc["syn/llama70b-h100-weak", "efficiency_at_n_max"] > 0.95
 
 
+@pytest.mark.slow
 def test_extrapolation_targets_and_intervals(outputs: dict) -> None:
     curves = pd.read_parquet(outputs["processed"] / "comparison_curves.parquet")
     t = curves[curves["kind"] == "target"]
@@ -165,6 +172,7 @@ def test_extrapolation_targets_and_intervals(outputs: dict) -> None:
     assert row["efficiency_law_low"] <= row["efficiency_law"] <= row["efficiency_law_high"]
 
 
+@pytest.mark.slow
 def test_metrics_headline(outputs: dict) -> None:
     m = outputs["metrics_dict"]
     assert m["n_series"] == 4 and m["default_law"] == "power"
@@ -173,6 +181,7 @@ def test_metrics_headline(outputs: dict) -> None:
     assert (outputs["root"] / "plots" / "compare_efficiency.csv").exists()
 
 
+@pytest.mark.slow
 def test_deterministic(outputs: dict, tmp_path: Path) -> None:
     out = tmp_path / "again"
     compare_run(load_params(), processed_dir=outputs["processed"], metrics_dir=outputs["metrics"],
@@ -182,12 +191,28 @@ def test_deterministic(outputs: dict, tmp_path: Path) -> None:
     assert (out / "compare.json").read_bytes() == (outputs["metrics"] / "compare.json").read_bytes()
 
 
-@pytest.mark.parametrize("field,value", [("extrapolate_n", [10, "x"]), ("extrapolate_n", []),
-                                         ("interval", 1.5), ("frontier_duration_days", -1),
-                                         ("efficiency_threshold", 0)])
-def test_broken_config_names_field(outputs: dict, tmp_path: Path, field: str, value: object) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("group,field,value", [
+    ("compare", "extrapolate_n", [10, "x"]), ("compare", "extrapolate_n", []),
+    ("fit", "interval", 1.5), ("theory", "duration_days", -1),  # shared values compare reads
+    ("compare", "efficiency_threshold", 0), ("compare", "interval", 0.9)])  # not compare's own
+def test_broken_config_names_field(outputs: dict, tmp_path: Path, group: str, field: str,
+                                   value: object) -> None:
     params = copy.deepcopy(load_params())
-    params["compare"][field] = value
-    with pytest.raises(ConfigError, match=f"compare.{field}"):
+    params[group][field] = value
+    with pytest.raises(ConfigError, match=f"'{group}.{field}[.']".replace(".", r"\.")):
         compare_run(params, processed_dir=outputs["processed"], metrics_dir=outputs["metrics"],
                     out_dir=tmp_path, metrics_path=tmp_path / "c.json", plots_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_n_half_law_is_the_fit_stages_root(outputs: dict) -> None:
+    """One answer for a law's N at the threshold: compare quotes fits.n_half_efficiency (the
+    root of the law's efficiency), not an interpolation on its own grid."""
+    fits = pd.read_parquet(outputs["processed"] / "fits.parquet")
+    summ = pd.read_parquet(outputs["processed"] / "comparison_series.parquet")
+    root = dict(zip(zip(fits.series_id, fits.law), fits.n_half_efficiency))
+    quoted = summ.dropna(subset=["n_half_law"])
+    assert len(quoted) >= 1
+    for r in quoted.itertuples():
+        assert r.n_half_law == root[(r.series_id, r.law)]

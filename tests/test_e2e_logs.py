@@ -14,6 +14,9 @@ from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
 from pipeline.laws import stage as fit_stage
 
+# Reruns whole stages (compare, report) or reads every real trace: slow.
+pytestmark = pytest.mark.slow
+
 # Strong scaling at a fixed global batch of 128 sequences of 4096 tokens (TP 2): the step time
 # per N follows an Amdahl-like curve, so the per-GPU throughput falls as N grows.
 STEP_TIME_MS = {16: 9200.0, 32: 4800.0, 64: 2600.0, 128: 1500.0}

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.core.derive import Reject, flops_per_token, strategy_family
+from pipeline.ingest.core.derive import Reject, strategy_family
+from pipeline.measures import flop_per_token as flops_per_token
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize, run_id
 from pipeline.ingest.records import REJECT_CODES, Record
 from pipeline.schema import RUN_COLUMN_NAMES
@@ -261,6 +262,7 @@ _FIELDS = ["params_b", "active_params_b", "n_accelerators", "tokens_per_s", "mfu
            "power_w_per_accelerator", "tokens_per_s_per_accelerator", "model_flops_per_s"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(values=st.fixed_dictionaries({}, optional={k: _NUMBERS for k in _FIELDS}),
        texts=st.fixed_dictionaries({}, optional={

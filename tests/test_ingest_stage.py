@@ -89,6 +89,7 @@ def test_fixture_tables_end_to_end(tmp_path: Path, stubbed: None) -> None:
     assert list(steps.columns) == [n for n, _ in STEP_COLUMNS] and steps.empty
 
 
+@pytest.mark.slow
 def test_two_runs_give_byte_identical_files(tmp_path: Path, stubbed: None) -> None:
     _run(tmp_path, "a")
     _run(tmp_path, "b")
@@ -151,6 +152,7 @@ def real_ingest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return tmp, metrics
 
 
+@pytest.mark.slow
 def test_accounting_on_the_real_published_tables(real_ingest: tuple[Path, dict]) -> None:
     tmp, metrics = real_ingest
     for source, m in metrics["sources"].items():
@@ -164,6 +166,7 @@ def test_accounting_on_the_real_published_tables(real_ingest: tuple[Path, dict])
         _count_rows(PUBLISHED).values())
 
 
+@pytest.mark.slow
 def test_the_shipped_dataset_is_large_and_resolved(real_ingest: tuple[Path, dict]) -> None:
     """Issue 2's floor: >= 2,000 runs, >= 8 sources, >= 4 accelerator families, every
     accelerator a catalog id."""
@@ -178,6 +181,7 @@ def test_the_shipped_dataset_is_large_and_resolved(real_ingest: tuple[Path, dict
     assert set(runs["accelerator"]) <= set(catalog.hardware.index)
 
 
+@pytest.mark.slow
 def test_compute_to_bandwidth_ratios_come_from_the_catalog(real_ingest: tuple[Path, dict]
                                                            ) -> None:
     """H100 bf16: 989.5e12 / 3.35e12 = 295.4 FLOP per HBM byte (theory.md G11) and
@@ -200,6 +204,7 @@ _SAME_VALUE = {"n_accelerators": ("n_accelerators", 1.0), "params_b": ("params",
                "pp": ("pp", 1.0), "dp": ("dp", 1.0)}
 
 
+@pytest.mark.slow
 def test_every_published_value_reaches_its_run(real_ingest: tuple[Path, dict]) -> None:
     """Each run's published numbers equal its CSV row's (the row named in provenance)."""
     tmp, _ = real_ingest
@@ -230,6 +235,7 @@ def _one(runs: pd.DataFrame, **match: Any) -> pd.Series:
     return hit.iloc[0]
 
 
+@pytest.mark.slow
 def test_golden_runs_by_hand(real_ingest: tuple[Path, dict]) -> None:
     """Real runs against the paper's numbers and the FLOP formula worked by hand."""
     tmp, _ = real_ingest
@@ -275,6 +281,7 @@ def test_golden_runs_by_hand(real_ingest: tuple[Path, dict]) -> None:
     assert gp["series_id"].startswith("mlperf_training/azure+nvidia/v3.1/gpt3-175b/")
 
 
+@pytest.mark.slow
 def test_derivations_hold_on_every_run(real_ingest: tuple[Path, dict]) -> None:
     """Invariants of the derived columns over the whole shipped table."""
     tmp, _ = real_ingest
@@ -297,6 +304,7 @@ def test_derivations_hold_on_every_run(real_ingest: tuple[Path, dict]) -> None:
     assert runs["mfu"].dropna().between(0, 1, inclusive="right").all()
 
 
+@pytest.mark.slow
 def test_a_result_tree_already_in_the_published_table_is_not_counted_twice(
         tmp_path: Path, mlperf_traces: Path) -> None:
     """The traces are MLPerf logs that mlperf_training.csv lists: same content hash ->
@@ -321,6 +329,7 @@ def test_a_result_tree_already_in_the_published_table_is_not_counted_twice(
     assert not kept & set(table["log_sha1"].dropna())
 
 
+@pytest.mark.slow
 def test_mlperf_traces_accounting_and_determinism(tmp_path: Path, mlperf_traces: Path) -> None:
     params = _params(tmp_path, mlperf_roots=[str(mlperf_traces)])
     outs = []
@@ -362,6 +371,7 @@ def test_duplicates_by_identity_and_by_log_hash() -> None:
     assert [r["reason"] for r in rejects] == ["duplicate: same run as s/result_0.txt:1"]
 
 
+@pytest.mark.slow
 def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:
     """Published + MLPerf + step-log fixtures in one stage run: accounting and steps joined."""
     logs = Path(__file__).parent / "fixtures" / "logs"

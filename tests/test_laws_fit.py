@@ -94,6 +94,7 @@ def _coverage(law: str, theta: np.ndarray, ctx: SeriesContext, noise: float,
     # fits put one on its bound (no interval), so its coverage is tested at 1% noise
     ("comm", np.array([1.0, 50.0, 0.5, 0.02]), 0.01),
 ])
+@pytest.mark.slow
 def test_recovery_ci_coverage_is_nominal(law: str, theta: np.ndarray, noise: float) -> None:
     # Estimates inside their 95% CI about 95% of the time: binomial sd over 200 seeds is 1.5%.
     coverage, pi_coverage, peak_coverage = _coverage(law, theta, SeriesContext(), noise)

@@ -20,7 +20,10 @@ from synthetic_upstream import make_runs, make_series
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
                   "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
                   "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True,
-                  "flag_peak_beyond": 10}}
+                  "flag_peak_beyond": 10},
+          # the extrapolation grid the laws' curves are written on (fit_curves.parquet)
+          "compare": {"extrapolate_n": [10000, 100000], "efficiency_threshold": 0.5,
+                      "curve_points": 48}}
 
 
 def _upstream(tmp_path: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
@@ -59,6 +62,7 @@ def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
     return metrics, out
 
 
+@pytest.mark.slow
 def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     metrics, out = _run(tmp_path, PARAMS)
     fits = pd.read_parquet(out / "fits.parquet")
@@ -123,6 +127,7 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     assert np.allclose(first.efficiency, 1.0)
 
 
+@pytest.mark.slow
 def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
     _, out = _run(tmp_path, PARAMS)
     extra = pd.read_parquet(out / "extrapolation.parquet")
@@ -141,6 +146,7 @@ def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
     assert len(power) == 3 and (power.ape < 1e-6).all()
 
 
+@pytest.mark.slow
 def test_stage_is_deterministic(tmp_path: Path) -> None:
     _run(tmp_path, PARAMS, "a")
     _run(tmp_path, PARAMS, "b")
@@ -164,10 +170,11 @@ def test_broken_config_names_the_field(tmp_path: Path, field: str, value: object
         _run(tmp_path, params)
 
 
+@pytest.mark.slow
 def test_project_params_are_valid(tmp_path: Path) -> None:
     fit_params = load_params()["fit"]
     assert set(PARAMS["fit"]) == set(fit_params)
-    _run(tmp_path, {"fit": fit_params})
+    _run(tmp_path, {"fit": fit_params, "compare": load_params()["compare"]})
 
 
 def test_holdout_split_uses_distinct_n() -> None:
@@ -268,6 +275,7 @@ def test_default_law_rule_needs_success_and_compares_on_common_cases() -> None:
     assert summarise(extra, ["power", "amdahl", "usl"], [1], min_success=0.3)["default_law"] == "usl"
 
 
+@pytest.mark.slow
 def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
     runs_path, series_path, _, series = _upstream(tmp_path)
     write_parquet(series.iloc[0:0], series_path)
@@ -306,6 +314,7 @@ def test_implausible_fits_are_flagged_in_note() -> None:
     assert notes(n, inside, "usl") == ""
 
 
+@pytest.mark.slow
 def test_comm_only_caveat_stays_on_comm_rows(tmp_path: Path) -> None:
     _, out = _run(tmp_path, PARAMS)
     fits = pd.read_parquet(out / "fits.parquet")
@@ -323,3 +332,31 @@ def test_coverage_note_says_when_intervals_undercover() -> None:
     laws["usl"]["k2"]["coverage"] = 0.94
     assert "below" not in _coverage_note(laws, 0.95)
     assert _coverage_note({}, 0.95) == ""
+
+
+@pytest.mark.slow
+def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path) -> None:
+    """What compare draws is the fit stage's own fit: each converged law's predictions on
+    ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""
+    from pipeline.laws import get_law
+    from pipeline.laws.nls import fit_law
+    from pipeline.laws.series import series_points
+    from pipeline.measures import extrapolation_grid
+
+    _, out = _run(tmp_path, PARAMS)
+    curves = pd.read_parquet(out / "fit_curves.parquet")
+    fits = pd.read_parquet(out / "fits.parquet")
+    runs, series = pd.read_parquet(tmp_path / "runs.parquet"), pd.read_parquet(tmp_path / "series.parquet")
+    converged = fits[fits.converged]
+    assert set(zip(converged.series_id, converged.law)) <= set(zip(curves.series_id, curves.law))
+    sid, law = converged.series_id.iloc[0], converged.law.iloc[0]
+    mine = curves[(curves.series_id == sid) & (curves.law == law)]
+    srow = series.set_index("series_id").loc[sid].copy()
+    srow["series_id"] = sid
+    points = series_points(runs[runs.series_id == sid], srow)
+    grid = extrapolation_grid(float(points.n.min()), [10000, 100000], 48)
+    assert len(grid) == 49 and np.array_equal(mine.n_accelerators.to_numpy(), grid)
+    res = fit_law(get_law(law), points.n, points.y, scale="linear", ctx=points.ctx)
+    pred = res.predict(grid, interval=0.95)
+    assert mine.predicted.to_numpy() == pytest.approx(pred["predicted"].to_numpy(), rel=1e-12)
+    assert (mine.pi_low <= mine.predicted).all() and (mine.predicted <= mine.pi_high).all()

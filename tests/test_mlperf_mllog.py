@@ -163,6 +163,7 @@ def test_agrees_with_reference_parser_on_synthetic_fixtures(path: Path) -> None:
     assert [(e.time_ms, e.key, e.value) for e in fast.events] == wanted
 
 
+@pytest.mark.slow
 def test_agrees_with_reference_parser_on_real_traces(mlperf_traces: Path) -> None:
     files = sorted(mlperf_traces.glob("v*/*/results/**/*.txt"))
     assert len(files) == 21
@@ -189,6 +190,7 @@ _noise = st.text(st.characters(min_codepoint=32, max_codepoint=255, blacklist_ch
                  max_size=40).filter(lambda s: ":::MLLOG" not in s)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(_prefixes, _keys, st.integers(0, 10**13), _json_values, _noise),
                 max_size=12))

@@ -11,6 +11,9 @@ import pytest
 
 from pipeline.ingest.sources.mlperf.tree import read_tree
 
+# Reruns whole stages (compare, report) or reads every real trace: slow.
+pytestmark = pytest.mark.slow
+
 STATUS = {"success": "ok", "aborted": "aborted", "no_run_stop": "no_run_stop"}
 
 

@@ -269,6 +269,7 @@ _scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.
                      st.text(max_size=6), st.sampled_from(["8", " 4 ", "²", "N/A", "0", "1e3"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.sampled_from(["number_of_nodes", "accelerators_per_node",
                                         "accelerator_model_name", "system_name"]), _scalars),
@@ -292,6 +293,7 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
                        | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(status=_values, gbs=_values, seq=_values, stats=_values, t_stop=st.integers(-10**15, 10**15))
 def test_fuzz_event_values_of_any_type_never_raise(status, gbs, seq, stats, t_stop) -> None:

@@ -24,6 +24,9 @@ from pipeline.report.stage import run as report_run
 from pipeline.report.stage import settings
 from synthetic_upstream import shared_downstream
 
+# Reruns whole stages (compare, report) or reads every real trace: slow.
+pytestmark = pytest.mark.slow
+
 SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware", "energy",

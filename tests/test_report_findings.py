@@ -85,8 +85,13 @@ def test_laws_ranked_only_among_the_fit_stages_eligible_laws() -> None:
                          "ape": ape if i < n_ok else float("nan")})
     fits = pd.DataFrame([{"series_id": "s0", "law": law, "aicc": a, "converged": True}
                          for law, a in (("amdahl", 1.0), ("comm", 2.0))])
-    fit = {"default_law": "amdahl", "default_law_scores": {"amdahl": 0.25},
-           "all_laws_common": {"n_cases": 3, "mean_median_ape": {"amdahl": 0.3, "comm": 0.1}}}
+    fit = {"default_law": "amdahl", "default_law_scores": {"amdahl": 0.25}, "holdout_k": [1],
+           "all_laws_common": {"n_cases": 3, "mean_median_ape": {"amdahl": 0.3, "comm": 0.1}},
+           # the per-law scores as the fit stage writes them (the report reads, not recomputes)
+           "extrapolation": {law: {"k1": {"median_ape": ape, "p90_ape": ape, "coverage": 0.5,
+                                          "n_predicted": n_ok, "n_failed": n_fail}}
+                             for law, ape, n_ok, n_fail in (("amdahl", 0.25, 9, 1),
+                                                            ("comm", 0.10, 3, 7))}}
     laws = findings.laws_section(_data({"fits": fits, "extrapolation": pd.DataFrame(rows)},
                                        fit=fit))
     # comm has the lower median error but predicted 3 of 10 cases: not ranked, said so
@@ -107,6 +112,7 @@ def test_wall_at_grid_edge_is_not_called_a_wall(beyond: bool, expected: str) -> 
     assert expected in str(render.environment(False).get_template("_prose.j2").module.frontier(t))
 
 
+@pytest.mark.slow
 def test_every_section_renders_from_nothing(tmp_path) -> None:
     """No stage output at all: every figure says so and every section says what is missing."""
     from pipeline.config import load_params

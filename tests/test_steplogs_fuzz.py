@@ -202,6 +202,7 @@ printed_number = st.one_of(
 decimal_text = st.one_of(printed_number, st.text(alphabet="0123456789.eE+-", max_size=12))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(plain=st.lists(printed_number, min_size=64, max_size=90),
        odd=st.lists(decimal_text, min_size=64, max_size=90))
@@ -222,6 +223,7 @@ json_number = st.one_of(st.none(), st.integers(-10**20, 10**20),
 json_extra = st.one_of(st.text(max_size=12), st.booleans(), st.lists(st.integers(), max_size=3))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(rows=st.lists(st.tuples(
     st.integers(-10**12, 10**12),

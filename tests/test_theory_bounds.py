@@ -123,6 +123,7 @@ def test_a_measurement_above_its_ceiling_is_flagged_with_a_reason(bounds):
     assert "measured mfu 0.900 > bound" in reason and "binding" in reason
 
 
+@pytest.mark.slow
 def test_stage_writes_contract_files_deterministically(tmp_path, params):
     runs_path = tmp_path / "runs.parquet"
     _runs().to_parquet(runs_path)
@@ -171,6 +172,7 @@ _maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
     "precision": _maybe(st.sampled_from(["bf16", "fp8", "fp32"])),
     "mfu": _maybe(st.floats(0.01, 1.0)),
 }), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_any_runs_frame_gets_finite_ceilings_or_a_reason(params, catalog, rows):
     runs = pd.DataFrame(rows)
     runs["run_id"] = [f"r{i}" for i in range(len(runs))]
@@ -205,3 +207,21 @@ def test_fsdp_runs_get_the_optimistic_gather_and_say_so(params, catalog):
     every = compute_bounds(runs, catalog, per_mb).iloc[0]
     assert every["bound_mfu"] < 0.43 and every["exceeds_bound"]
     assert every["binding"] == "net_dp"
+
+
+def test_the_peak_runs_parquet_carries_is_the_one_used(params, catalog):
+    """runs.parquet's peak (at peak_precision) is read, not looked up again; the catalog is
+    asked only when a frame carries none. Same peak, same ceiling; half the peak, twice the
+    compute time."""
+    run = dict(run_id="a", accelerator=H100, n_accelerators=64, params=7e9, n_layers=32,
+               d_model=4096, seq_len=4096, tp=8, pp=1, global_batch_tokens=2.0**22,
+               precision="bf16")
+    peak, used = catalog.peak_flops_per_s(H100, "bf16")
+    plain = compute_bounds(pd.DataFrame([run]), catalog, params).iloc[0]
+    same = compute_bounds(pd.DataFrame([dict(run, peak_flops_per_s_per_accelerator=peak,
+                                             peak_precision=used)]), catalog, params).iloc[0]
+    half = compute_bounds(pd.DataFrame([dict(run, peak_flops_per_s_per_accelerator=peak / 2,
+                                             peak_precision=used)]), catalog, params).iloc[0]
+    assert same["t_compute_s"] == plain["t_compute_s"] and same["peak_flops_per_s"] == peak
+    assert half["peak_flops_per_s"] == peak / 2
+    assert half["t_compute_s"] == pytest.approx(2 * plain["t_compute_s"], rel=1e-12)

@@ -43,6 +43,7 @@ def test_baseline_uses_the_ml_par_sim_laws_and_h100(scenarios):
     assert scn.duration_s == 90 * 86400
 
 
+@pytest.mark.slow
 def test_headline_knee_and_wall_g1_g2(heads):
     _, head = heads["baseline"]
     assert 8e27 <= head.knee_flop <= 5e28
@@ -50,12 +51,14 @@ def test_headline_knee_and_wall_g1_g2(heads):
     assert not head.wall_beyond_grid
 
 
+@pytest.mark.slow
 def test_aggressive_batch_and_fatter_models_move_the_wall_up(heads):
     wall = heads["baseline"][1].wall_flop
     assert heads["aggressive_batch"][1].wall_flop > 2 * wall
     assert heads["fatter_models"][1].wall_flop > 2 * wall
 
 
+@pytest.mark.slow
 def test_frontier_shape(heads):
     front, head = heads["baseline"]
     feas = front.feasible
@@ -71,6 +74,7 @@ def test_frontier_shape(heads):
     assert front.utilization[feas][-1] < 0.1
 
 
+@pytest.mark.slow
 def test_reported_layouts_reproduce_their_utilization(scenarios, heads):
     scn, (front, _) = scenarios["baseline"], heads["baseline"]
     pick = np.nonzero(front.feasible)[0][::7]
@@ -112,6 +116,7 @@ def test_search_beats_a_brute_force_grid_at_one_compute(scenarios):
     assert best.utilization[0] >= cost.utilization[feasible].max() * (1 - 1e-12)
 
 
+@pytest.mark.slow
 def test_faster_chip_same_bandwidths_does_not_move_the_knee_up(scenarios, heads):
     scn = scenarios["baseline"]
     fast = replace(scn, hardware=scn.hardware.scaled(peak_flops_per_s=2.0))
@@ -160,6 +165,7 @@ def test_memory_check_keeps_weights_and_optimizer_states_in_hbm(scenarios):
     assert np.all(state <= 80e9)
 
 
+@pytest.mark.slow
 def test_wall_lies_between_the_closed_forms_of_its_latency_chain(scenarios, heads):
     # No layout shortens the kernel chain, so the wall cannot pass the closed-form wall at
     # tau = n_k l_k; the wall's own layout pays at least that, so the search's wall is below.

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.config import PROJ_ROOT, ConfigError, settings, strip_project_root
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
@@ -32,11 +32,10 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
-from pipeline.ingest.core.checks import pandas_dtype, validate_runs
 from pipeline.io import write_json, write_parquet
-from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, PRECISIONS, REJECTS_SCHEMA,
-                             RUN_COLUMNS, RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA,
-                             STEPS_SCHEMA)
+from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUN_COLUMNS,
+                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
+                             check_metrics, check_output, pandas_dtype, validate_runs)
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
 
@@ -47,25 +46,16 @@ def _warn(message: str) -> None:
 
 def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
     """Check the ``ingest`` params; a missing or wrong field is a ConfigError naming it."""
-    precision = get(params, "ingest.default_precision", str)
-    if precision not in PRECISIONS:
-        raise ConfigError(f"params: field 'ingest.default_precision' must be one of "
-                          f"{', '.join(PRECISIONS)}, got {precision!r}")
-    attention = get(params, "ingest.attention_flops", bool)
-    roots = get(params, "ingest.mlperf_roots", list)
+    cfg = settings(params, "ingest")
     paths = []
-    for root in roots:
-        if not isinstance(root, str) or not root:
-            raise ConfigError(f"params: field 'ingest.mlperf_roots' must list folder paths, "
-                              f"got {root!r}")
+    for i, root in enumerate(cfg.mlperf_roots):
         path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
         if not path.is_dir():
-            raise ConfigError(f"params: field 'ingest.mlperf_roots': folder {root!r} does not "
-                              f"exist")
+            raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {root[:200]!r} "
+                              f"does not exist")
         paths.append(path)
-    assumed = get(params, "ingest.mfu_on_assumed_precision", bool)
-    return Options(default_precision=precision, attention_flops=attention,
-                   mfu_on_assumed_precision=assumed), paths
+    return Options(default_precision=cfg.default_precision, attention_flops=cfg.attention_flops,
+                   mfu_on_assumed_precision=cfg.mfu_on_assumed_precision), paths
 
 
 def load_catalog(catalog_dir: Path) -> Any:
@@ -102,14 +92,10 @@ def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> list[
     return records
 
 
-_ROOT_PREFIX = f"{PROJ_ROOT.as_posix()}/"
-
-
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
     # Parsers may quote absolute paths; rejects.parquet must not depend on the checkout's place.
     return {"source": record.source, "path": record.path, "line": record.line,
-            "record": record.raw.replace(_ROOT_PREFIX, ""),
-            "reason": reason.replace(_ROOT_PREFIX, "")}
+            "record": strip_project_root(record.raw), "reason": strip_project_root(reason)}
 
 
 def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
@@ -278,23 +264,25 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
         check_accounting(read, runs, rejects)
         power_rows.sort(key=lambda r: (r["run_id"], r["power_measurement"] or "",
                                        r["power_folder"]))
-        write_parquet(_frame(power_rows, POWER_COLUMNS), out_dir / "power.parquet",
-                      POWER_SCHEMA)
+        write_parquet(check_output("power.parquet", _frame(power_rows, POWER_COLUMNS)),
+                      out_dir / "power.parquet", POWER_SCHEMA)
 
         runs.sort(key=lambda r: r["run_id"])
         series = assign_series(runs)
         rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
         runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
         write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
-        write_parquet(_frame(rejects, REJECTS_SCHEMA_COLUMNS), out_dir / "rejects.parquet",
-                      REJECTS_SCHEMA)
-        write_parquet(_frame(series, SERIES_COLUMNS), out_dir / "series.parquet", SERIES_SCHEMA)
+        write_parquet(check_output("rejects.parquet", _frame(rejects, REJECTS_SCHEMA_COLUMNS)),
+                      out_dir / "rejects.parquet", REJECTS_SCHEMA)
+        write_parquet(check_output("series.parquet", _frame(series, SERIES_COLUMNS)),
+                      out_dir / "series.parquet", SERIES_SCHEMA)
         # Steps of a rejected log belong to no run and are left out (the log is in rejects).
         run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
                                       STEPS_SCHEMA)
     metrics = _metrics(read, runs, rejects, series, n_steps)
     metrics["power"] = _power_metrics(power_rows)
+    metrics = check_metrics("ingest", metrics)
     write_json(metrics, metrics_path)
     t = metrics["totals"]
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "

@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
+from pipeline.measures import finished
+
 COLUMNS = ("model", "term", "estimate", "stderr", "ci_low", "ci_high", "p_value", "n_obs",
            "n_clusters", "cov_type", "formula")
 
@@ -31,7 +33,7 @@ COLUMNS = ("model", "term", "estimate", "stderr", "ci_low", "ci_high", "p_value"
 def mfu_frame(runs: pd.DataFrame, scalings: tuple[str, ...] | None = ("strong", "weak")
               ) -> pd.DataFrame:
     """Finished runs with a valid MFU in (0, 1] (and the given scalings), plus model columns."""
-    df = runs[runs["status"].fillna("ok") == "ok"]
+    df = finished(runs)
     if scalings is not None:
         df = df[df["scaling"].isin(scalings)]
     df = df[pd.to_numeric(df["mfu"], errors="coerce").between(0, 1, inclusive="right")]

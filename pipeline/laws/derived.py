@@ -10,39 +10,38 @@ fractional throughput gained by doubling past the largest measured scale.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
 
 from pipeline.laws.result import FitResult
+from pipeline.measures import n_at_efficiency
 
 N_SEARCH_MAX = 1e8
 
 
-def n_half_efficiency(result: FitResult, n_min: float) -> float:
-    """N at which the fitted efficiency falls to 50% (inf if not below N_SEARCH_MAX)."""
+def n_half_efficiency(result: FitResult, n_min: float, threshold: float = 0.5) -> float:
+    """N at which the fitted efficiency falls to ``threshold`` (``compare.efficiency_threshold``,
+    50%; inf if not below N_SEARCH_MAX): the root of the law's efficiency curve, bracketed on a
+    241-point log grid (``pipeline.measures.n_at_efficiency``). The one answer for a law's N at
+    the threshold: compare quotes it too."""
     x_min = float(result.fitted([n_min])[0])
     if not np.isfinite(x_min) or x_min <= 0:
         return np.nan
 
-    def gap(log_n: float) -> float:
-        n = np.exp(log_n)
-        return float(result.fitted([n])[0]) / (n * x_min / n_min) - 0.5
+    def efficiency(n: float) -> float:
+        return float(result.fitted([n])[0]) / (n * x_min / n_min)
 
     grid = np.linspace(np.log(n_min), np.log(N_SEARCH_MAX), 241)
     n_grid = np.exp(grid)
-    values = result.fitted(n_grid) / (n_grid * x_min / n_min) - 0.5
-    below = np.flatnonzero(values < 0)
-    if not below.size:
-        return np.inf
-    i = int(below[0])
-    if i == 0:
-        return float(n_min)
-    return float(np.exp(brentq(gap, grid[i - 1], grid[i], xtol=1e-10)))
+    eff = result.fitted(n_grid) / (n_grid * x_min / n_min)
+    n_grid[0] = n_min  # the answer when the curve starts below 0.5 (bracket: log_n)
+    found = n_at_efficiency(n_grid, eff, threshold, efficiency_of=efficiency, log_n=grid)
+    return np.inf if np.isnan(found) else found
 
 
-def law_figures(result: FitResult, n_min: float, n_max: float) -> dict[str, float]:
+def law_figures(result: FitResult, n_min: float, n_max: float,
+                threshold: float = 0.5) -> dict[str, float]:
     """The law's own derived figures plus the efficiency-based ones above."""
     out = result.derived()
-    out["n_half_efficiency"] = n_half_efficiency(result, n_min)
+    out["n_half_efficiency"] = n_half_efficiency(result, n_min, threshold)
     x_max_n, x_next = result.fitted([n_max, 2.0 * n_max])
     out["next_doubling_gain"] = float(x_next / x_max_n - 1.0)
     return out

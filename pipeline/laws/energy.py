@@ -35,17 +35,11 @@ import statsmodels.api as sm
 from scipy import stats
 
 from pipeline.laws import LawFitError, fit
+from pipeline.schema import ENERGY_QUANTITIES, output_column_names
 
-QUANTITIES = ("energy_j_per_token", "power_w_per_accelerator", "energy_j")
-FIT_COLUMNS = ("series_id", "model", "accelerator", "power_measurement", "submitter",
-               "mlperf_version", "quantity", "n_runs", "n_distinct", "n_min", "n_max", "b",
-               "b_low", "b_high", "doubling_factor", "doubling_low", "doubling_high", "r2",
-               "lack_of_fit_p", "converged", "note")
-POINT_COLUMNS = ("series_id", "model", "accelerator", "power_measurement", "n_accelerators",
-                 "n_runs", "energy_j_per_token_median", "energy_j_per_token_min",
-                 "energy_j_per_token_max", "power_w_per_accelerator_median",
-                 "power_w_per_accelerator_min", "power_w_per_accelerator_max",
-                 "energy_j_median", "time_to_train_s_median", "interconnect_share")
+QUANTITIES = ENERGY_QUANTITIES
+FIT_COLUMNS = tuple(output_column_names("energy_fits.parquet"))
+POINT_COLUMNS = tuple(output_column_names("energy_points.parquet"))
 _POWER_SUFFIX = re.compile(r"[-_](ac|dc)[-_]power$", re.IGNORECASE)
 
 

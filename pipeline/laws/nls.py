@@ -10,6 +10,8 @@ Inference: see :mod:`pipeline.laws.result` (Gauss-Newton linearisation in statsm
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import statsmodels.api as sm
 from scipy import stats
@@ -71,7 +73,12 @@ def _outlier_note(jac: np.ndarray, resid: np.ndarray, n: np.ndarray, df_resid: i
 
 def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
             ctx: SeriesContext | None = None) -> FitResult:
-    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.laws.fit` for the contract."""
+    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.laws.fit` for the contract.
+
+    Steps: check the series can identify the law, bounded least squares on the normalised
+    response (``_optimise``), the information criteria (``_criteria``), then standard errors
+    from the linearised model at the optimum (``_inference``).
+    """
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     ctx = ctx or SeriesContext()
@@ -88,12 +95,41 @@ def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
 
     y_ref = float(np.exp(np.mean(np.log(y))))
     y_n = y / y_ref
-    lower, upper = law.bounds(ctx)
     to_fit = (lambda v: np.log(np.maximum(v, 1e-300))) if scale == "log" else (lambda v: v)
     target = to_fit(y_n)
 
     def resid(theta: np.ndarray) -> np.ndarray:
         return target - to_fit(law.model(n, theta, ctx))
+
+    theta, opt, notes = _optimise(law, n, y_n, ctx, scale, resid)
+    free = opt.active_mask == 0
+    r = resid(theta)
+    n_free = int(free.sum())
+    df_resid = n.size - n_free
+    result = FitResult(
+        law=law.name, scale=scale, n=n, y=y, params={}, stderr={}, converged=False, note="",
+        residuals=r, llf=np.nan, aicc=np.nan, bic=np.nan, r2=np.nan, df_resid=df_resid,
+        n_free=n_free, ctx=ctx, _law=law, _theta_n=theta, _free=free,
+        _col_scale=np.ones(n_free), _y_ref=y_ref)
+    d = law.scales(y_ref, ctx)
+    result.params = {name: float(theta[j] * d[j]) for j, name in enumerate(names)}
+    result.stderr = {name: np.nan for name in names}
+    _criteria(result, r, y, y_ref, target, scale)
+
+    if n_free == 0:
+        result.note = "; ".join(notes + ["every parameter at a bound: nothing to infer"])
+        return result
+    _inference(result, theta, r, d, names, opt.success, notes)
+    result.note = "; ".join(notes)
+    return result
+
+
+def _optimise(law: Law, n: np.ndarray, y_n: np.ndarray, ctx: SeriesContext, scale: str,
+              resid) -> tuple[np.ndarray, Any, list[str]]:
+    """Trust-region least squares within the law's bounds. Returns the parameters (on the
+    normalised scale; those at a bound set to it exactly), the optimiser's result and notes."""
+    names = law.names(ctx)
+    lower, upper = law.bounds(ctx)
 
     def resid_jac(theta: np.ndarray) -> np.ndarray:
         jac = law.jacobian(n, theta, ctx)
@@ -117,33 +153,31 @@ def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
                 for j in np.flatnonzero(~free)]
     if at_bound:
         notes.append("; ".join(at_bound) + " (held fixed for inference)")
+    return theta, opt, notes
 
-    r = resid(theta)
-    n_free = int(free.sum())
-    df_resid = n.size - n_free
-    result = FitResult(
-        law=law.name, scale=scale, n=n, y=y, params={}, stderr={}, converged=False, note="",
-        residuals=r, llf=np.nan, aicc=np.nan, bic=np.nan, r2=np.nan, df_resid=df_resid,
-        n_free=n_free, ctx=ctx, _law=law, _theta_n=theta, _free=free,
-        _col_scale=np.ones(n_free), _y_ref=y_ref)
-    d = law.scales(y_ref, ctx)
-    result.params = {name: float(theta[j] * d[j]) for j, name in enumerate(names)}
-    result.stderr = {name: np.nan for name in names}
 
+def _criteria(result: FitResult, r: np.ndarray, y: np.ndarray, y_ref: float,
+              target: np.ndarray, scale: str) -> None:
+    """Log-likelihood of the original y, BIC, AICc and R2 (on the fitting scale)."""
+    n_points = y.size
     # Likelihood of the original y: undo the normalisation (and the log) by the Jacobian term.
-    jac_term = -float(np.sum(np.log(y))) if scale == "log" else -n.size * np.log(y_ref)
+    jac_term = -float(np.sum(np.log(y))) if scale == "log" else -n_points * np.log(y_ref)
     result.llf = _gaussian_llf(r) + jac_term
-    n_par = n_free + 1  # + residual variance
-    result.bic = -2.0 * result.llf + n_par * np.log(n.size)
-    denom = n.size - n_par - 1
+    n_par = result.n_free + 1  # + residual variance
+    result.bic = -2.0 * result.llf + n_par * np.log(n_points)
+    denom = n_points - n_par - 1
     result.aicc = (-2.0 * result.llf + 2.0 * n_par + 2.0 * n_par * (n_par + 1) / denom
                    if denom > 0 else np.inf)
     sst = float(np.sum((target - target.mean()) ** 2))
     result.r2 = 1.0 - float(r @ r) / sst if sst > 0 else np.nan
 
-    if n_free == 0:
-        result.note = "; ".join(notes + ["every parameter at a bound: nothing to infer"])
-        return result
+
+def _inference(result: FitResult, theta: np.ndarray, r: np.ndarray, d: np.ndarray,
+               names: list[str], success: bool, notes: list[str]) -> None:
+    """Standard errors of the free parameters: OLS of the working response on the
+    column-scaled Jacobian at the optimum (Gauss-Newton linearisation); flags unidentifiable
+    parameters and a possible outlier. Sets ``converged`` when inference was possible."""
+    n, free, n_free, df_resid = result.n, result._free, result.n_free, result.df_resid
     raw = result._jacobian(n)
     col = np.sqrt(np.sum(raw**2, axis=0))
     col[col == 0] = 1.0
@@ -166,6 +200,4 @@ def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
         outlier = _outlier_note(jac, np.asarray(ols.resid), n, df_resid)
         if outlier:
             notes.append(outlier)
-        result.converged = bool(opt.success)
-    result.note = "; ".join(notes)
-    return result
+        result.converged = bool(success)

@@ -161,3 +161,12 @@ class FitResult:
                          f"[{ci.loc[k, 'low']:.6g}, {ci.loc[k, 'high']:.6g}]")
         lines.append(f"  AICc {self.aicc:.4g}  BIC {self.bic:.4g}  R2 {self.r2:.4f}")
         return "\n".join(lines)
+
+
+def predict_frame(result: FitResult, n, interval: float):
+    """A fit's predictions at ``n``: columns predicted, pi_low, pi_high (the ``interval``
+    prediction interval for one new measurement at that N), one row per N."""
+    import numpy as np
+
+    pred = result.predict(np.asarray(n, float), interval=interval)
+    return pred[["predicted", "pi_low", "pi_high"]].reset_index(drop=True)

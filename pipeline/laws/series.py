@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.laws.base import SeriesContext
+from pipeline.measures import finished
 from pipeline.schema import Y_METRICS
 
 SECONDS_PER_HOUR = 3600.0
@@ -79,7 +80,7 @@ def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
     sid = str(series_row["series_id"])
     mine = runs[runs["series_id"] == sid]
     notes: list[str] = []
-    ok = mine[mine["status"].fillna("ok") == "ok"] if "status" in mine.columns else mine
+    ok = finished(mine)
     if len(ok) < len(mine):
         notes.append(f"{len(mine) - len(ok)} run(s) not ok (oom/error/aborted) left out")
     metric = choose_metric(ok, series_row.get("y_metric"))

@@ -20,15 +20,17 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import ConfigError, get
+from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.measures import extrapolation_grid
+from pipeline.schema import check_metrics, check_output, empty_frame
 from pipeline.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.laws.crossseries import cross_series
 from pipeline.laws.derived import law_figures
 from pipeline.laws.extrapolation import COLUMNS as EXTRA_COLUMNS
 from pipeline.laws.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.laws.nls import fit_law
-from pipeline.laws.result import FitResult
+from pipeline.laws.result import FitResult, predict_frame
 from pipeline.laws.series import SeriesPoints, measured_figures, series_points
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
@@ -44,35 +46,14 @@ FIT_COLUMNS = ("series_id", "source", "scaling", "law", "y_metric", "scale", "pa
 
 
 def _settings(params: dict[str, Any]) -> dict[str, Any]:
-    laws = get(params, "fit.laws", list)
-    unknown = [law for law in laws if law not in LAWS]
-    if not laws or unknown:
-        raise ConfigError(f"params: field 'fit.laws' has unknown law(s) {unknown}; "
-                          f"known: {sorted(LAWS)}")
-    ks = get(params, "fit.holdout_k", list)
-    if not ks or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in ks):
-        raise ConfigError(f"params: field 'fit.holdout_k' must be a list of integers >= 1, got {ks}")
-    interval = get(params, "fit.interval", float)
-    if not 0.0 < interval < 1.0:
-        raise ConfigError(f"params: field 'fit.interval' must be in (0, 1), got {interval}")
-    scale = get(params, "fit.scale", str)
-    if scale not in SCALES:
-        raise ConfigError(f"params: field 'fit.scale' must be one of {SCALES}, got {scale!r}")
-    min_success = get(params, "fit.default_law_min_success", float)
-    if not 0.0 <= min_success <= 1.0:
-        raise ConfigError("params: field 'fit.default_law_min_success' must be in [0, 1]")
-    min_n = get(params, "fit.min_distinct_n", int)
-    extra_n = get(params, "fit.extrapolation_min_distinct_n", int)
-    if min_n < 2 or extra_n < 3:
-        raise ConfigError("params: fields 'fit.min_distinct_n' (>= 2) and "
-                          "'fit.extrapolation_min_distinct_n' (>= 3) are too small")
-    score_other = get(params, "fit.score_other_scale", bool)
-    peak_beyond = float(get(params, "fit.flag_peak_beyond", (int, float), default=10.0))
-    if peak_beyond < 1.0:
-        raise ConfigError(f"params: field 'fit.flag_peak_beyond' must be >= 1, got {peak_beyond}")
-    return dict(laws=list(laws), score_other_scale=score_other, ks=list(ks), interval=interval,
-                scale=scale, min_success=min_success, min_distinct_n=min_n,
-                extra_min_distinct_n=extra_n, peak_beyond=peak_beyond)
+    cfg = settings(params, "fit")
+    grid = settings(params, "compare")  # the extrapolation grid compare draws the curves on
+    return dict(laws=list(cfg.laws), score_other_scale=cfg.score_other_scale,
+                ks=list(cfg.holdout_k), interval=cfg.interval, scale=cfg.scale,
+                min_success=cfg.default_law_min_success, min_distinct_n=cfg.min_distinct_n,
+                extra_min_distinct_n=cfg.extrapolation_min_distinct_n,
+                peak_beyond=cfg.flag_peak_beyond, targets=sorted(grid.extrapolate_n),
+                curve_points=grid.curve_points, threshold=grid.efficiency_threshold)
 
 
 def _json(values: dict[str, float]) -> str:
@@ -104,8 +85,15 @@ def plausibility_notes(res: FitResult, figures: dict[str, float], n_min: float, 
 
 
 def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interval: float,
-               min_distinct_n: int, peak_beyond: float = 10.0) -> list[dict]:
-    """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`)."""
+               min_distinct_n: int, peak_beyond: float = 10.0,
+               curve_n: np.ndarray | None = None, curves_out: list | None = None,
+               threshold: float = 0.5) -> list[dict]:
+    """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`).
+
+    With ``curve_n``, each converged law's predictions and ``interval`` prediction intervals
+    at those N are appended to ``curves_out`` (one frame per law: ``CURVE_COLUMNS``), so later
+    stages draw the fit without refitting it.
+    """
     base_note = "; ".join(points.notes)
     n_min = float(points.n.min()) if points.n.size else np.nan
     n_max = float(points.n.max()) if points.n.size else np.nan
@@ -127,7 +115,10 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                 row.update(params=_json(res.params), stderr=_json(res.stderr),
                            ci_low=_json(ci["low"].to_dict()), ci_high=_json(ci["high"].to_dict()),
                            aicc=res.aicc, bic=res.bic, r2=res.r2, converged=res.converged)
-                figures = law_figures(res, n_min, n_max)
+                if curve_n is not None and curves_out is not None and res.converged:
+                    curves_out.append(_curve(points.series_id, law, scale, res, curve_n,
+                                             interval))
+                figures = law_figures(res, n_min, n_max, threshold)
                 row.update({k: v for k, v in figures.items() if k in LAW_FIGURES})
                 if res.note:
                     notes.append(res.note)
@@ -137,6 +128,20 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
         row["note"] = "; ".join(notes)
         rows.append(row)
     return rows
+
+
+CURVE_COLUMNS = ("series_id", "law", "scale", "n_accelerators", "predicted", "pi_low", "pi_high")
+
+
+def _curve(series_id: str, law: str, scale: str, res: FitResult, n: np.ndarray,
+           interval: float) -> pd.DataFrame:
+    """A fitted law on the extrapolation grid, with its prediction interval (one row per N)."""
+    try:
+        pred = predict_frame(res, n, interval).astype(float)
+    except Exception:  # noqa: BLE001 - no curve; compare notes the series
+        return pd.DataFrame(columns=list(CURVE_COLUMNS))
+    return pred.assign(series_id=series_id, law=law, scale=scale,
+                       n_accelerators=np.asarray(n, float))[list(CURVE_COLUMNS)]
 
 
 def _score(extra: pd.DataFrame) -> pd.DataFrame:
@@ -154,8 +159,10 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
 
 
 def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
-             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame]]:
-    """Fit rows, extrapolation rows (chosen scale, other scale) and efficiency curves."""
+             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
+    """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
+    laws' curves on the extrapolation grid."""
+    law_curves: list[pd.DataFrame] = []
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
     other_rows: list[dict] = []
@@ -172,9 +179,12 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
                      scaling=srow.get("scaling"),
                      n_min=int(points.n.min()) if points.n.size else None,
                      n_max=int(points.n.max()) if points.n.size else None)
+        grid = (extrapolation_grid(float(points.n.min()), cfg["targets"], cfg["curve_points"])
+                if np.unique(points.n).size >= 2 else None)
         for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
                               min_distinct_n=cfg["min_distinct_n"],
-                              peak_beyond=cfg["peak_beyond"]):
+                              peak_beyond=cfg["peak_beyond"], curve_n=grid,
+                              curves_out=law_curves, threshold=cfg["threshold"]):
             fit_rows.append({**ident, **row, **measured})
         if points.n_distinct < cfg["extra_min_distinct_n"]:
             continue
@@ -184,7 +194,7 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
         if cfg["score_other_scale"]:
             other_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
                                              scale=other_scale, interval=cfg["interval"])
-    return fit_rows, extra_rows, other_rows, curves
+    return fit_rows, extra_rows, other_rows, curves, law_curves
 
 
 def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
@@ -212,16 +222,21 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
     series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
-    fit_rows, extra_rows, other_rows, curves = _collect(runs, series, cfg)
+    fit_rows, extra_rows, other_rows, curves, law_curves = _collect(runs, series, cfg)
     fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
     cross, cross_headlines = cross_series(runs, cfg["interval"])
 
     out_dir = Path(out_dir)
-    write_parquet(fits, out_dir / "fits.parquet")
-    write_parquet(extra, out_dir / "extrapolation.parquet")
-    write_parquet(cross, out_dir / "cross_series.parquet")
+    write_parquet(check_output("fits.parquet", fits), out_dir / "fits.parquet")
+    write_parquet(check_output("extrapolation.parquet", extra), out_dir / "extrapolation.parquet")
+    write_parquet(check_output("cross_series.parquet", cross), out_dir / "cross_series.parquet")
+    fit_curves = (pd.concat([c for c in law_curves if len(c)], ignore_index=True)
+                  if any(len(c) for c in law_curves) else empty_frame("fit_curves.parquet"))
+    fit_curves = fit_curves.sort_values(["series_id", "law", "n_accelerators"], kind="mergesort")
+    write_parquet(check_output("fit_curves.parquet", fit_curves.reset_index(drop=True)),
+                  out_dir / "fit_curves.parquet")
     plots_dir = Path(plots_dir)
     write_csv(extra.loc[np.isfinite(extra["predicted"]),
                          ["series_id", "law", "k", "n_target", "actual", "predicted", "pi_low",
@@ -242,19 +257,21 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
                                   "default_law_scores": other.get("common_mean_median_ape"),
                                   "all_laws_common": other.get("all_laws_common"),
                                   "extrapolation": other["laws"]}
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("fit", metrics), metrics_path)
     return metrics
 
 
 def _energy(power_path: Path, out_dir: Path, cfg: dict) -> dict[str, Any]:
     """Energy laws on the power measurements; an absent file gives empty outputs."""
     from pipeline.laws.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
-    from pipeline.schema import POWER_COLUMNS
     power = (pd.read_parquet(power_path) if power_path.is_file() else
-             pd.DataFrame(columns=[c[0] for c in POWER_COLUMNS]))
+             empty_frame("power.parquet"))
     fits, points, metrics = energy_laws(power, cfg["interval"], cfg["min_distinct_n"])
-    write_parquet(fits.reindex(columns=list(E_FITS)), out_dir / "energy_fits.parquet")
-    write_parquet(points.reindex(columns=list(POINT_COLUMNS)), out_dir / "energy_points.parquet")
+    write_parquet(check_output("energy_fits.parquet", fits.reindex(columns=list(E_FITS))),
+                  out_dir / "energy_fits.parquet")
+    write_parquet(check_output("energy_points.parquet",
+                               points.reindex(columns=list(POINT_COLUMNS))),
+                  out_dir / "energy_points.parquet")
     return metrics
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from pipeline.report.data import ReportData
+from pipeline.report.data import ReportData, finite_or_none
 from pipeline.report.style import family_colour, new_figure, note, save
 
 # A third-party summary of Fernandez et al. 2024 (arXiv:2411.13055), not verified against the
@@ -28,12 +27,7 @@ def _family(accelerator: str) -> str:
     return str(accelerator).split("-")[0]
 
 
-def _f(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None
+_f = finite_or_none
 
 
 def _frame(d: ReportData, name: str) -> pd.DataFrame:
@@ -45,8 +39,10 @@ def energy_section(d: ReportData, baseline: str = "baseline") -> dict[str, Any]:
     frontier's draw (``baseline``: the scenario quoted first)."""
     pts, fits = _frame(d, "energy_points"), _frame(d, "energy_fits")
     out: dict[str, Any] = {"points": [], "series": [], "fernandez": FERNANDEZ_QUOTE,
-                           "cross": d.metrics.get("fit", {}).get("energy", {}).get("cross_series", {}),
-                           "frontier": d.metrics.get("theory", {}).get("_energy", {})}
+                           # the keys are optional in the contracts (null: no power data)
+                           "cross": ((d.metrics.get("fit") or {}).get("energy") or {}).get(
+                               "cross_series") or {},
+                           "frontier": (d.metrics.get("theory") or {}).get("_energy") or {}}
     scen = out["frontier"].get("scenarios", {})
     # as the theory section picks it: the named scenario, else one called baseline, else the first
     out["baseline"] = baseline if baseline in scen else next(
@@ -109,10 +105,12 @@ def energy_figure(d: ReportData, out: Path) -> Path:
         for (model, acc, meas), g in pts.groupby(["model", "accelerator", "power_measurement"],
                                                  sort=True):
             g = g.sort_values("n_accelerators")
-            y = g[f"{q}_median"].astype(float)
-            lo = g.get(f"{q}_min", y).astype(float)
-            hi = g.get(f"{q}_max", y).astype(float)
-            ax.errorbar(g["n_accelerators"], y, yerr=[y - lo, hi - y], fmt="o", ms=3.5, lw=1, capsize=2, color=family_colour(_family(acc)),
+            # arrays, not Series: matplotlib calls float() on single-element Series otherwise
+            y = g[f"{q}_median"].to_numpy(float)
+            lo = g[f"{q}_min"].to_numpy(float) if f"{q}_min" in g else y
+            hi = g[f"{q}_max"].to_numpy(float) if f"{q}_max" in g else y
+            ax.errorbar(g["n_accelerators"].to_numpy(float), y, yerr=[y - lo, hi - y], fmt="o",
+                        ms=3.5, lw=1, capsize=2, color=family_colour(_family(acc)),
                         ls="-" if meas == "AC" else "--", alpha=0.85,
                         label=f"{model.split(' (')[0]} {_family(acc)} {meas}")
         ax.set(xscale="log", xlabel="accelerators N", ylabel=label, title=label)

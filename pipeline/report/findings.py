@@ -11,29 +11,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.report.data import ReportData, best_per_point, rank_within_source
+from pipeline.measures import finished
+from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
 BAND_SPAN = 10.0
-# Laws ranked by held-out error only when they predict at least this share of the held-out
-# cases (as the fit stage's ``default_law_min_success``).
-MIN_SUCCESS = 0.8
 # Accelerator families with fewer (best-per-point) MFU values are listed, not ranked.
 MIN_POINTS = 3
 
 
-def _f(x: Any) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if np.isfinite(x) else None
+_f = finite_or_none
 
 
-def _ok(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["status"].fillna("ok") == "ok"] if "status" in runs else runs
+_ok = finished
 
 
 def data_section(d: ReportData) -> dict[str, Any]:
@@ -87,57 +79,8 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     growing = (set(runs.groupby("series_id")["params"].nunique().loc[lambda x: x > 1].index)
                if "params" in runs else set())
     for kind, g in summ.groupby("scaling", sort=True):
-        # The steepest loss among configurations that were the fastest of their model at their
-        # largest N: a sweep's deliberately poor layouts (pp=32 for an 8B model) do not qualify.
-        pool = g[g["series_id"].isin(fastest)]
-        worst = (pool if len(pool) else g).sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
-        above = g[g["efficiency_at_n_max"] > 1.0]
-        grows = above["series_id"].isin(growing)
-        dominant = g["source"].value_counts()
-        by_source = []
-        for src, h in g.groupby("source", sort=True):
-            by_source.append({"source": src, "n_series": len(h),
-                              "median_eff": _f(h["efficiency_at_n_max"].median()),
-                              "q25": _f(h["efficiency_at_n_max"].quantile(0.25)),
-                              "q75": _f(h["efficiency_at_n_max"].quantile(0.75)),
-                              "n_max": int(h["n_max"].max())})
-        out["kinds"][kind] = {"by_source": sorted(by_source, key=lambda r: (-r["n_series"], r["source"])),
-            "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
-            "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
-            "median_span": _f((g["n_max"] / g["n_min"]).median()),
-            "q25": _f(g["efficiency_at_n_max"].quantile(0.25)),
-            "q75": _f(g["efficiency_at_n_max"].quantile(0.75)),
-            "n_sources": int(g["source"].nunique()),
-            "n_below": int((g["efficiency_at_n_max"] < out["threshold"]).sum()),
-            "n_above_one": len(above),
-            "above_sources": sorted(above["source"].unique()),
-            "above_growing": int(grows.sum()),
-            # one source holding most series (a configuration sweep) sets the overall median
-            "dominant": ({"source": dominant.index[0], "n_series": int(dominant.iloc[0])}
-                         if len(dominant) > 1 and dominant.iloc[0] > len(g) / 2 else None),
-            "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
-                      "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
-                      "model": worst["model"], "strategy": worst["strategy_family"],
-                      "source": worst["source"], "family": worst["accelerator_family"],
-                      "fastest": bool(len(pool))},
-        }
-    t = curves[curves["kind"] == "target"] if not curves.empty else curves
-    for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
-                              if len(t) else []):
-        e = h["efficiency_law"].dropna()
-        if not len(e):
-            continue
-        th = h["efficiency_theory"].dropna()
-        out["targets"].append({
-            "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
-            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
-            "median_high": _f(h["efficiency_law_high"].median()),
-            "median_theory": _f(th.median()) if len(th) else None})
-        low, high = out["targets"][-1]["median_low"], out["targets"][-1]["median_high"]
-        # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
-        # says the law is unconstrained there; the prose says so instead of quoting it bare
-        out["targets"][-1]["informative"] = bool(
-            low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
+        out["kinds"][kind] = _kind_summary(g, fastest, growing, out["threshold"])
+    out["targets"] = _target_rows(curves)
     out["first_target"] = min((r["n"] for r in out["targets"]), default=None)
     ranked = rank_within_source(summ) if len(summ) else summ
     shown = ranked[ranked["turn"] < table_per_source] if len(summ) else summ
@@ -156,6 +99,71 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     return out
 
 
+def _kind_summary(g: pd.DataFrame, fastest: set, growing: set, threshold: float
+                  ) -> dict[str, Any]:
+    """One scaling kind's series: efficiency at the largest N by source, its spread, the
+    series above 100% (and whether their model grows with N), and the steepest loss."""
+    # The steepest loss among configurations that were the fastest of their model at their
+    # largest N: a sweep's deliberately poor layouts (pp=32 for an 8B model) do not qualify.
+    pool = g[g["series_id"].isin(fastest)]
+    worst = (pool if len(pool) else g).sort_values(["efficiency_at_n_max", "series_id"]).iloc[0]
+    above = g[g["efficiency_at_n_max"] > 1.0]
+    grows = above["series_id"].isin(growing)
+    dominant = g["source"].value_counts()
+    by_source = []
+    for src, h in g.groupby("source", sort=True):
+        by_source.append({"source": src, "n_series": len(h),
+                          "median_eff": _f(h["efficiency_at_n_max"].median()),
+                          "q25": _f(h["efficiency_at_n_max"].quantile(0.25)),
+                          "q75": _f(h["efficiency_at_n_max"].quantile(0.75)),
+                          "n_max": int(h["n_max"].max())})
+    return {
+        "by_source": sorted(by_source, key=lambda r: (-r["n_series"], r["source"])),
+        "n_series": len(g), "median_eff": _f(g["efficiency_at_n_max"].median()),
+        "min_eff": _f(g["efficiency_at_n_max"].min()), "max_eff": _f(g["efficiency_at_n_max"].max()),
+        "median_span": _f((g["n_max"] / g["n_min"]).median()),
+        "q25": _f(g["efficiency_at_n_max"].quantile(0.25)),
+        "q75": _f(g["efficiency_at_n_max"].quantile(0.75)),
+        "n_sources": int(g["source"].nunique()),
+        "n_below": int((g["efficiency_at_n_max"] < threshold).sum()),
+        "n_above_one": len(above),
+        "above_sources": sorted(above["source"].unique()),
+        "above_growing": int(grows.sum()),
+        # one source holding most series (a configuration sweep) sets the overall median
+        "dominant": ({"source": dominant.index[0], "n_series": int(dominant.iloc[0])}
+                     if len(dominant) > 1 and dominant.iloc[0] > len(g) / 2 else None),
+        "worst": {"series_id": worst["series_id"], "eff": _f(worst["efficiency_at_n_max"]),
+                  "n_min": int(worst["n_min"]), "n_max": int(worst["n_max"]),
+                  "model": worst["model"], "strategy": worst["strategy_family"],
+                  "source": worst["source"], "family": worst["accelerator_family"],
+                  "fastest": bool(len(pool))},
+    }
+
+
+def _target_rows(curves: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per extrapolation target, scaling kind and source: the law's median efficiency with
+    its band and the ceiling's, and whether the band says anything."""
+    targets: list[dict[str, Any]] = []
+    t = curves[curves["kind"] == "target"] if not curves.empty else curves
+    for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
+                              if len(t) else []):
+        e = h["efficiency_law"].dropna()
+        if not len(e):
+            continue
+        th = h["efficiency_theory"].dropna()
+        targets.append({
+            "n": int(n), "scaling": kind, "source": src, "n_series": len(e),
+            "median_eff": _f(e.median()), "median_low": _f(h["efficiency_law_low"].median()),
+            "median_high": _f(h["efficiency_law_high"].median()),
+            "median_theory": _f(th.median()) if len(th) else None})
+        low, high = targets[-1]["median_low"], targets[-1]["median_high"]
+        # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
+        # says the law is unconstrained there; the prose says so instead of quoting it bare
+        targets[-1]["informative"] = bool(
+            low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
+    return targets
+
+
 def fastest_at_n_max(summ: pd.DataFrame, curves: pd.DataFrame, tolerance: float = 0.95
                      ) -> set[str]:
     """Series whose measured throughput at their largest N is within ``tolerance`` of the
@@ -170,17 +178,20 @@ def fastest_at_n_max(summ: pd.DataFrame, curves: pd.DataFrame, tolerance: float 
     return set(at_max.merge(top, on=["series_id", "n_accelerators"])["series_id"])
 
 
-def laws_section(d: ReportData) -> dict[str, Any]:
+def laws_section(d: ReportData, min_success: float = 0.8) -> dict[str, Any]:
     """Per law: fits that converged, how often best by AICc, median ΔAICc, and on held-out
-    points per k: median and p90 absolute percentage error and prediction-interval coverage."""
+    points per k the scores the fit stage wrote to fit.json (median and p90 absolute
+    percentage error, prediction-interval coverage, cases predicted and failed).
+    ``min_success`` is ``fit.default_law_min_success``."""
     fits, ex, fm = d.fits, d.extrapolation, d.metrics["fit"]
-    ks = sorted(int(k) for k in ex["k"].unique()) if len(ex) else []
+    scores = fm.get("extrapolation") or {}
+    ks = sorted(int(k) for k in (fm.get("holdout_k") or [])) if len(ex) and scores else []
     out: dict[str, Any] = {"table": [], "default_law": fm.get("default_law") or d.metrics["compare"].get("default_law"),
                            "n_series_fitted": int(fits["series_id"].nunique()) if len(fits) else 0,
                            "n_holdout": len(ex), "holdout_k": ks,
                            "interval": fm.get("interval", d.metrics["compare"].get("interval", 0.95)),
                            "default": None, "best_ape": None, "common": None, "dropped": [],
-                           "aicc_ranked": [], "n_aicc": 0, "min_success": MIN_SUCCESS}
+                           "aicc_ranked": [], "n_aicc": 0, "min_success": min_success}
     if fits.empty:
         return out
     conv = fits["converged"].fillna(False).astype(bool) if "converged" in fits else True
@@ -194,12 +205,10 @@ def laws_section(d: ReportData) -> dict[str, Any]:
                                "median_delta_aicc": _f(f.loc[f["law"] == law, "delta"].median())}
         apes = []
         for k in ks:
-            e = ex[(ex["law"] == law) & (ex["k"] == k)]
-            scored = e.dropna(subset=["ape"])
-            row[f"k{k}"] = {"median_ape": _f(scored["ape"].median()) if len(scored) else None,
-                            "p90_ape": _f(scored["ape"].quantile(0.9)) if len(scored) else None,
-                            "coverage": _f(scored["covered"].astype(float).mean()) if len(scored) else None,
-                            "n": len(scored), "failed": len(e) - len(scored)}
+            s = (scores.get(law) or {}).get(f"k{k}") or {}
+            row[f"k{k}"] = {"median_ape": _f(s.get("median_ape")), "p90_ape": _f(s.get("p90_ape")),
+                            "coverage": _f(s.get("coverage")),
+                            "n": int(s.get("n_predicted") or 0), "failed": int(s.get("n_failed") or 0)}
             apes.append(row[f"k{k}"]["median_ape"])
         row["mean_median_ape"] = _f(np.mean(apes)) if apes and None not in apes else None
         out["table"].append(row)
@@ -211,9 +220,8 @@ def laws_section(d: ReportData) -> dict[str, Any]:
     # stage's own rule, ``fit.default_law_min_success``, whose eligible laws are the keys of
     # ``default_law_scores``; without them, a law's share of predictions made here).
     eligible = set(fm.get("default_law_scores") or {}) or {
-        r["law"] for r in out["table"] if (r["success"] or 0) >= MIN_SUCCESS}
+        r["law"] for r in out["table"] if (r["success"] or 0) >= min_success}
     scored = [r for r in out["table"] if r["mean_median_ape"] is not None and r["law"] in eligible]
-    out["min_success"] = MIN_SUCCESS
     out["best_ape"] = min(scored, key=lambda r: (r["mean_median_ape"], r["law"])) if scored else None
     out["default"] = next((r for r in out["table"] if r["law"] == out["default_law"]), None)
     out["dropped"] = [r for r in out["table"] if r["mean_median_ape"] is not None
@@ -383,7 +391,7 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
 
 def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
     return {"data": data_section(d), "scaling": scaling_section(d, cfg["series_table_per_source"]),
-            "laws": laws_section(d),
+            "laws": laws_section(d, cfg["min_success"]),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
             "energy": energy_section(d, cfg["baseline_scenario"]),

@@ -10,34 +10,33 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipeline.config import ConfigError, get
+from pipeline.config import ConfigError, check_scenario_names, settings as load_group
 from pipeline.report import data as report_data
 from pipeline.report import figures, findings, render
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The ``report`` section of params.yaml, checked (ConfigError names the field)."""
-    cfg = {
-        "title": get(params, "report.title", str),
-        "series_per_panel": get(params, "report.series_per_panel", int, default=6),
-        "gap_runs": get(params, "report.gap_runs", int, default=20),
-        "series_table_per_source": get(params, "report.series_table_per_source", int, default=6),
-        "strategy_sources": get(params, "report.strategy_sources", list,
-                                default=["megatron2021", "ultrascale_playbook2025"]),
-        "baseline_scenario": get(params, "report.baseline_scenario", str, default=""),
-        "strategy_models": get(params, "report.strategy_models", dict, default={}) or {},
-        "frontier_scenarios": get(params, "report.frontier_scenarios", list, default=[]),
-    }
-    for src, models in cfg["strategy_models"].items():
-        if not (isinstance(models, list) and all(isinstance(m, str) for m in models)):
-            raise ConfigError(f"params: field 'report.strategy_models.{src}' must be a list of "
-                              "model names")
-    for key in ("series_per_panel", "gap_runs", "series_table_per_source"):
-        if cfg[key] < 1:
-            raise ConfigError(f"params: field 'report.{key}' must be >= 1")
-    if not all(isinstance(s, str) for s in cfg["strategy_sources"]):
-        raise ConfigError("params: field 'report.strategy_sources' must be a list of source ids")
-    return cfg
+    """The ``report`` settings and ``fit.default_law_min_success`` (ConfigError names the
+    field); scenario names are checked against ``theory.scenarios`` when that group is given."""
+    cfg = load_group(params, "report")
+    if isinstance(params, dict) and "theory" in params:
+        check_scenario_names(cfg, set(load_group(params, "theory").scenarios))
+    # laws are ranked by held-out error only among those the fit stage's rule keeps
+    min_success = load_group(params, "fit").default_law_min_success
+    return cfg.model_dump() | {"min_success": min_success}
+
+
+def check_sources(cfg: dict[str, Any], data: Any) -> None:
+    """The sources the strategy comparison names must be in the data (when there is data):
+    an unknown one is a broken setting, not a silently empty section."""
+    runs = data.runs
+    known = set(runs["source"]) if len(runs) and "source" in runs else None
+    if known is None:
+        return
+    for i, source in enumerate(cfg["strategy_sources"]):
+        if source not in known:
+            raise ConfigError(f"params: field 'report.strategy_sources.{i}': no source "
+                              f"{source[:80]!r} in runs.parquet")
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
@@ -49,6 +48,7 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=3, desc="report", file=sys.stderr, disable=None)
     data = report_data.load(processed_dir, metrics_dir)
+    check_sources(cfg, data)
     steps.update()
     figs = figures.make_all(data, out_dir / "figures", cfg)
     steps.update()

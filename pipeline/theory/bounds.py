@@ -13,21 +13,22 @@ exceeds its ceiling is flagged in ``exceeds_bound`` with the reason.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from pipeline.config import ConfigError, get
+from pipeline.config import BoundHardware, settings
+from pipeline.measures import attention_flop_per_token
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
 
 BOUND_COLUMNS = ("run_id", "bound_mfu", "t_compute_s", "t_hbm_s", "t_net_tp_s", "t_net_dp_s",
                  "t_net_pp_s", "t_net_ep_s", "t_bubble_s", "t_latency_s", "binding", "assumed")
-_HW_COLUMNS = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domain_size",
-               "scaleout_bytes_per_s")
+_HW_COLUMNS = typing.get_args(BoundHardware)  # hbm, scale-up, domain size, scale-out
 
 
 @dataclass(frozen=True)
@@ -50,31 +51,14 @@ class BoundDefaults:
 
 
 def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
-    get(params, "theory.bounds", dict)
-    base = BoundDefaults()
-    values = {}
-    for name in ("precision",):
-        values[name] = get(params, f"theory.bounds.{name}", str, default=getattr(base, name))
-    values["interleave"] = get(params, "theory.bounds.interleave", str, default=base.interleave)
-    values["fsdp_gather"] = get(params, "theory.bounds.fsdp_gather", str, default=base.fsdp_gather)
-    if values["fsdp_gather"] not in ("step", "microbatch"):
-        raise ConfigError("params: field 'theory.bounds.fsdp_gather' must be 'step' or "
-                          "'microbatch'")
-    values["attention_flops"] = get(params, "theory.bounds.attention_flops", bool,
-                                    default=base.attention_flops)
-    for name in ("seq_len", "micro_batch_sequences", "aspect_ratio", "blocks_per_layer",
-                 "moe_expert_fraction", "moe_top_k", "tolerance"):
-        values[name] = float(get(params, f"theory.bounds.{name}", (int, float),
-                                 default=getattr(base, name)))
-    values["search_max_log2"] = get(params, "theory.bounds.search_max_log2", int,
-                                    default=base.search_max_log2)
-    hw = get(params, "theory.bounds.hardware", dict, default={})
-    for key, value in hw.items():
-        get(params, f"theory.bounds.hardware.{key}", (int, float))
-        if key not in _HW_COLUMNS:
-            raise ValueError(f"theory.bounds.hardware.{key}: not a hardware field")
-    values["hardware"] = {k: float(v) for k, v in hw.items()}
-    return BoundDefaults(**values)
+    """``theory.bounds``, with the rules shared with the ingest: the precision assumed where a
+    run states none (``ingest.default_precision``) and the FLOP counting
+    (``ingest.attention_flops``)."""
+    cfg = settings(params, "theory").bounds.model_dump()
+    ingest = settings(params, "ingest")
+    cfg["precision"] = ingest.default_precision
+    cfg["attention_flops"] = ingest.attention_flops
+    return BoundDefaults(**cfg)
 
 
 def _col(runs: pd.DataFrame, name: str) -> np.ndarray:
@@ -103,59 +87,103 @@ class _Notes:
         return ["; ".join(x) for x in self.items]
 
 
+@dataclass
+class _PerRun:
+    """What the steps of ``compute_bounds`` fill in, one array entry per run."""
+
+    runs: pd.DataFrame
+    dflt: BoundDefaults
+    notes: _Notes
+    no_bound: np.ndarray
+    values: dict[str, Any]
+
+    def col(self, name: str) -> np.ndarray:
+        return _col(self.runs, name)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
 def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd.DataFrame:
-    """``bounds.parquet`` rows (plus diagnostic columns) for every run, in run_id order."""
+    """``bounds.parquet`` rows (plus diagnostic columns) for every run, in run_id order.
+
+    The steps follow docs/theory.md §7 (per-run ceilings): the run's hardware, its model shape,
+    its layout and batch (stated, or stand-ins from ``theory.bounds`` named in ``assumed``),
+    then the cost model on every candidate layout and the best valid one per run.
+    """
     _, const, _, latency = baseline_constants(params)
     dflt = load_defaults(params)
-    n = len(runs)
-    notes = _Notes(n)
-    no_bound = np.zeros(n, bool)
+    r = _PerRun(runs, dflt, _Notes(len(runs)), np.zeros(len(runs), bool), {})
+    _hardware(r, catalog, params)
+    _shape(r)
+    _layout(r)
+    _batch(r)
+    cand, owner, c_tp, c_pp, v, valid = _candidates(r, const, latency)
+    return _best(r, cand, owner, c_tp, c_pp, v, valid)
 
-    # Hardware per run, from the catalog (unknown accelerator: no bound).
-    accel = _text_col(runs, "accelerator")
+
+def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
+    """Hardware per run, from the catalog (unknown accelerator: no bound). The peak is the one
+    ``runs.parquet`` carries (``peak_flops_per_s_per_accelerator`` at ``peak_precision``, looked
+    up by the ingest at the same stated or assumed precision); a frame without it (a run
+    written by hand) gets it from the catalog."""
+    n, dflt, notes = len(r.runs), r.dflt, r.notes
+    accel = _text_col(r.runs, "accelerator")
     known = np.array([a is not None and a in catalog.hardware.index for a in accel], bool)
     notes.add(~known, lambda i: f"no bound: accelerator {accel[i]!r} not in catalog")
-    no_bound |= ~known
-    precision = _text_col(runs, "precision")
+    r.no_bound |= ~known
+    precision = _text_col(r.runs, "precision")
     missing_prec = np.array([p is None for p in precision])
     notes.add(missing_prec & known, f"precision={dflt.precision}")
     precision = np.where(missing_prec, dflt.precision, precision)
     peak = np.full(n, np.nan)
     width = np.full(n, np.nan)
     hw_cols = {c: np.full(n, np.nan) for c in _HW_COLUMNS}
+    widths = settings(params, "theory").bytes_per_value
+    run_peak = r.col("peak_flops_per_s_per_accelerator")
+    run_used = _text_col(r.runs, "peak_precision")
     for i in np.nonzero(known)[0]:
-        value, used = catalog.peak_flops_per_s(accel[i], precision[i])
+        if run_peak[i] > 0 and run_used[i] is not None:
+            value, used = run_peak[i], run_used[i]
+        else:
+            value, used = catalog.peak_flops_per_s(accel[i], precision[i])
         if value is not None:
             peak[i] = value
-            width[i] = float(params["theory"]["bytes_per_value"].get(used, np.nan))
+            width[i] = float(widths.get(used, np.nan))
         row = catalog.hardware.loc[accel[i]]
         for c in _HW_COLUMNS:
             hw_cols[c][i] = float(row[c]) if pd.notna(row[c]) else np.nan
-    run_peak = _col(runs, "peak_flops_per_s_per_accelerator")
     use_run_peak = np.isnan(peak) & (run_peak > 0)
     notes.add(use_run_peak, "peak_flops_per_s=run's stated peak (catalog has none)")
     peak = np.where(use_run_peak, run_peak, peak)
     width = np.where(np.isnan(width), bytes_per_value(params, dflt.precision), width)
     notes.add(np.isnan(peak) & known, "no bound: no peak FLOP/s for this precision")
-    no_bound |= np.isnan(peak)
+    r.no_bound |= np.isnan(peak)
     for c in _HW_COLUMNS:
         gap = np.isnan(hw_cols[c]) & known
         fill = (dflt.hardware or {}).get(c)
         if fill is None:
             notes.add(gap, f"no bound: catalog lacks {c}")
-            no_bound |= gap
+            r.no_bound |= gap
         else:
             notes.add(gap, f"{c}={fill:g}")
             hw_cols[c] = np.where(gap, fill, hw_cols[c])
+    r["peak"], r["width"], r["hw_cols"] = peak, width, hw_cols
 
-    # Model shape.
-    params_n = _col(runs, "params")
+
+def _shape(r: _PerRun) -> None:
+    """Model shape: parameters, depth and width (12 L d^2 where one is missing), sequence."""
+    dflt, notes = r.dflt, r.notes
+    params_n = r.col("params")
     notes.add(~(params_n > 0), "no bound: params missing")
-    no_bound |= ~(params_n > 0)
-    active = _col(runs, "active_params")
+    r.no_bound |= ~(params_n > 0)
+    active = r.col("active_params")
     notes.add(~(active > 0) & (params_n > 0), "active_params=params")
     active = np.where(active > 0, active, params_n)
-    layers, d = _col(runs, "n_layers"), _col(runs, "d_model")
+    layers, d = r.col("n_layers"), r.col("d_model")
     a = dflt.aspect_ratio
     both = ~(layers > 0) & ~(d > 0)
     layers = np.where(both, np.cbrt(active / (12.0 * a * a)), layers)
@@ -168,36 +196,42 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     layers = np.where(only_l, active / (12.0 * d * d), layers)
     notes.add(only_l, "n_layers from params and d_model (12 L d^2)")
     # A guessed depth must at least hold the stated pipeline: raise it to pp, keep 12 L d^2.
-    pp_given = _col(runs, "pp")
+    pp_given = r.col("pp")
     shallow = (both | only_l) & (pp_given > layers)
     layers = np.where(shallow, pp_given, layers)
     d = np.where(shallow, np.sqrt(active / (12.0 * layers)), d)
     notes.add(shallow, "n_layers raised to pp (guessed depth below the stated pipeline)")
-    seq = _col(runs, "seq_len")
-    notes.add(~(seq > 0) & ~no_bound, f"seq_len={dflt.seq_len:g}")
+    seq = r.col("seq_len")
+    notes.add(~(seq > 0) & ~r.no_bound, f"seq_len={dflt.seq_len:g}")
     seq = np.where(seq > 0, seq, dflt.seq_len)
+    r.values.update(params_n=params_n, active=active, layers=layers, d=d, seq=seq)
 
-    # Layout: cp and the replicas of ep fold into token parallelism; a missing degree is 1,
-    # except that a run stating neither tp nor pp gets the best 1-D TP x PP layout whose
-    # degrees divide its chip count (a ceiling over the layouts it could have used).
-    n_acc = _col(runs, "n_accelerators")
+
+def _layout(r: _PerRun) -> None:
+    """Layout: cp and the replicas of ep fold into token parallelism; a missing degree is 1,
+    except that a run stating neither tp nor pp gets the best 1-D TP x PP layout whose
+    degrees divide its chip count (a ceiling over the layouts it could have used)."""
+    n, dflt, notes = len(r.runs), r.dflt, r.notes
+    n_acc = r.col("n_accelerators")
     notes.add(~(n_acc >= 1), "no bound: n_accelerators missing or zero")
-    no_bound |= ~(n_acc >= 1)
-    tp_stated, pp_stated = _col(runs, "tp"), _col(runs, "pp")
+    r.no_bound |= ~(n_acc >= 1)
+    no_bound = r.no_bound
+    tp_stated, pp_stated = r.col("tp"), r.col("pp")
     searched = ~(tp_stated >= 1) & ~(pp_stated >= 1) & ~no_bound
     deg = {}
     for name in ("tp", "pp", "cp", "ep"):
-        value = _col(runs, name)
+        value = r.col(name)
         quiet = searched if name in ("tp", "pp") else np.zeros(n, bool)
         notes.add(~(value >= 1) & ~no_bound & ~quiet, f"{name}=1")
         deg[name] = np.where(value >= 1, value, 1.0)
-    cp, ep_stated = deg["cp"], deg["ep"]
-    dp_stated = _col(runs, "dp")
+    cp = deg["cp"]
+    dp_stated = r.col("dp")
     dp_run = n_acc / (deg["tp"] * deg["pp"] * cp)
     mismatch = (dp_stated >= 1) & (np.abs(dp_stated - dp_run) > 0.5) & ~searched
     notes.add(mismatch & ~no_bound, lambda i: f"dp={dp_run[i]:g} from n_accelerators (stated "
               f"{dp_stated[i]:g})")
     notes.add((cp > 1) & ~no_bound, "cp as token parallelism (KV exchange ignored)")
+    params_n, active = r["params_n"], r["active"]
     moe = active < params_n * (1 - 1e-9)
     f_exp = np.where(moe, dflt.moe_expert_fraction, 0.0)
     notes.add(moe & ~no_bound, f"expert_fraction={dflt.moe_expert_fraction:g}, "
@@ -205,26 +239,39 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     ratio = params_n / np.where(active > 0, active, 1.0)
     n_experts = np.where(moe, dflt.moe_top_k * (ratio - (1 - f_exp)) / np.maximum(f_exp, 1e-9),
                          1.0)
-    zero = _col(runs, "zero_stage")
-    family = _text_col(runs, "strategy_family")
+    zero = r.col("zero_stage")
+    family = _text_col(r.runs, "strategy_family")
     fsdp = np.array([f in ("fsdp", "hybrid_fsdp") for f in family])
     notes.add(~(zero >= 0) & fsdp & ~no_bound, "zero_stage=3 (FSDP)")
     notes.add(~(zero >= 0) & ~fsdp & ~no_bound, "zero_stage=1")
     zero = np.where(zero >= 0, zero, np.where(fsdp, 3.0, 1.0))
     notes.add((zero >= 3) & ~no_bound, f"fsdp_gather={dflt.fsdp_gather}")
+    r.values.update(n_acc=n_acc, searched=searched, deg=deg, dp_run=dp_run, f_exp=f_exp,
+                    n_experts=n_experts, zero=zero)
 
-    # Batch: sequences split over dp (cp splits each sequence and does not multiply them).
-    batch = _col(runs, "global_batch_tokens")
-    micro = _col(runs, "micro_batch")
+
+def _batch(r: _PerRun) -> None:
+    """Batch: sequences split over dp (cp splits each sequence and does not multiply them)."""
+    dflt, notes, no_bound = r.dflt, r.notes, r.no_bound
+    batch = r.col("global_batch_tokens")
+    micro = r.col("micro_batch")
     notes.add(~(micro > 0) & ~no_bound, f"micro_batch={dflt.micro_batch_sequences:g}")
     micro = np.where(micro > 0, micro, dflt.micro_batch_sequences)
     no_batch = ~(batch > 0)
-    m_default = np.where(deg["pp"] > 1, 4.0 * deg["pp"], 1.0)
-    batch = np.where(no_batch, np.maximum(dp_run, 1.0) * micro * seq * m_default, batch)
+    m_default = np.where(r["deg"]["pp"] > 1, 4.0 * r["deg"]["pp"], 1.0)
+    batch = np.where(no_batch, np.maximum(r["dp_run"], 1.0) * micro * r["seq"] * m_default,
+                     batch)
     notes.add(no_batch & ~no_bound,
               "global_batch_tokens=dp*micro_batch*seq_len*m (m = 4 pp, or 1 without pp)")
+    r.values.update(batch=batch, micro=micro)
 
-    # Candidates: one per run, or the TP x PP grid for runs whose layout is searched.
+
+def _candidates(r: _PerRun, const, latency: Mapping[str, float]):
+    """The cost model on every candidate: one per run, or the TP x PP grid for runs whose
+    layout is searched. Returns the costs, the owning run of each candidate, its tp, pp and
+    interleave, and whether it is a valid layout."""
+    n, dflt, searched, deg = len(r.runs), r.dflt, r["searched"], r["deg"]
+    n_acc, cp, layers, d, seq = r["n_acc"], deg["cp"], r["layers"], r["d"], r["seq"]
     grid = 2.0 ** np.arange(dflt.search_max_log2 + 1)
     g_tp, g_pp = (a.ravel() for a in np.meshgrid(grid, grid, indexing="ij"))
     counts = np.where(searched, g_tp.size, 1)
@@ -237,35 +284,44 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     fits = (dp >= 1 - 1e-9) & (c_pp <= layers[owner]) & (c_tp <= d[owner])
     valid = fits & (~searched[owner] | (np.abs(dp - np.round(dp)) < 1e-9))
     replicas = np.maximum(dp * cp[owner], 1.0)
-    ep = np.minimum(ep_stated[owner], replicas)  # Megatron: the ep group lies inside dp
-    m = np.maximum(np.round(batch[owner] / (np.maximum(dp, 1.0) * micro[owner] * seq[owner])),
-                   1.0)
+    ep = np.minimum(deg["ep"][owner], replicas)  # Megatron: the ep group lies inside dp
+    m = np.maximum(np.round(r["batch"][owner] / (np.maximum(dp, 1.0) * r["micro"][owner]
+                                                 * seq[owner])), 1.0)
     if dflt.interleave == "max":
         v = np.where((m >= c_pp) & (c_pp > 1), np.maximum(np.floor(layers[owner] / c_pp), 1.0),
                      1.0)
     else:
         v = np.ones(owner.size)
 
-    ok = ~no_bound
+    ok = ~r.no_bound
     safe = lambda x, fill=1.0: np.where(ok[owner] & np.isfinite(x), x, fill)  # noqa: E731
     at = lambda x: x[owner]  # noqa: E731
-    hw = Hardware(peak_flops_per_s=safe(at(peak)),
+    hw_cols = r["hw_cols"]
+    hw = Hardware(peak_flops_per_s=safe(at(r["peak"])),
                   hbm_bytes_per_s=safe(at(hw_cols["hbm_bytes_per_s"])),
                   scaleup_bytes_per_s=safe(at(hw_cols["scaleup_bytes_per_s"])),
                   scaleup_domain_size=safe(at(hw_cols["scaleup_domain_size"])),
                   scaleout_bytes_per_s=safe(at(hw_cols["scaleout_bytes_per_s"])),
                   **{k: latency[k] for k in LATENCY_FIELDS})
-    attention = 12.0 * layers * d * seq if dflt.attention_flops else np.zeros(n)
-    shape = Shape(params=safe(at(params_n)), active_params=safe(at(active)),
+    attention = attention_flop_per_token(layers, d, seq) if dflt.attention_flops else np.zeros(n)
+    shape = Shape(params=safe(at(r["params_n"])), active_params=safe(at(r["active"])),
                   n_layers=safe(at(layers)), d_model=safe(at(d)), seq_len=safe(at(seq)),
-                  expert_fraction=safe(at(f_exp), 0.0), top_k=dflt.moe_top_k,
-                  n_experts=safe(at(n_experts)), attention_flop_per_token=safe(at(attention), 0.0))
+                  expert_fraction=safe(at(r["f_exp"]), 0.0), top_k=dflt.moe_top_k,
+                  n_experts=safe(at(r["n_experts"])),
+                  attention_flop_per_token=safe(at(attention), 0.0))
     layout = Layout(dp=safe(replicas / ep), tp1=safe(c_tp), pp=safe(c_pp), ep=safe(ep),
-                    microbatches=safe(m), zero_stage=safe(at(zero), 1.0), interleave=safe(v))
+                    microbatches=safe(m), zero_stage=safe(at(r["zero"]), 1.0), interleave=safe(v))
     run_const = replace(const, blocks_per_layer=dflt.blocks_per_layer,
                         fsdp_gather=dflt.fsdp_gather)
-    cand = _cost_by_width(hw, shape, layout, safe(at(batch)), run_const, safe(at(width), 2.0))
-    # Best valid candidate per run (first on ties).
+    cand = _cost_by_width(hw, shape, layout, safe(at(r["batch"])), run_const,
+                          safe(at(r["width"]), 2.0))
+    return cand, owner, c_tp, c_pp, v, valid
+
+
+def _best(r: _PerRun, cand, owner: np.ndarray, c_tp: np.ndarray, c_pp: np.ndarray,
+          v: np.ndarray, valid: np.ndarray) -> pd.DataFrame:
+    """The best valid candidate per run (first on ties), as ``bounds.parquet`` rows."""
+    notes, searched, deg = r.notes, r["searched"], r["deg"]
     score = np.where(valid, cand.utilization, -np.inf)
     order = np.lexsort((np.arange(owner.size), -score, owner))
     pick = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
@@ -276,19 +332,19 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
               f"pp={c_pp[pick][i]:g} (best 1-D TP x PP dividing n_accelerators)")
     notes.add(searched & ~found, "no bound: no TP x PP layout divides n_accelerators")
     v_pick = v[pick]
+    no_bound = r.no_bound
     notes.add(found & (v_pick > 1) & ~no_bound,
               lambda i: f"interleave={v_pick[i]:g} (L/pp chunks per stage)")
     stated_bad = ~searched & ~found & ~no_bound
-    notes.add(stated_bad & (deg["tp"] * deg["pp"] * cp > n_acc),
+    notes.add(stated_bad & (deg["tp"] * deg["pp"] * deg["cp"] > r["n_acc"]),
               "no bound: tp*pp*cp exceeds n_accelerators")
-    notes.add(stated_bad & (deg["pp"] > layers), "no bound: pp exceeds n_layers")
-    notes.add(stated_bad & (deg["tp"] > d), "no bound: tp exceeds d_model")
-    no_bound |= stated_bad
-    no_bound |= searched & ~found
+    notes.add(stated_bad & (deg["pp"] > r["layers"]), "no bound: pp exceeds n_layers")
+    notes.add(stated_bad & (deg["tp"] > r["d"]), "no bound: tp exceeds d_model")
+    no_bound = no_bound | stated_bad | (searched & ~found)
     ok = ~no_bound
     nan = np.where(ok, 1.0, np.nan)
     out = pd.DataFrame({
-        "run_id": _text_col(runs, "run_id"),
+        "run_id": _text_col(r.runs, "run_id"),
         "bound_mfu": np.minimum(cost.utilization, 1.0) * nan,
         "t_compute_s": cost.t_compute_s * nan, "t_hbm_s": cost.t_hbm_s * nan,
         "t_net_tp_s": cost.t_net_tp_s * nan, "t_net_dp_s": cost.t_net_dp_s * nan,
@@ -297,9 +353,9 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
         "binding": np.where(ok, cost.binding_names(), None),
         "assumed": notes.joined(),
         "t_step_s": cost.t_step_s * nan,
-        "peak_flops_per_s": np.where(ok, peak, np.nan),
+        "peak_flops_per_s": np.where(ok, r["peak"], np.nan),
     })
-    return _compare(out, runs, dflt.tolerance)
+    return _compare(out, r.runs, r.dflt.tolerance)
 
 
 def _cost_by_width(hw: Hardware, shape: Shape, layout: Layout, batch: np.ndarray, const,

@@ -4,16 +4,17 @@
 ``search``, ``bytes_per_value``) and ``scenarios``: each scenario names an ``accelerator``
 (catalog id) and may override ``precision``, ``hardware`` fields (e.g. a scale-out bandwidth the
 catalog lacks), ``laws``, ``model``, ``moe``, ``latency_scale`` and ``duration_days``. A missing
-or mistyped field raises ConfigError naming it; a catalog field still empty after overrides
-raises ValueError naming it.
+or mistyped field raises ConfigError naming it (the types and ranges are
+``pipeline.config.ScenarioSettings``); a catalog field still empty after overrides raises
+ConfigError naming it too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from pipeline.config import ConfigError, get
+from pipeline.config import ConfigError, settings
 from pipeline.theory.inputs import Constants, Hardware, hardware_from_spec
 from pipeline.theory.laws import SECONDS_PER_DAY, Laws
 
@@ -82,91 +83,59 @@ class Scenario:
     duration_s: float
 
 
-def _dataclass_from(cls, params: Mapping[str, Any], section: str, base=None):
-    """Fill dataclass ``cls`` from ``params[section]``, type-checked field by field."""
-    base = base if base is not None else cls()
-    values = {}
-    for f in fields(cls):
-        default = getattr(base, f.name)
-        kind = (int, float) if isinstance(default, float) else type(default)
-        values[f.name] = get(params, f"{section}.{f.name}", kind, default=default)
-        if isinstance(default, float):
-            values[f.name] = float(values[f.name])
-    known = {f.name for f in fields(cls)}
-    node = get(params, section, dict, default={})
-    for key in node:
-        if key not in known:
-            raise ConfigError(f"params: unknown field '{section}.{key}' "
-                              f"(known: {', '.join(sorted(known))})")
-    return cls(**values)
+def _overrides(model: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields a scenario sets (``None`` = inherit the baseline)."""
+    if model is None:
+        return {}
+    return {k: v for k, v in model.model_dump(exclude_none=True).items() if k not in exclude}
 
 
 def baseline_constants(params: Mapping[str, Any]) -> tuple[Laws, Constants, Search, dict]:
     """The baseline laws, model constants, search settings and latencies from ``theory``."""
-    laws = _dataclass_from(Laws, params, "theory.laws")
-    const = _dataclass_from(Constants, params, "theory.model")
-    if const.dp_overlap not in ("step", "microbatch"):
-        raise ConfigError("params: field 'theory.model.dp_overlap' must be 'step' or 'microbatch'")
-    if const.fsdp_gather not in ("step", "microbatch"):
-        raise ConfigError("params: field 'theory.model.fsdp_gather' must be 'step' or 'microbatch'")
-    search = _dataclass_from(Search, params, "theory.search")
-    if search.interleave not in ("max", "none"):
-        raise ConfigError("params: field 'theory.search.interleave' must be 'max' or 'none'")
-    latency = {k: float(get(params, f"theory.latency.{k}", (int, float))) for k in LATENCY_FIELDS}
-    return laws, const, search, latency
+    cfg = settings(params, "theory")
+    return (Laws(**cfg.laws.model_dump()), Constants(**cfg.model.model_dump()),
+            Search(**cfg.search.model_dump()), cfg.latency.model_dump())
 
 
 def bytes_per_value(params: Mapping[str, Any], precision: str) -> float:
     """w for a precision, from ``theory.bytes_per_value``."""
-    return float(get(params, f"theory.bytes_per_value.{precision}", (int, float)))
+    table = settings(params, "theory").bytes_per_value
+    if precision not in table:
+        raise ConfigError(f"params: missing field 'theory.bytes_per_value.{precision}'")
+    return float(table[precision])
 
 
 def load_scenarios(params: Mapping[str, Any], catalog) -> list[Scenario]:
     """Every scenario of ``theory.scenarios``, in the order written."""
+    cfg = settings(params, "theory")
     laws, const, search, latency = baseline_constants(params)
-    duration_days = float(get(params, "theory.duration_days", (int, float)))
-    scenarios = get(params, "theory.scenarios", dict)
-    if not scenarios:
-        raise ConfigError("params: field 'theory.scenarios' is empty")
     out = []
-    for name, node in scenarios.items():
+    for name, node in cfg.scenarios.items():
         where = f"theory.scenarios.{name}"
-        if not isinstance(node, dict):
-            raise ConfigError(f"params: field '{where}' must be a mapping")
-        allowed = {"accelerator", "precision", "hardware", "laws", "model", "moe", "search",
-                   "latency_scale", "duration_days", "description"}
-        for key in node:
-            if key not in allowed:
-                raise ConfigError(f"params: unknown field '{where}.{key}'")
-        accel = get(params, f"{where}.accelerator", str)
-        precision = get(params, f"{where}.precision", str, default="bf16")
+        accel, precision = node.accelerator, node.precision
         if accel not in catalog.hardware.index:
-            raise ConfigError(f"params: field '{where}.accelerator': {accel!r} is not a catalog id")
+            raise ConfigError(f"params: field '{where}.accelerator': {accel[:80]!r} is not a "
+                              f"catalog id")
         peak, used = catalog.peak_flops_per_s(accel, precision)
         if peak is None:
             raise ConfigError(f"params: field '{where}.precision': catalog has no {precision} "
                               f"peak for {accel}")
-        scale = float(get(params, f"{where}.latency_scale", (int, float), default=1.0))
-        lat = {k: v * scale for k, v in latency.items()}
+        lat = {k: v * node.latency_scale for k, v in latency.items()}
         try:  # a catalog gap is a configuration problem here: name the field, exit 2
-            hw = hardware_from_spec(catalog.spec(accel), peak, lat,
-                                    get(params, f"{where}.hardware", dict, default={}),
+            hw = hardware_from_spec(catalog.spec(accel), peak, lat, node.hardware,
                                     where=f"{where}.hardware")
         except ConfigError:
             raise
         except ValueError as exc:
             raise ConfigError(f"params: {exc}") from exc
-        s_laws = _dataclass_from(Laws, params, f"{where}.laws", base=laws)
-        s_const = _dataclass_from(Constants, params, f"{where}.model", base=const)
-        s_const = replace(s_const, bytes_per_value=bytes_per_value(params, used))
-        if "model" in node and "bytes_per_value" in node["model"]:
-            s_const = replace(s_const, bytes_per_value=float(node["model"]["bytes_per_value"]))
-        moe = _dataclass_from(Moe, params, f"{where}.moe")
-        if moe.top_k > moe.n_experts or moe.top_k < 1:
-            raise ConfigError(f"params: field '{where}.moe.top_k' must lie in [1, n_experts]")
-        s_search = _dataclass_from(Search, params, f"{where}.search", base=search)
-        days = float(get(params, f"{where}.duration_days", (int, float), default=duration_days))
+        s_const = replace(const, **_overrides(node.model, exclude=("bytes_per_value",)))
+        width = getattr(node.model, "bytes_per_value", None)
+        s_const = replace(s_const, bytes_per_value=bytes_per_value(params, used)
+                          if width is None else float(width))
+        days = cfg.duration_days if node.duration_days is None else node.duration_days
         out.append(Scenario(name=name, accelerator=accel, precision=used, hardware=hw,
-                            laws=s_laws, constants=s_const, moe=moe, search=s_search,
+                            laws=replace(laws, **_overrides(node.laws)), constants=s_const,
+                            moe=Moe(**_overrides(node.moe)),
+                            search=replace(search, **_overrides(node.search)),
                             duration_s=days * SECONDS_PER_DAY))
     return out

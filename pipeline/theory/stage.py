@@ -18,9 +18,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.catalog import load_catalog
-from pipeline.config import get
+from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.schema import check_metrics, check_output, output_column_names
 from pipeline.theory.bounds import compute_bounds
+from pipeline.theory.curves import series_ceilings
 from pipeline.theory.energy import frontier_energy
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
 from pipeline.theory.scenarios import load_scenarios
@@ -29,12 +31,9 @@ from pipeline.theory.search import search
 
 def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
     """Every scenario's frontier over the C grid, and its knee and wall."""
-    grid = flop_grid(float(get(params, "theory.frontier.min_flop", (int, float))),
-                     float(get(params, "theory.frontier.max_flop", (int, float))),
-                     int(get(params, "theory.frontier.points", int)))
-    fraction = float(get(params, "theory.frontier.knee_fraction", (int, float)))
-    rounds = int(get(params, "theory.frontier.refine_rounds", int))
-    points = int(get(params, "theory.frontier.refine_points", int))
+    cfg = settings(params, "theory").frontier
+    grid = flop_grid(cfg.min_flop, cfg.max_flop, cfg.points)
+    fraction, rounds, points = cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
                     leave=False, disable=None):
@@ -55,22 +54,28 @@ def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict
 
 
 def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> None:
-    """Stage entry point (see ``pipeline/__main__.py``)."""
+        metrics_path: Path, plots_dir: Path, series_path: Path | None = None) -> None:
+    """Stage entry point (see ``pipeline/__main__.py``). With ``series_path`` the ceiling
+    curves of every series are written too (``theory_curves.parquet``, on the grid of
+    ``compare.extrapolate_n`` and ``compare.curve_points``)."""
     catalog = load_catalog(catalog_dir)
     frontier, metrics = run_frontier(params, catalog)
     runs = pd.read_parquet(runs_path)
     bounds = compute_bounds(runs, catalog, params)
+    if series_path is not None:
+        grid = settings(params, "compare")
+        curves = series_ceilings(runs, pd.read_parquet(series_path), catalog, params,
+                                 sorted(grid.extrapolate_n), grid.curve_points)
+        write_parquet(check_output("theory_curves.parquet", curves),
+                      Path(out_dir) / "theory_curves.parquet")
     out_dir, plots_dir = Path(out_dir), Path(plots_dir)
-    write_parquet(bounds, out_dir / "bounds.parquet")
-    write_parquet(frontier, out_dir / "frontier.parquet")
+    write_parquet(check_output("bounds.parquet", bounds), out_dir / "bounds.parquet")
+    write_parquet(check_output("frontier.parquet", frontier), out_dir / "frontier.parquet")
     energy_front, energy = frontier_energy(
         frontier, metrics, load_scenarios(params, catalog), catalog, runs,
-        float(get(params, "theory.duration_days", (int, float))))
-    write_parquet(energy_front.loc[:, ["scenario", "training_flop", "n_accelerators", "feasible",
-                                       "power_mw_tdp", "power_mw_measured",
-                                       "energy_j_per_token_tdp",
-                                       "energy_j_per_token_measured"]],
+        settings(params, "theory").duration_days)
+    write_parquet(check_output("frontier_energy.parquet",
+                               energy_front.loc[:, output_column_names("frontier_energy.parquet")]),
                   out_dir / "frontier_energy.parquet")
     write_csv(frontier.loc[:, ["scenario", "training_flop", "utilization"]],
               plots_dir / "frontier.csv", significant=6)
@@ -88,7 +93,7 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
                            bounds.loc[has_bound, "binding"].value_counts().sort_index().items()},
     }
     metrics["_energy"] = energy
-    write_json(metrics, metrics_path)
+    write_json(check_metrics("theory", metrics), metrics_path)
 
 
 def _median(values: pd.Series) -> float:

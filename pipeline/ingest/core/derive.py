@@ -3,7 +3,7 @@
 Every value computed here is named in the run's ``derived`` column, so a reader can always tell
 a published number from a computed one. A source's own value is never overwritten.
 
-FLOP accounting (``flops_per_token``) follows PaLM (Chowdhery et al. 2022, arXiv:2204.02311,
+FLOP accounting (``pipeline.measures.flop_per_token``) follows PaLM (Chowdhery et al. 2022, arXiv:2204.02311,
 Appendix B): a training token costs ``6 N`` FLOPs for the dense matmuls (forward 2N, backward
 4N, Kaplan et al. 2020) plus ``12 L H Q T = 12 L d T`` for self-attention, with ``L`` layers,
 ``d = H Q`` the hidden size and ``T`` the sequence length. Recompute FLOPs are not counted, so
@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import re
 from typing import Any
+
+from pipeline.measures import flop_per_token
 
 TFLOP = 1e12
 # Two published figures that must agree (whole-job and per-chip tokens/s) may differ by rounding.
@@ -28,18 +30,6 @@ class Reject(Exception):
         super().__init__(f"{code}: {detail}" if detail else code)
         self.code = code
         self.detail = detail
-
-
-def flops_per_token(active_params: float, n_layers: int | None, d_model: int | None,
-                    seq_len: int | None, attention: bool = True) -> tuple[float, bool]:
-    """Model FLOPs per training token: ``6 N + 12 L d T`` (PaLM arXiv:2204.02311, App. B).
-
-    Returns the FLOPs and whether the attention term was included (it needs the full shape).
-    """
-    flops = 6.0 * active_params
-    if attention and n_layers and d_model and seq_len:
-        return flops + 12.0 * n_layers * d_model * seq_len, True
-    return flops, False
 
 
 def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelerator: float | None,
@@ -87,7 +77,7 @@ def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelera
         if tflops_per_accelerator is not None:
             fill("model_flops_per_s", tflops_per_accelerator * TFLOP * n)
         elif tps is not None and row["active_params"] is not None:
-            fpt, with_attention = flops_per_token(row["active_params"], row["n_layers"],
+            fpt, with_attention = flop_per_token(row["active_params"], row["n_layers"],
                                                   row["d_model"], row["seq_len"], attention)
             fill("model_flops_per_s", tps * fpt)
             if attention and not with_attention:

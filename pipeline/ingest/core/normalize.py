@@ -35,15 +35,16 @@ import pandas as pd
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.records import Record
-from pipeline.schema import (POWER_MEASUREMENTS, PRECISIONS, RUN_COLUMN_NAMES, SCALINGS,
-                             SOURCE_KINDS, STATUSES)
+from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
+                             PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
+                             STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
 _MAX_COUNT = 2**53
-MEASURES = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator",
-            "hardware_tflops_per_accelerator", "mfu", "hfu", "step_time_s", "time_to_train_s",
-            "model_flops_per_s", "hardware_flops_per_s", "inverse_time_to_train_per_s")
+# A run needs one measure: a published one, or one that MLPerf and step-log records deliver.
+MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops_per_s",
+            "hardware_flops_per_s", "inverse_time_to_train_per_s")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
          "submitter", "result_path")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
@@ -53,8 +54,6 @@ _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerato
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
            "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
-_PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-                      "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "tensorfloat32": "tf32"}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -241,12 +240,52 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     """Return the run row of ``record`` (all ``RUN_COLUMN_NAMES``, plus ``_series``).
 
     Raises ``Reject`` with the reason when the record cannot be a run. ``run_id`` is set; the
-    series columns are filled later by ``series.assign_series``.
+    series columns are filled later by ``series.assign_series``. The steps run in a fixed
+    order, so a record with several faults is rejected for the first: what the record is
+    (``_status``), who and what ran (``_identity``), the numbers as given (``_numbers``), the
+    chip and its peak (``_chip``), the model (``_model``), then the derived measures.
     """
     f = record.fields or {}
     row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
     derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
+    row["status"] = _status(f)
+    acc_name, kind = _identity(f, record, row)
+    given = _numbers(f, row)
+    precision, assumed, peak, peak_withheld = _chip(f, row, acc_name, catalog, options, derived)
+    _model(row, catalog, given["params_b"], given["active_b"], derived)
+    filled, from_peak = derive_measures(row, None if peak_withheld else peak, given["tflops"],
+                                        options.attention_flops, given["hw_tflops"])
+    derived += filled
+    # An assumed precision becomes the run's only when a derived value rests on its peak;
+    # otherwise `precision` stays empty as the source left it, and the peak columns say which
+    # precision their (assumed) peak is at.
+    if assumed and from_peak:
+        precision = options.default_precision
+        derived.append("precision")
+    elif assumed and peak is not None:
+        derived.append("peak_precision")
+    row["precision"] = precision
+    if peak_withheld and row["mfu"] is None and row["model_flops_per_s"] is not None:
+        row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
+                                           "has fp8 units")
+    for name in ("params", "active_params"):
+        if not math.isfinite(row[name]):
+            raise Reject("out_of_range", f"{name} = {row[name]!r}")
 
+    row["strategy_family"] = strategy_family(row["n_accelerators"], row["dp"], row["tp"],
+                                             row["pp"], row["zero_stage"], row["strategy"])
+    row["scaling"] = parse_scaling(_text(f, "scaling"))
+    row["derived"] = ";".join(dict.fromkeys(derived)) or None
+    row["provenance"] = _text(f, "provenance") or f"{record.path}:{record.line}"
+    # The id holds the precision as stated, so an assumption cannot change a run's identity.
+    row["run_id"] = run_id(record.source, dict(row, precision=None) if assumed else row,
+                           record.path if kind != "published" else None)
+    row["_series"] = _text(f, "series")
+    return row
+
+
+def _status(f: dict[str, Any]) -> str:
+    """The run's status; a record that is no run (a statistic, a missing log) is a reject."""
     kind_of_record = _text(f, "record_kind")
     if kind_of_record is not None and kind_of_record.lower() != "run":
         raise Reject("not_a_run", f"record_kind={kind_of_record}")
@@ -257,8 +296,12 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
                      + (f" (notes: {notes})" if notes else ""))
     if status not in STATUSES:
         raise Reject("bad_value", f"status={_short(status)} not one of {', '.join(STATUSES)}")
-    row["status"] = status
+    return status
 
+
+def _identity(f: dict[str, Any], record: Record, row: dict[str, Any]) -> tuple[str, str]:
+    """Source, kind, text fields, model, accelerator name and chip count (all required).
+    Returns the accelerator as written and the source kind."""
     # Parsers of per-file inputs may name the source on the Record only.
     source = _text(f, "source") if "source" in f else record.source
     if not source:
@@ -276,9 +319,13 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         raise Reject("missing_required", "accelerator")
     if _text(f, "n_accelerators") is None:
         raise Reject("missing_required", "n_accelerators")
-    n = _count(f, "n_accelerators", 1)
-    row["n_accelerators"] = n
+    row["n_accelerators"] = _count(f, "n_accelerators", 1)
+    return acc_name, kind
 
+
+def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
+    """Counts, positive quantities and fractions as given; at least one measure for an ok run.
+    Returns the inputs of the derivations that are not run columns."""
     # Only present fields are parsed (row already holds None for the others): keeps a
     # 10k-record ingest within seconds.
     for name, minimum in _COUNTS.items():
@@ -289,6 +336,24 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     for name in _POSITIVE:
         if name in f:
             row[name] = _positive(f, name)
+    _power(f, row)
+    given = {"tflops": _positive(f, "tflops_per_accelerator"),
+             "hw_tflops": _positive(f, "hardware_tflops_per_accelerator")}
+    row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")
+    row["mfu"] = _fraction(f, "mfu")
+    row["hfu"] = _fraction(f, "hfu")
+    given["params_b"] = _positive(f, "params_b")
+    given["active_b"] = _positive(f, "active_params_b")
+
+    has_measure = any(_text(f, m) is not None for m in MEASURES)
+    if not has_measure and row["status"] == "ok":
+        raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
+    return given
+
+
+def _power(f: dict[str, Any], row: dict[str, Any]) -> None:
+    """MLPerf power fields other than the positive energies: the interconnect's energy (0 J
+    when the submission logs no switch) and where the power was measured (AC or DC)."""
     if "energy_j_interconnect" in f:
         row["energy_j_interconnect"] = _float(f, "energy_j_interconnect")
         if row["energy_j_interconnect"] is not None and row["energy_j_interconnect"] < 0:
@@ -297,18 +362,13 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         row["power_measurement"] = _vocab(_text(f, "power_measurement"), POWER_MEASUREMENTS,
                                           "power_measurement",
                                           {m.lower(): m for m in POWER_MEASUREMENTS})
-    tflops = _positive(f, "tflops_per_accelerator")
-    hw_tflops = _positive(f, "hardware_tflops_per_accelerator")
-    row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")
-    row["mfu"] = _fraction(f, "mfu")
-    row["hfu"] = _fraction(f, "hfu")
-    params_b = _positive(f, "params_b")
-    active_b = _positive(f, "active_params_b")
 
-    has_measure = any(_text(f, m) is not None for m in MEASURES)
-    if not has_measure and status == "ok":
-        raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
 
+def _chip(f: dict[str, Any], row: dict[str, Any], acc_name: str, catalog: CatalogCache,
+          options: Options, derived: list[str]) -> tuple[str | None, bool, float | None, bool]:
+    """The catalog accelerator, its peak at the stated (or assumed) precision and its
+    compute-to-bandwidth ratios. Returns (precision as stated, whether it was assumed, peak,
+    whether derived measures must not use that peak)."""
     acc_id = catalog.accelerator(acc_name)
     if acc_id is None:
         # The catalog says why: not listed at all, or listed as ambiguous (a bare "A100").
@@ -317,7 +377,7 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     row["accelerator"] = acc_id
     row["accelerator_family"] = catalog.family(acc_id)
 
-    precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", _PRECISION_ALIASES)
+    precision = _vocab(_text(f, "precision"), PRECISIONS, "precision", PRECISION_ALIASES)
     assumed = precision is None
     peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak
@@ -334,7 +394,12 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     # submissions on H100/B200 do) and the bf16 peak would double its MFU.
     peak_withheld = (assumed and not options.mfu_on_assumed_precision
                      and catalog.peak(acc_id, "fp8")[0] is not None)
+    return precision, assumed, peak, peak_withheld
 
+
+def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
+           active_b: float | None, derived: list[str]) -> None:
+    """Model id, parameter counts and shape: as given, else from the model catalog."""
     params = params_b * BILLION if params_b is not None else None
     model_id = catalog.model(row["model"], params)
     row["model_id"] = model_id
@@ -360,35 +425,5 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         if row[name] is None and shape.get(name):
             row[name] = int(shape[name])
             derived.append(name)
-
-    filled, from_peak = derive_measures(row, None if peak_withheld else peak, tflops,
-                                        options.attention_flops, hw_tflops)
-    derived += filled
-    # An assumed precision becomes the run's only when a derived value rests on its peak;
-    # otherwise `precision` stays empty as the source left it, and the peak columns say which
-    # precision their (assumed) peak is at.
-    if assumed and from_peak:
-        precision = options.default_precision
-        derived.append("precision")
-    elif assumed and peak is not None:
-        derived.append("peak_precision")
-    row["precision"] = precision
-    if peak_withheld and row["mfu"] is None and row["model_flops_per_s"] is not None:
-        row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
-                                           "has fp8 units")
-    for name in ("params", "active_params"):
-        if not math.isfinite(row[name]):
-            raise Reject("out_of_range", f"{name} = {row[name]!r}")
-
-    row["strategy_family"] = strategy_family(n, row["dp"], row["tp"], row["pp"],
-                                             row["zero_stage"], row["strategy"])
-    row["scaling"] = parse_scaling(_text(f, "scaling"))
-    row["derived"] = ";".join(dict.fromkeys(derived)) or None
-    row["provenance"] = _text(f, "provenance") or f"{record.path}:{record.line}"
-    # The id holds the precision as stated, so an assumption cannot change a run's identity.
-    row["run_id"] = run_id(record.source, dict(row, precision=None) if assumed else row,
-                           record.path if kind != "published" else None)
-    row["_series"] = _text(f, "series")
-    return row
 
 

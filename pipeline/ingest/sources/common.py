@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from pipeline.config import PROJ_ROOT
+from pipeline.config import project_relative
 
 COMPRESSED_SUFFIXES = (".gz", ".zst")
 # Compressions seen on logs that are not read: such a file is found like the others and becomes
@@ -145,10 +145,5 @@ def looks_binary(head: bytes) -> bool:
     return controls + text.count("\ufffd") > BINARY_FRACTION * len(head)
 
 
-def rel_path(path: Path, root: Path = PROJ_ROOT) -> str:
-    """``path`` relative to ``root`` (POSIX), or absolute when outside it."""
-    resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(Path(root).resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
+# the one rule for recorded paths (pipeline/config.py), under the name the readers use
+rel_path = project_relative

@@ -43,6 +43,7 @@ reading lines in any other layout is decoded line by line (``mllog``), with the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,6 +316,19 @@ def measurement_type_from_names(*names: str) -> str | None:
     return None
 
 
+def _parsed(paths: list[Path], out: Measurement) -> Iterator[PowerFile]:
+    """Each readable power log of ``paths``, parsed; an unreadable one is a problem of ``out``
+    (the measurement is then not used), and the bytes read are counted on ``out``."""
+    for path in paths:
+        try:
+            pf = parse_power_file(path)
+        except READ_ERRORS as exc:
+            out.problems.append(f"unreadable: {logical_name(path)}: {read_error(exc)}")
+            continue
+        out.n_bytes += pf.n_bytes
+        yield pf
+
+
 def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int | None,
             names: tuple[str, ...] = ()) -> Measurement:
     """The power measurement in ``folder`` (``power/result_<id>``) of a run."""
@@ -334,13 +348,7 @@ def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int 
                             f"{n_nodes} nodes")
     types: set[str] = set()
     e_nodes, p_nodes = 0.0, 0.0
-    for path in nodes:
-        try:
-            pf = parse_power_file(path)
-        except READ_ERRORS as exc:
-            out.problems.append(f"unreadable: {logical_name(path)}: {read_error(exc)}")
-            continue
-        out.n_bytes += pf.n_bytes
+    for pf in _parsed(nodes, out):
         if pf.measurement_type:
             types.add(pf.measurement_type)
         ne = node_energy(pf, run_start_ms, run_stop_ms)
@@ -350,13 +358,7 @@ def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int 
             e_nodes += ne.energy_j
             p_nodes += ne.mean_power_w or 0.0
     e_sw = 0.0
-    for path in switches:
-        try:
-            pf = parse_power_file(path)
-        except READ_ERRORS as exc:
-            out.problems.append(f"unreadable: {logical_name(path)}: {read_error(exc)}")
-            continue
-        out.n_bytes += pf.n_bytes
+    for pf in _parsed(switches, out):
         e, problem = switch_energy(pf, ttt_ms)
         if problem:
             out.problems.append(problem)

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.config import PROJ_ROOT, ConfigError, get
+from pipeline.config import project_relative, settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -69,20 +69,10 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
 
 def settings(params: dict) -> Settings:
     """Check ``ingest.logs``; a bad value stops the stage naming the field."""
-    warm = get(params, "ingest.logs.warmup_steps", (str, int), default="auto")
-    if isinstance(warm, str) and warm != "auto" or isinstance(warm, int) and warm < 0:
-        raise ConfigError("params: field 'ingest.logs.warmup_steps' must be 'auto' or a "
-                          f"non-negative integer, got {warm!r}")
-    frac = get(params, "ingest.logs.max_warmup_fraction", float, default=0.5)
-    if not 0.0 <= frac < 1.0:
-        raise ConfigError(f"params: field 'ingest.logs.max_warmup_fraction' must be in [0, 1), "
-                          f"got {frac!r}")
-    min_steps = get(params, "ingest.logs.min_steady_steps", int, default=3)
-    tol = get(params, "ingest.logs.settle_tolerance", float, default=0.05)
-    if min_steps < 1 or not tol > 0:
-        raise ConfigError("params: fields 'ingest.logs.min_steady_steps' (>= 1) and "
-                          "'ingest.logs.settle_tolerance' (> 0) out of range")
-    return Settings(None if warm == "auto" else int(warm), frac, min_steps, tol)
+    cfg = load_group(params, "ingest.logs")
+    warm = cfg.warmup_steps
+    return Settings(None if warm == "auto" else warm, cfg.max_warmup_fraction,
+                    cfg.min_steady_steps, cfg.settle_tolerance)
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
@@ -93,9 +83,13 @@ def find_logs(logs_dir: Path) -> list[Path]:
                   and logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
-def _display(path: Path) -> str:
-    path = Path(path).resolve()
-    return str(path.relative_to(PROJ_ROOT)) if PROJ_ROOT in path.parents else str(path)
+_display = project_relative
+
+
+def folder_source(path: Path, logs_dir: Path) -> str:
+    """The source of a log a sidecar does not name: ``logs/<its folder>`` (``logs`` at top)."""
+    rel = path.parent.relative_to(logs_dir).as_posix()
+    return "logs" if rel == "." else f"logs/{rel}"
 
 
 def detect_format(text: str) -> str | None:
@@ -278,9 +272,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if "global_batch_tokens" in side.values:
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
-    rel = path.parent.relative_to(logs_dir).as_posix()
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or ("logs" if rel == "." else f"logs/{rel}"),
+    fields.update(source=side.values.get("source") or folder_source(path, logs_dir),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -335,9 +328,7 @@ def read_logs(logs_dir: Path, params: dict,
     memory then stays that of the largest single log, whatever their number.
     """
     s = settings(params)
-    workers = get(params, "ingest.logs.workers", int, default=1)
-    if workers < 1:
-        raise ConfigError(f"params: field 'ingest.logs.workers' must be >= 1, got {workers}")
+    workers = load_group(params, "ingest.logs").workers
     logs_dir = Path(logs_dir)
     paths = find_logs(logs_dir)
     if steps_dir is not None:
@@ -367,9 +358,7 @@ def read_logs(logs_dir: Path, params: dict,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            rel = path.parent.relative_to(logs_dir).as_posix()
-            source = "logs" if rel == "." else f"logs/{rel}"
-            reject = Record.reject(source, shown, 0, shown, *result)
+            reject = Record.reject(folder_source(path, logs_dir), shown, 0, shown, *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
+
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
@@ -30,9 +32,7 @@ STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
-MEASURE_KEYS = ("tokens_per_s", "tokens_per_s_per_accelerator", "tflops_per_accelerator", "mfu",
-                "hfu", "step_time_s", "time_to_train_s", "power_w_per_accelerator",
-                "energy_j_per_token", "derived")
+MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
 
 
 class SidecarError(Exception):

@@ -24,11 +24,13 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from pipeline.io import PARQUET_OPTIONS
+from pipeline.schema import STEP_COLUMNS as SCHEMA_STEP_COLUMNS
+from pipeline.schema import STEPS_SCHEMA
 
-STEP_COLUMNS = ("path", "format", "step", "segment", "rank", "line", "step_time_s",
-                "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s", "batch_samples",
-                "loss", "tflops_per_accelerator", "mfu", "wall_s", "is_warmup", "is_nan_loss",
-                "used")
+# The columns of steps.parquet (``schema.STEP_COLUMNS``) without run_id (known only once the
+# log became a run), the identifying ones first.
+_KEYS = ("path", "format", "step", "segment", "rank", "line")
+STEP_COLUMNS = _KEYS + tuple(n for n, _ in SCHEMA_STEP_COLUMNS if n not in _KEYS and n != "run_id")
 _TEXT = ("path", "format")
 
 
@@ -74,10 +76,8 @@ def write_steps(rows: dict[str, Any], path: Path) -> None:
 
 def empty_frame() -> pd.DataFrame:
     """A steps frame with no rows (the columns and dtypes of ``gather``'s)."""
-    dtypes = {"path": object, "format": object, "step": np.int64, "segment": np.int64,
-              "rank": np.int32, "line": np.int64, "is_warmup": bool, "is_nan_loss": bool,
-              "used": bool}
-    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, np.float64)) for c in STEP_COLUMNS})
+    return pd.DataFrame({c: pd.Series(dtype=STEPS_SCHEMA.field(c).type.to_pandas_dtype())
+                         for c in STEP_COLUMNS})
 
 
 def gather(logs: list[dict[str, Any]]) -> pd.DataFrame:

@@ -1,0 +1,62 @@
+"""Ceiling curves per scaling series: the theory's utilization ceiling for a series'
+configuration family moved along N (``theory_curves.parquet``, drawn by compare).
+
+The reference run (the series' largest measured N) keeps its model, accelerator and
+tp/pp/cp/ep degrees; data parallelism absorbs the change of N (dp = N / (tp pp cp)); under weak
+scaling the global batch grows in proportion to N, under strong scaling it stays fixed. N runs
+over ``pipeline.measures.extrapolation_grid`` (the grid the fit stage writes the laws' curves
+on). A series whose model grows with N (Megatron's weak-scaling table) has no single
+configuration family to move along N and gets no curve. All points are evaluated in one
+vectorised call of ``compute_bounds``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from pipeline.measures import extrapolation_grid, series_runs, y_column
+from pipeline.theory.bounds import compute_bounds
+
+CURVE_COLUMNS = ("series_id", "n_accelerators", "bound_mfu")
+
+
+def _reference_points(runs: pd.DataFrame, series: pd.DataFrame, targets: Sequence[int],
+                      points: int) -> list[tuple[str, dict, np.ndarray]]:
+    """(series_id, reference run, N grid) for every series with one model and >= 2 N."""
+    refs = []
+    for s in series.sort_values("series_id").itertuples():
+        g = series_runs(runs, s.series_id, y_column(runs, s.y_metric))
+        n_levels = np.unique(g["n_accelerators"].to_numpy(float))
+        if n_levels.size < 2 or g["params"].nunique(dropna=False) > 1:
+            continue
+        grid = extrapolation_grid(float(n_levels[0]), targets, points)
+        refs.append((s.series_id, g.loc[g["n_accelerators"].idxmax()].to_dict(), grid))
+    return refs
+
+
+def series_ceilings(runs: pd.DataFrame, series: pd.DataFrame, catalog: Any,
+                    params: Mapping[str, Any], targets: Sequence[int], points: int
+                    ) -> pd.DataFrame:
+    """``CURVE_COLUMNS`` rows: each series' ceiling at every N of its extrapolation grid."""
+    rows = []
+    refs = _reference_points(runs, series, targets, points)
+    for sid, ref, grid in refs:
+        n_ref = float(ref["n_accelerators"])
+        for i, n in enumerate(grid):
+            row = dict(ref, n_accelerators=float(n), dp=np.nan, run_id=f"{sid}|{i:04d}")
+            if ref.get("scaling") == "weak" and np.isfinite(ref.get("global_batch_tokens") or np.nan):
+                row["global_batch_tokens"] = float(ref["global_batch_tokens"]) * n / n_ref
+            rows.append(row)
+    if not rows:
+        return pd.DataFrame({"series_id": pd.Series(dtype=object),
+                             "n_accelerators": pd.Series(dtype=float),
+                             "bound_mfu": pd.Series(dtype=float)})
+    bounds = compute_bounds(pd.DataFrame(rows), catalog, params).set_index("run_id")["bound_mfu"]
+    frames = [pd.DataFrame({"series_id": sid, "n_accelerators": grid,
+                            "bound_mfu": bounds.reindex([f"{sid}|{i:04d}" for i in
+                                                         range(len(grid))]).to_numpy(float)})
+              for sid, _, grid in refs]
+    return pd.concat(frames, ignore_index=True)[list(CURVE_COLUMNS)]

@@ -1,0 +1,39 @@
+"""The import contracts of .importlinter hold, and the linter does detect a broken one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PROJ_ROOT
+
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--config", str(config)], cwd=PROJ_ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not LINT.exists() and shutil.which("lint-imports") is None,
+                    reason="import-linter not installed")
+def test_project_contracts_are_kept():
+    done = _lint(PROJ_ROOT / ".importlinter")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 kept, 0 broken" in done.stdout
+
+
+@pytest.mark.skipif(not LINT.exists(), reason="import-linter not installed")
+def test_a_broken_contract_is_reported(tmp_path):
+    # compare reads the shared measures: forbidding that import must fail the check.
+    config = tmp_path / "broken.ini"
+    config.write_text("[importlinter]\nroot_package = pipeline\n\n"
+                      "[importlinter:contract:x]\nname = x\ntype = forbidden\n"
+                      "source_modules =\n    pipeline.compare\n"
+                      "forbidden_modules =\n    pipeline.measures\n")
+    done = _lint(config)
+    assert done.returncode == 1 and "0 kept, 1 broken" in done.stdout
