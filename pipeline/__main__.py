@@ -15,7 +15,9 @@ import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
+# for one hostile sidecar), and they are no help to a user.
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
                   help="scalewall: measured diminishing returns against data-movement limits.")
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params.yaml of the project")

@@ -109,6 +109,10 @@ class IngestSettings(_Group):
     """``ingest``: input roots and the rules of MFU derivation."""
 
     mlperf_roots: list[Annotated[str, Field(min_length=1)]]
+    # Folders outside the project are not versioned with it: refused unless this is true.
+    allow_mlperf_roots_outside_project: bool = False
+    # Largest plausible job (plausible.MAX_ACCELERATORS); a record above it is rejected.
+    max_accelerators: Annotated[int, Field(ge=1, le=10**12)] = 10_000_000
     default_precision: Precision
     attention_flops: bool
     mfu_on_assumed_precision: bool

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,57 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+
+# Prefix of the temporary file an output is written to before it is renamed into place:
+# ``.partial-<pid>-<name>`` (``.dvcignore`` and ``.gitignore`` list it).
+PARTIAL_PREFIX = ".partial-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a scratch or partial file of a dead one is stale)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Remove ``path``'s partial files left by killed writers (their pid no longer runs)."""
+    for old in path.parent.glob(f"{PARTIAL_PREFIX}*-{path.name}"):
+        pid = old.name[len(PARTIAL_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            old.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path in ``path``'s folder; on success rename it onto ``path``.
+
+    A stage killed at any moment leaves the old file or none, never a truncated one: the
+    rename is atomic within a folder (POSIX ``rename``). On an exception the temporary file is
+    removed and ``path`` is left as it was. A partial file that a killed writer left is removed
+    the next time ``path`` is written (DVC reruns a stage it killed: its outputs are gone).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_partials(path)
+    tmp = path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{path.name}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(text: str, path: str | Path) -> None:
+    """Write UTF-8 text atomically (see ``atomic_path``)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 # Fixed writer settings (no wall-clock metadata): the same table gives the same bytes. Streamed
@@ -24,19 +78,17 @@ def write_parquet(df: pd.DataFrame, path: str | Path, schema: pa.Schema | None =
 
     Row order is the caller's responsibility: sort before writing.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df.reset_index(drop=True), schema=schema, preserve_index=False)
     # pandas metadata embeds the pandas version only; keep it so round-trips restore dtypes.
-    pq.write_table(table, path, **PARQUET_OPTIONS)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **PARQUET_OPTIONS)
 
 
 def write_csv(df: pd.DataFrame, path: str | Path, significant: int = 10) -> None:
     """Plot data for ``dvc plots``: no index, ``\n`` line ends, floats to ``significant`` digits
     (stable across platforms' last-ulp noise)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, float_format=f"%.{significant}g", lineterminator="\n")
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format=f"%.{significant}g", lineterminator="\n")
 
 
 def _clean(value: Any) -> Any:
@@ -61,7 +113,4 @@ def _clean(value: Any) -> Any:
 
 def write_json(obj: Any, path: str | Path) -> None:
     """Write JSON with sorted keys, NaN/inf as null and floats rounded to 12 significant digits."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    write_text(json.dumps(_clean(obj), indent=2, sort_keys=True, allow_nan=False) + "\n", path)

@@ -179,7 +179,8 @@ _ACCELERATORS = {f"theory.scenarios.{s}.accelerator" for s in (
 ACCEPTED = {
     "none": _SCENARIO_OVERRIDES,
     "text": _ACCELERATORS | {"report.title"},
-    "bool": {"fit.score_other_scale", "ingest.attention_flops", "ingest.mfu_on_assumed_precision",
+    "bool": {"fit.score_other_scale", "ingest.allow_mlperf_roots_outside_project",
+             "ingest.attention_flops", "ingest.mfu_on_assumed_precision",
              "theory.search.memory_check", "theory.search.two_d_tp"},
     "list": {"ingest.mlperf_roots", "report.frontier_scenarios",
              "report.strategy_models.ultrascale_playbook2025"},

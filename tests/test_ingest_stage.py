@@ -27,6 +27,7 @@ def _params(tmp_path: Path, **ingest: Any) -> dict[str, Any]:
     empty = tmp_path / "mlperf_empty"
     empty.mkdir(exist_ok=True)
     params["ingest"]["mlperf_roots"] = [str(empty)]
+    params["ingest"]["allow_mlperf_roots_outside_project"] = True  # tmp_path, ../shared
     params["ingest"].update(ingest)
     return params
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from pipeline.bounded import cap
+
 # Reject reasons are "<code>: <detail>"; metrics count them by code.
 REJECT_CODES = (
     "malformed_row",        # cannot be parsed at all (wrong column count, bad CSV/JSON)
@@ -31,6 +33,7 @@ REJECT_CODES = (
     "too_few_steps",        # step log with fewer steady-state steps than the minimum
     "conflict",             # log and sidecar disagree (both values named)
     "unreadable",           # I/O error
+    "bad_link",             # a symlink that dangles, loops or leads out of the data folder
 )
 
 # Fields a parser may set beyond format v1.
@@ -62,5 +65,5 @@ class Record:
                detail: str = "") -> "Record":
         if code not in REJECT_CODES:
             raise ValueError(f"unknown reject code {code!r}")
-        reason = f"{code}: {detail}" if detail else code
+        reason = cap(f"{code}: {detail}" if detail else code)
         return cls(source=source, path=path, line=line, raw=raw[:500], reason=reason)

@@ -11,6 +11,9 @@ anything. A run seen twice in a source (same ``run_id``, or the same ``log_sha1`
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import sys
 import tempfile
 from collections import Counter, defaultdict
@@ -22,6 +25,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from pipeline.bounded import cap, short
 from pipeline.config import PROJ_ROOT, ConfigError, settings, strip_project_root
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
@@ -32,7 +36,7 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
-from pipeline.io import write_json, write_parquet
+from pipeline.io import pid_alive, write_json, write_parquet
 from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUN_COLUMNS,
                              RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
                              check_metrics, check_output, pandas_dtype, validate_runs)
@@ -51,17 +55,45 @@ def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
     for i, root in enumerate(cfg.mlperf_roots):
         path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
         if not path.is_dir():
-            raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {root[:200]!r} "
+            raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {short(root)} "
                               f"does not exist")
+        # Inputs outside the project are not tracked by DVC (a result would depend on files no
+        # one versioned): refused unless the setting says so.
+        if (not cfg.allow_mlperf_roots_outside_project
+                and not path.resolve().is_relative_to(PROJ_ROOT.resolve())):
+            raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {short(root)} lies "
+                              "outside the project; set 'ingest.allow_mlperf_roots_outside_"
+                              "project: true' to read it anyway")
         paths.append(path)
     return Options(default_precision=cfg.default_precision, attention_flops=cfg.attention_flops,
-                   mfu_on_assumed_precision=cfg.mfu_on_assumed_precision), paths
+                   mfu_on_assumed_precision=cfg.mfu_on_assumed_precision,
+                   max_accelerators=cfg.max_accelerators), paths
 
 
 def load_catalog(catalog_dir: Path) -> Any:
     """The hardware and model catalog (``pipeline.catalog``), imported when the stage runs."""
     from pipeline.catalog import load_catalog as _load
     return _load(catalog_dir)
+
+
+@contextlib.contextmanager
+def scratch_dir(out_dir: Path) -> Iterator[Path]:
+    """A scratch folder for per-log step files: ``<out_dir>/.scratch/ingest-<pid>-*``.
+
+    ``.scratch/`` is in ``.dvcignore``, so scratch never enters a stage's dependency hash. A
+    folder left by a killed ingest (its pid no longer running), and the ``.steps-*`` folders of
+    earlier versions, are removed first; a concurrent ingest's folder is left alone.
+    """
+    root = out_dir / ".scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    for old in [*root.glob("ingest-*"), *out_dir.glob(".steps-*")]:
+        pid = old.name.split("-")[1]
+        if old.name.startswith(".steps-") or (pid.isdigit() and not pid_alive(int(pid))):
+            shutil.rmtree(old, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"ingest-{os.getpid()}-", dir=root) as scratch:
+        yield Path(scratch)
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only when empty (no concurrent ingest)
 
 
 def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
@@ -95,7 +127,8 @@ def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> list[
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
     # Parsers may quote absolute paths; rejects.parquet must not depend on the checkout's place.
     return {"source": record.source, "path": record.path, "line": record.line,
-            "record": strip_project_root(record.raw), "reason": strip_project_root(reason)}
+            "record": cap(strip_project_root(record.raw), 500),
+            "reason": cap(strip_project_root(reason))}
 
 
 def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
@@ -248,7 +281,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".steps-", dir=out_dir) as scratch:
+    with scratch_dir(out_dir) as scratch:
         log_records = _step_logs(logs_dir, params, Path(scratch))
 
         def records() -> Iterator[Record]:

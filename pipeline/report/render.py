@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
+from pipeline.io import write_text
 from pipeline.report.style import STRATEGY_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -56,11 +59,42 @@ def strategy(family: Any) -> str:
     return STRATEGY_NAMES.get(str(family), str(family))
 
 
-def environment(autoescape: bool) -> jinja2.Environment:
+# Characters that are Markdown syntax anywhere in a line (GFM tables: "|"), and "_" where it
+# can open or close emphasis (not between two letters or digits: "tp_pp" stays as it is).
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|~&]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^[#+\-=]")
+_LINE_BREAKS = re.compile(r"\s*[\r\n\u2028\u2029]+\s*")
+
+
+def md_escape(value: Any) -> Markup:
+    """``value`` as literal Markdown text: syntax characters backslash-escaped, line breaks
+    (which would end a table row or a paragraph) joined with a space. Text already marked
+    safe (template output, macro results) is returned as it is."""
+    if isinstance(value, Markup):
+        return value
+    text = _LINE_BREAKS.sub(" ", str(value))
+    return Markup(_MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text))
+
+
+def _md_join(value: Any, d: str = "", attribute: Any = None) -> Markup:
+    items = list(value)
+    if attribute is not None:
+        items = [item[attribute] if isinstance(item, dict) else getattr(item, attribute)
+                 for item in items]
+    return Markup(d).join(md_escape(item) for item in items)  # the separator is the template's
+
+
+def environment(autoescape: bool, markdown: bool = False) -> jinja2.Environment:
+    """The jinja2 environment: HTML (``autoescape``) or Markdown (``markdown``), where every
+    value printed from data goes through ``md_escape`` (a source named ``<script>`` or a
+    citation with a line break prints as text)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                             autoescape=autoescape, undefined=jinja2.StrictUndefined,
+                             autoescape=autoescape or markdown,
+                             finalize=md_escape if markdown else None,
+                             undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(pct=pct, sci=sci, num=num, times=times, strategy=strategy)
+    if markdown:
+        env.filters["join"] = _md_join
     return env
 
 
@@ -72,11 +106,11 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path) -> 
     """Write ``report.html`` and ``report.md`` under ``out_dir``; returns their paths."""
     out_dir = Path(out_dir)
     html_figs = {k: data_uri(p) for k, p in figures.items()}
-    md_figs = {k: Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
-               else Path(p).as_posix() for k, p in figures.items()}
+    md_figs = {k: Markup(Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
+                         else Path(p).as_posix()) for k, p in figures.items()}
     html = environment(True).get_template("report.html.j2").render(**context, fig=html_figs)
-    md = environment(False).get_template("report.md.j2").render(**context, fig=md_figs)
+    md = environment(False, markdown=True).get_template("report.md.j2").render(**context, fig=md_figs)
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    paths["html"].write_text(html, encoding="utf-8")
-    paths["md"].write_text(md, encoding="utf-8")
+    write_text(html, paths["html"])
+    write_text(md, paths["md"])
     return paths

@@ -9,6 +9,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+
+from pipeline.io import atomic_path  # noqa: E402
 
 # One colour per accelerator family, the same in every figure (NVIDIA generations warm to cool
 # in release order, TPUs greens, others greys).
@@ -54,11 +57,25 @@ def new_figure(ncols: int = 1, height_in: float = 4.2, **kw: object) -> tuple[pl
 
 def save(fig: plt.Figure, path: Path) -> Path:
     """Write a PNG with no software/date metadata so identical inputs give identical bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    plain_text(fig)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def plain_text(fig: plt.Figure) -> None:
+    """Show every label already set on ``fig`` as typed: no mathtext.
+
+    Labels, titles, legends and fixed tick labels are built from data (source, model, series
+    and scenario names); a ``$...$`` pair in one would be parsed as mathtext and could raise.
+    The figures' own labels use no mathtext. Tick labels that a formatter writes at draw time
+    (``10^2`` on log axes) are still empty here and keep their mathtext.
+    """
+    for text in fig.findobj(Text):
+        if text.get_text():
+            text.set_parse_math(False)
 
 
 def note(ax: object, text: str) -> None:

@@ -32,8 +32,11 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
+from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
+                                             check_scale, rounding)
 from pipeline.ingest.records import Record
 from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
                              PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
@@ -70,6 +73,8 @@ class Options:
     # Use the peak at the assumed precision even on chips with fp8 units (see ``normalize``).
     mfu_on_assumed_precision: bool = False
     attention_flops: bool = True
+    # Largest plausible job (``ingest.max_accelerators``; see ``plausible.check_scale``).
+    max_accelerators: int = MAX_ACCELERATORS
 
 
 class CatalogCache:
@@ -146,7 +151,7 @@ def _float(fields: Any, name: str) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
-        raise Reject("bad_value", f"{name}={value!r} is not a number")
+        raise Reject("bad_value", f"{name}={_short(value)} is not a number")
     if isinstance(value, Real):
         number = float(value)
     else:
@@ -190,8 +195,7 @@ def _positive(fields: Any, name: str) -> float | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return short(value, 40)
 
 
 def _vocab(value: str | None, allowed: tuple[str, ...], name: str, aliases: dict[str, str]
@@ -249,13 +253,14 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
     derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
     row["status"] = _status(f)
-    acc_name, kind = _identity(f, record, row)
+    acc_name, kind = _identity(f, record, row, options.max_accelerators)
     given = _numbers(f, row)
     precision, assumed, peak, peak_withheld = _chip(f, row, acc_name, catalog, options, derived)
     _model(row, catalog, given["params_b"], given["active_b"], derived)
     filled, from_peak = derive_measures(row, None if peak_withheld else peak, given["tflops"],
                                         options.attention_flops, given["hw_tflops"])
     derived += filled
+    _check_stated_mfu(f, row, peak, given["tflops"], filled)
     # An assumed precision becomes the run's only when a derived value rests on its peak;
     # otherwise `precision` stays empty as the source left it, and the peak columns say which
     # precision their (assumed) peak is at.
@@ -284,6 +289,19 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     return row
 
 
+def _check_stated_mfu(f: dict[str, Any], row: dict[str, Any], peak: float | None,
+                      tflops: float | None, filled: list[str]) -> None:
+    """A stated MFU must agree with the throughput it could be derived from (``check_mfu``)."""
+    stated_mfu = "mfu" in f and "mfu" not in filled
+    if stated_mfu and peak is not None and row["model_flops_per_s"] is not None and (
+            tflops is not None or row["tokens_per_s"] is not None):
+        basis = ("tflops_per_accelerator" if tflops is not None and "model_flops_per_s" in filled
+                 else "model_flops_per_s" if "model_flops_per_s" not in filled
+                 else "tokens_per_s")
+        check_mfu(row["mfu"], row["model_flops_per_s"], row["n_accelerators"], peak, basis,
+                  rounding(f["mfu"]))
+
+
 def _status(f: dict[str, Any]) -> str:
     """The run's status; a record that is no run (a statistic, a missing log) is a reject."""
     kind_of_record = _text(f, "record_kind")
@@ -299,7 +317,8 @@ def _status(f: dict[str, Any]) -> str:
     return status
 
 
-def _identity(f: dict[str, Any], record: Record, row: dict[str, Any]) -> tuple[str, str]:
+def _identity(f: dict[str, Any], record: Record, row: dict[str, Any],
+              max_accelerators: int) -> tuple[str, str]:
     """Source, kind, text fields, model, accelerator name and chip count (all required).
     Returns the accelerator as written and the source kind."""
     # Parsers of per-file inputs may name the source on the Record only.
@@ -314,12 +333,17 @@ def _identity(f: dict[str, Any], record: Record, row: dict[str, Any]) -> tuple[s
             row[name] = _text(f, name)
     if row["model"] is None:
         raise Reject("missing_required", "model")
+    if kind == "published" and row["citation"] is None:
+        raise Reject("missing_required", "citation (a published table says where in its source "
+                                         "each row comes from)")
     acc_name = _text(f, "accelerator")
     if acc_name is None:
         raise Reject("missing_required", "accelerator")
     if _text(f, "n_accelerators") is None:
         raise Reject("missing_required", "n_accelerators")
-    row["n_accelerators"] = _count(f, "n_accelerators", 1)
+    n = _count(f, "n_accelerators", 1)
+    check_scale(n, max_accelerators)
+    row["n_accelerators"] = n
     return acc_name, kind
 
 
@@ -331,6 +355,7 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     for name, minimum in _COUNTS.items():
         if name in f:
             row[name] = _count(f, name, minimum)
+    check_layout(row["n_accelerators"], {k: row[k] for k in ("tp", "pp", "cp", "dp", "ep")})
     if row["zero_stage"] is not None and row["zero_stage"] > 3:
         raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
     for name in _POSITIVE:

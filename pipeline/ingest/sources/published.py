@@ -28,15 +28,30 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
                                             logical_suffix, looks_binary, open_binary, read_error,
                                             rel_path)
+from pipeline.ingest.sources.links import candidates, link_problem
 
 __all__ = ["looks_binary", "read_file", "read_published", "rel_path"]
 
+# A quoted field may span physical lines (a note with a line break), but no more than this
+# many: an unbalanced quote would otherwise swallow every row below it into one reject.
+MAX_RECORD_LINES = 20
+
+
+
+class _TooManyLines(Exception):
+    """A record has run past ``MAX_RECORD_LINES`` physical lines (an unbalanced quote)."""
+
 
 class _LineTap:
-    """Feeds lines to ``csv.reader`` while keeping the text and line number of each record."""
+    """Feeds lines to ``csv.reader`` while keeping the lines and line number of each record.
+
+    Lines handed back with ``push_back`` are read again (after a damaged span), and a record
+    may not take more than ``MAX_RECORD_LINES`` physical lines.
+    """
 
     def __init__(self, lines: Iterable[str]) -> None:
         self._lines = iter(lines)
+        self._pushed: list[str] = []  # a stack: the next line to read is last
         self.buffer: list[str] = []
         self.consumed = 0
 
@@ -44,15 +59,20 @@ class _LineTap:
         return self
 
     def __next__(self) -> str:
-        line = next(self._lines)
+        if len(self.buffer) >= MAX_RECORD_LINES:
+            raise _TooManyLines
+        line = self._pushed.pop() if self._pushed else next(self._lines)
         self.consumed += 1
         self.buffer.append(line)
         return line
 
-    def take(self) -> str:
-        text = "".join(self.buffer)
-        self.buffer = []
-        return text
+    def take(self) -> list[str]:
+        lines, self.buffer = self.buffer, []
+        return lines
+
+    def push_back(self, lines: list[str]) -> None:
+        self._pushed.extend(reversed(lines))
+        self.consumed -= len(lines)
 
 
 def _has_bad_chars(text: str) -> str | None:
@@ -86,56 +106,108 @@ def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
         yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
         return
     with fh:
-        tap = _LineTap(fh)
-        reader = csv.reader(tap)
-        header: list[str] | None = None
-        source_col: int | None = None
-        while True:
-            start = tap.consumed + 1
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                yield Record.reject(stem, rel, start, _clean(tap.take()), "malformed_row",
-                                    str(exc))
-                continue
-            except READ_ERRORS as exc:  # I/O failure or a cut compressed stream mid-file
-                yield Record.reject(stem, rel, start, _clean(tap.take()), "unreadable",
-                                    read_error(exc))
-                return
-            raw = tap.take()
-            if not row or all(not cell.strip() for cell in row):
-                continue  # blank line: not a record
+        yield from _records(fh, stem, rel)
+
+
+def _damaged(lines: list[str], row: list[str] | None, header: list[str] | None) -> bool:
+    """Whether a record read over several physical lines is an unbalanced quote's damage
+    rather than a quoted field with line breaks: the wrong number of fields, or a physical
+    line that holds a whole row's worth of commas by itself (a row the quote swallowed)."""
+    if len(lines) < 2:
+        return False
+    if not header or row is None or len(row) != len(header):
+        return True
+    return any(line.count(",") >= len(header) - 1 for line in lines)
+
+
+def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
+    """The records of an open table: one per data line, a multi-line record counting as one.
+
+    A damaged span (an unbalanced quote, see ``_damaged``) costs one ``malformed_row`` reject
+    for its first physical line; the lines after it are read again as records of their own.
+    """
+    tap = _LineTap(fh)
+    reader = csv.reader(tap)
+    header: list[str] | None = None
+    source_col: int | None = None
+    while True:
+        start = tap.consumed + 1
+        error: str | None = None
+        row: list[str] | None = None
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except _TooManyLines:
+            error = (f"a quoted field runs past {MAX_RECORD_LINES} lines (unbalanced quote?); "
+                     "this line rejected, reading resumes on the next")
+        except csv.Error as exc:
+            error = str(exc)
+        except READ_ERRORS as exc:  # I/O failure or a cut compressed stream mid-file
+            yield Record.reject(stem, rel, start, _clean("".join(tap.take())), "unreadable",
+                                read_error(exc))
+            return
+        lines = tap.take()
+        if error is None and _damaged(lines, row, header if header else None):
+            error = (f"unbalanced quote: a quoted field spans lines {start}-"
+                     f"{start + len(lines) - 1} but does not make one row; this line "
+                     "rejected, reading resumes on the next")
+        if error is not None:
+            if len(lines) > 1:
+                tap.push_back(lines[1:])
+                if "unbalanced quote" not in error and "runs past" not in error:
+                    error = f"{error} (unbalanced quote?); this line rejected, reading resumes " \
+                            "on the next"
+            yield Record.reject(stem, rel, start, _clean(lines[0] if lines else ""),
+                                "malformed_row", error)
             if header is None:
-                header = [h.strip() for h in row]
-                source_col = header.index("source") if "source" in header else None
-                bad = _has_bad_chars(raw)
-                if bad or len(set(header)) != len(header):
-                    # Without a usable header no row of this file can be read: one reject for
-                    # the header, and every data row below is rejected against it.
-                    header = []
-                    yield Record.reject(stem, rel, start, _clean(raw), "malformed_row",
-                                        f"header: {bad or 'duplicate column names'}")
-                continue
-            source = stem
-            if source_col is not None and source_col < len(row) and row[source_col].strip():
-                source = row[source_col].strip()
-            bad = _has_bad_chars(raw)
+                header = []  # a damaged header: no row below can be read against it
+            continue
+        raw = "".join(lines)
+        assert row is not None
+        if not row or all(not cell.strip() for cell in row):
+            continue  # blank line: not a record
+        if header is None:
+            header = [h.strip() for h in row]
+            source_col = header.index("source") if "source" in header else None
+            bad = _has_bad_chars(raw) or _header_problem(header)
             if bad:
-                yield Record.reject(_safe(source, stem), rel, start, _clean(raw),
-                                    "malformed_row", bad)
-                continue
-            if not header:
-                yield Record.reject(source, rel, start, raw, "malformed_row",
-                                    "the file has no usable header")
-                continue
-            if len(row) != len(header):
-                yield Record.reject(source, rel, start, raw, "malformed_row",
-                                    f"expected {len(header)} fields, got {len(row)}")
-                continue
-            fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
-            yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
+                # Without a usable header no row of this file can be read: one reject for
+                # the header, and every data row below is rejected against it.
+                header = []
+                yield Record.reject(stem, rel, start, _clean(raw), "malformed_row",
+                                    f"header: {bad}")
+            continue
+        source = stem
+        if source_col is not None and source_col < len(row) and row[source_col].strip():
+            source = row[source_col].strip()
+        bad = _has_bad_chars(raw)
+        if bad:
+            yield Record.reject(_safe(source, stem), rel, start, _clean(raw),
+                                "malformed_row", bad)
+            continue
+        if not header:
+            yield Record.reject(source, rel, start, raw, "malformed_row",
+                                "the file has no usable header")
+            continue
+        if len(row) != len(header):
+            yield Record.reject(source, rel, start, raw, "malformed_row",
+                                f"expected {len(header)} fields, got {len(row)}")
+            continue
+        fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
+        yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
+
+
+def _header_problem(header: list[str]) -> str | None:
+    """Why a header cannot be read (None: it can)."""
+    if len(set(header)) != len(header):
+        return "duplicate column names"
+    if len(header) == 1 and header[0].count(";") >= 2:
+        return ("one column only, with ';' in it: the table looks semicolon-delimited; "
+                "format v1 is comma-separated")
+    if len(header) == 1 and header[0].count("\t") >= 2:
+        return "one column only, with tabs in it: format v1 is comma-separated"
+    return None
 
 
 def _safe(source: str, stem: str) -> str:
@@ -150,6 +222,11 @@ def _clean(raw: str) -> str:
 def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield Records for every ``*.csv`` (also ``.csv.gz``, ``.csv.zst``) under ``published_dir``
     (recursively, sorted by path)."""
-    for path in sorted(Path(published_dir).rglob("*")):
-        if path.is_file() and logical_suffix(path) == ".csv":
-            yield from read_file(path, root)
+    tables = [p for p in Path(published_dir).rglob("*") if logical_suffix(p) == ".csv"]
+    for path in sorted(candidates(tables)):
+        bad_link = link_problem(path, published_dir)
+        if bad_link:
+            yield Record.reject(logical_stem(path), rel_path(path.parent, root) + "/" + path.name, 0,
+                                "", "bad_link", bad_link)
+            continue
+        yield from read_file(path, root)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.bounded import short
 from pipeline.ingest.sources.common import READ_ERRORS, existing, read_error, read_text
 
 # TensorCores per chip: Google system names count cores (v5p-1024 is 512 chips).
@@ -71,21 +72,22 @@ def load_system(json_path: Path, system: str) -> SystemInfo | tuple[str, str]:
         desc = json.loads(read_text(json_path))
     except READ_ERRORS as exc:
         return "unreadable", f"system description {json_path}: {read_error(exc)}"
-    except (ValueError, RecursionError) as exc:
-        return "malformed_row", f"system description {json_path} is not valid JSON ({exc})"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return "malformed_row", (f"system description {json_path} is not valid JSON "
+                                 f"({short(exc, 200)})")
     if not isinstance(desc, dict):
         return "malformed_row", f"system description {json_path} is not a JSON object"
     nodes = _to_int(desc.get("number_of_nodes"))
     per_node = _to_int(desc.get("accelerators_per_node"))
     for name, val in (("number_of_nodes", nodes), ("accelerators_per_node", per_node)):
         if val is None:
-            return "bad_value", f"{json_path}: {name}={desc.get(name)!r} is not a whole number"
+            return "bad_value", f"{json_path}: {name}={short(desc.get(name))} is not a whole number"
     accel = str(desc.get("accelerator_model_name") or "").strip()
     if nodes < 0 or per_node < 0:
         return "out_of_range", f"{json_path}: {nodes} nodes x {per_node} per node is negative"
     if nodes * per_node == 0:
         return "out_of_range", (f"{json_path}: {nodes} nodes x {per_node} accelerators per node = "
-                                f"0 accelerators (CPU-only system, accelerator {accel or 'N/A'!r})")
+                                f"0 accelerators (CPU-only system, accelerator {short(accel or 'N/A')})")
     if nodes * per_node > 10**7:  # beyond any machine built; also keeps int64 columns safe
         return "out_of_range", f"{json_path}: {nodes} x {per_node} accelerators is implausible"
     if not accel or accel.upper() == "N/A":
@@ -96,7 +98,7 @@ def load_system(json_path: Path, system: str) -> SystemInfo | tuple[str, str]:
         gen, cores = m.group(1).lower(), int(m.group(2))
         per_chip = TPU_CORES_PER_CHIP.get(gen)
         if per_chip is None:
-            notes.append(f"TPU generation {gen!r}: cores per chip unknown; chips from JSON")
+            notes.append(f"TPU generation {short(gen)}: cores per chip unknown; chips from JSON")
         elif cores % per_chip == 0 and n == cores // per_chip:
             notes.append(f"TPU name counts TensorCores: {m.group(0)} = {n} chips "
                          f"({per_chip} cores/chip), as nodes x per-node in the JSON")
@@ -128,10 +130,10 @@ def read_scaling_factor(folder: Path) -> tuple[float | None, str]:
     try:
         value = json.loads(read_text(path))["scaling_factor"]
     except (*READ_ERRORS, ValueError, KeyError, TypeError, RecursionError) as exc:
-        return None, f"{path} unreadable ({exc!r})"
+        return None, f"{path} unreadable ({short(exc, 200)})"
     v = finite_number(value)
     if v is None or v <= 0:
-        return None, f"{path}: scaling_factor={value!r} is not a positive number"
+        return None, f"{path}: scaling_factor={short(value)} is not a positive number"
     return v, ""
 
 

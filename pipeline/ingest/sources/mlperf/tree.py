@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from pipeline.bounded import short
 from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
                                             logical_suffix, read_error)
 from pipeline.ingest.sources.mlperf import mllog, power
@@ -147,7 +148,7 @@ def _pos_int(events: list[mllog.Event], run: _Run, key: str) -> int | None:
             v = finite_number(ev.value)
             if v is not None and v > 0 and v.is_integer() and v < 2**53:
                 return int(v)
-            run.notes.append(f"{key}={ev.value!r} ignored (not a positive whole number)")
+            run.notes.append(f"{key}={short(ev.value)} ignored (not a positive whole number)")
             return None
     return None
 
@@ -187,7 +188,7 @@ def _rates(run: _Run, log: mllog.ParsedLog, bench: str, gbs: int | None, seq: in
                 if e.key == "throughput" and (v := finite_number(e.value)) is not None and v > 0]
         thr, n_thr = (statistics.median(vals), len(vals)) if vals else (None, 0)
     if step_key:
-        run.notes.append(f"step_time_s: median of tracked_stats[{step_key!r}] over "
+        run.notes.append(f"step_time_s: median of tracked_stats[{short(step_key)}] over "
                          f"{run.meta['step_time_n']}")
     if thr is None:
         return
@@ -269,7 +270,7 @@ def extract_run(path: Path, log: mllog.ParsedLog, bench: str, sysinfo: SystemInf
         status = _STATUS.get(raw_status) if isinstance(raw_status, str) else None
         f["status"] = status or "aborted"
         if status is None:
-            run.notes.append(f"run_stop status {raw_status!r} read as aborted")
+            run.notes.append(f"run_stop status {short(raw_status)} read as aborted")
         run.ttt_s = (stop.time_ms - start.time_ms) / 1000.0
         f["time_to_train_s"] = run.ttt_s
         f["inverse_time_to_train_per_s"] = 1.0 / run.ttt_s
@@ -279,7 +280,7 @@ def extract_run(path: Path, log: mllog.ParsedLog, bench: str, sysinfo: SystemInf
         run.meta["trained"] = _trained(log, stop)
     logged = log.first("submission_benchmark")
     if logged is not None and isinstance(logged.value, str) and logged.value != bench:
-        run.notes.append(f"log says submission_benchmark={logged.value!r}")
+        run.notes.append(f"log says submission_benchmark={short(logged.value)}")
     gbs = _pos_int(log.events, run, "global_batch_size")
     seq = _pos_int(log.events, run, "max_sequence_length")
     run.meta.update(global_batch_size=gbs, max_sequence_length=seq, hints=log.hints)

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
 
+from pipeline.bounded import cap, short
 from pipeline.config import project_relative, settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
@@ -42,6 +43,7 @@ from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
                                             open_binary, read_error)
+from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
 from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
@@ -79,11 +81,15 @@ def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted."""
     if not logs_dir.is_dir():
         return []
-    return sorted(p for p in logs_dir.rglob("*") if p.is_file()
-                  and logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+    return sorted(p for p in candidates(list(logs_dir.rglob("*")))
+                  if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
-_display = project_relative
+def _display(path: Path) -> str:
+    # The folder resolved, not the file: a symlinked log is shown where it lies (and a
+    # looping link cannot raise here).
+    path = Path(path)
+    return (PurePosixPath(project_relative(path.parent)) / path.name).as_posix()
 
 
 def folder_source(path: Path, logs_dir: Path) -> str:
@@ -195,9 +201,9 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     for key, value in state.facts.items():
         if key in CHECKED and key in side.values and not same_value(key, value,
                                                                     side.values[key]):
-            raise SidecarError("conflict", f"{key}: log says {value!r} (line "
+            raise SidecarError("conflict", f"{key}: log says {short(value)} (line "
                                            f"{state.fact_lines.get(key, 0)}), sidecar "
-                                           f"{side.origin[key]} says {side.values[key]!r}")
+                                           f"{side.origin[key]} says {short(side.values[key])}")
         if key == "model" and key in facts:
             continue  # the sidecar's name is the one the catalog knows
         facts[key] = value
@@ -215,6 +221,9 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     shown = _display(path)
+    bad_link = link_problem(path, logs_dir)
+    if bad_link:
+        return ("bad_link", bad_link), None
     try:
         side = load_sidecar(path, logs_dir, cache, display=_display)
         kind, fmt = sniff(path)
@@ -259,7 +268,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
                                      f"{s.min_steady_steps}; " + "; ".join(notes))
     except SidecarError as exc:
         return (exc.code, exc.detail), steps
-    missing = [k for k in ("accelerator", "n_accelerators") if not facts.get(k)]
+    # n_accelerators: 0 is a value, and normalize rejects it as out of range (not "not given").
+    missing = [k for k in ("accelerator", "n_accelerators") if facts.get(k) in (None, "")]
     if missing:
         return ("missing_required", f"{', '.join(missing)}: neither the log nor a sidecar "
                                     "(run.yaml) gives them"), steps
@@ -291,9 +301,14 @@ def _read_guarded(path: Path, logs_dir: Path, s: Settings,
     not stop the stage (the fuzz tests look for such failures; none is known)."""
     try:
         return read_one(path, logs_dir, s, cache)
-    except (ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError) as exc:
+    except (RecursionError, MemoryError) as exc:
+        # Input nested or sized beyond what a parser can hold: this file alone is lost.
+        what = "stack" if isinstance(exc, RecursionError) else "memory"
+        return ("malformed_row", f"step-log parser ran out of {what} on this file "
+                                 f"({type(exc).__name__}): nested too deeply or too large"), None
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         return ("malformed_row", f"step-log parser failed on this file ({type(exc).__name__}: "
-                                 f"{exc}); please report it with the log"), None
+                                 f"{cap(str(exc), 200)}); please report it with the log"), None
 
 
 def _size(path: Path) -> int:

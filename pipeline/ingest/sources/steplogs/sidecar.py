@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.bounded import cap, short
 from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
@@ -33,6 +34,36 @@ ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
 MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
+
+# A sidecar is a handful of keys; a larger file is not one (and is not read into memory).
+MAX_SIDECAR_BYTES = 1 << 20
+# Nesting deeper than this is no sidecar value (values are scalars); refused while composing,
+# before the parser's own recursion can exhaust the stack.
+MAX_YAML_DEPTH = 20
+
+
+class _SidecarLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases and with a depth limit.
+
+    Aliases (``*name``) are refused: sidecar values are scalars, and aliases are how a "billion
+    laughs" file of under 1 KB expands to 10^9 strings.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not allowed in a sidecar",
+                event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 class SidecarError(Exception):
@@ -81,14 +112,14 @@ def _check(key: str, value: Any, where: str) -> Any:
     if key in INT_KEYS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"integer, got {value!r}")
+                                            f"integer, got {short(value)}")
     elif key in FLOAT_KEYS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"number, got {value!r}")
+                                            f"number, got {short(value)}")
         value = float(value)
     elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be text, got {value!r}")
+        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be text, got {short(value)}")
     else:
         value = str(value)
     return value
@@ -99,12 +130,18 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
     if cache is not None and path in cache:
         return cache[path]
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_SIDECAR_BYTES:
+            raise SidecarError("malformed_row", f"sidecar {path}: over {MAX_SIDECAR_BYTES} "
+                                                "bytes; a sidecar is a short mapping")
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SidecarLoader)
     except (OSError, UnicodeDecodeError) as exc:
-        raise SidecarError("unreadable", f"sidecar {path}: {exc}") from exc
+        raise SidecarError("unreadable", f"sidecar {path}: {short(exc, 200)}") from exc
     except yaml.YAMLError as exc:
         raise SidecarError("malformed_row", f"sidecar {path}: not valid YAML "
-                                            f"({str(exc).splitlines()[0]})") from exc
+                                            f"({cap(str(exc).splitlines()[0], 200)})") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise SidecarError("malformed_row", f"sidecar {path}: nested too deeply to read "
+                                            f"({type(exc).__name__})") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from pipeline.io import PARQUET_OPTIONS
+from pipeline.io import PARQUET_OPTIONS, atomic_path
 from pipeline.schema import STEP_COLUMNS as SCHEMA_STEP_COLUMNS
 from pipeline.schema import STEPS_SCHEMA
 
@@ -127,10 +127,8 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
         path = _log_path(file)
         if path is not None and path in run_by_path:
             logs.append((run_by_path[path], path, file))
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     rows = 0
-    with pq.ParquetWriter(out_path, schema, **PARQUET_OPTIONS) as writer:
+    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema, **PARQUET_OPTIONS) as writer:
         for run_id, _, file in sorted(logs):
             with pa.memory_map(str(file)) as source:
                 table = ipc.open_file(source).read_all()

@@ -67,8 +67,8 @@ def detect(sample: str) -> int:
         if line.startswith("{") and '"step"' in line:
             try:
                 obj = json.loads(line)
-            except ValueError:
-                continue
+            except (ValueError, RecursionError, MemoryError):
+                continue  # not JSON, or nested too deeply to be a step object
             count += isinstance(obj, dict) and any(k in obj for k in STEP_KEYS)
     return 2 * count
 
@@ -143,7 +143,7 @@ class Parser:
             return False
         try:
             objs = json.loads("[" + ",".join(lines) + "]")
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             return False
         if len(objs) != len(lines) or set(map(type, objs)) != {dict}:
             return False
@@ -167,7 +167,7 @@ class Parser:
         st = self.state
         try:
             obj = json.loads(stripped)
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             st.counts["garbled_step_lines" if stripped.count("{") > 1
                       else "unparsed_step_lines"] += 1
             return

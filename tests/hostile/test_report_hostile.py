@@ -1,0 +1,75 @@
+"""Data strings in the report (issue 13, items 1 and 6): mathtext in any figure label cannot
+raise, and report.md prints every data string as literal Markdown text."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.compare import run as compare_run
+from pipeline.config import load_params
+from pipeline.io import write_parquet
+from pipeline.report.render import md_escape
+from pipeline.report.stage import run as report_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import synthetic_upstream as su  # noqa: E402
+
+# A source name that is HTML, Markdown table syntax and broken mathtext at once; a model name
+# with broken mathtext (both raise in matplotlib's parser); a citation with line breaks.
+SOURCE = "mega$\\frac{tron$</script><script>alert(1)</script>|x*y*_z_ [a](b)"
+MODEL = "GPT-$x^$175B"
+CITATION = "arXiv:2104.04473\nTable 1\r\n| a | b |"
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("<script>", "\\<script\\>"),
+    ("a|b", "a\\|b"),
+    ("line\nbreak\r\n  here", "line break here"),
+    ("tp_pp and _x_", "tp_pp and \\_x\\_"),
+    ("# title", "\\# title"),
+    ("[x](javascript:y)", "\\[x\\](javascript:y)"),
+    ("`code` *em* ~~s~~ &amp;", "\\`code\\` \\*em\\* \\~\\~s\\~\\~ \\&amp;"),
+])
+def test_md_escape(text: str, escaped: str) -> None:
+    assert str(md_escape(text)) == escaped
+
+
+@pytest.mark.slow
+def test_hostile_names_render(tmp_path: Path) -> None:
+    processed, metrics, out = tmp_path / "processed", tmp_path / "metrics", tmp_path / "reports"
+    su.build(processed, metrics)
+    runs = pd.read_parquet(processed / "runs.parquet")
+    hit = runs["source"] == "megatron2021"
+    runs.loc[hit, "source"] = SOURCE
+    runs.loc[hit, "model"] = MODEL
+    runs.loc[hit, "citation"] = CITATION
+    write_parquet(runs, processed / "runs.parquet")
+    for name in ("series", "rejects"):
+        frame = pd.read_parquet(processed / f"{name}.parquet")
+        frame.loc[frame["source"] == "megatron2021", "source"] = SOURCE
+        write_parquet(frame, processed / f"{name}.parquet")
+    params = load_params()
+    # The strategy comparison names its sources; it must follow the renamed one.
+    params["report"]["strategy_sources"] = [SOURCE if s == "megatron2021" else s
+                                            for s in params["report"]["strategy_sources"]]
+    compare_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=processed,
+                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
+    report_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=out)
+
+    # eight figures, and the measured MLPerf energy (issue 10)
+    assert len(list((out / "figures").glob("*.png"))) == 9
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "<script>" not in md and "\\<script\\>" in md
+    assert "\\$" not in md and "mega$\\\\frac{tron" in md  # "$" is no Markdown: kept as is
+    # Every table row has as many cells as its header: no "|" or line break from data.
+    for block in md.split("\n\n"):
+        rows = [r for r in block.splitlines() if r.startswith("|")]
+        if rows:
+            cells = {len(r.replace("\\|", "").split("|")) for r in rows}
+            assert len(cells) == 1, block
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<script>" not in html
