@@ -28,8 +28,15 @@ METRICS_DIR = typer.Option(Path("reports/metrics"))
 PLOTS = typer.Option(Path("reports/plots"), help="plot data for `dvc plots`")
 
 
-def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
-    """Load params (failing fast on a broken file), then import and run ``module.run``."""
+HEADLINE = typer.Option(None, help="also write the stage's headline figures here (the file "
+                                   "`dvc metrics show` prints; pipeline/headline.py)")
+
+
+def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None] = ("", None),
+               **paths: Path) -> None:
+    """Load params (failing fast on a broken file), then import and run ``module.run``; with
+    ``headline = (stage, path)``, write the headline of the metrics it wrote
+    (``paths["metrics_path"]``) to ``path``."""
     try:
         params = load_params(params_path)
         load_settings(params)  # the whole file, so any broken field stops any stage
@@ -38,6 +45,16 @@ def _run_stage(module: str, params_path: Path, **paths: Path) -> None:
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    if headline[0]:
+        import json
+
+        from pipeline.headline import summary_line, write_headline
+        metrics = json.loads(Path(paths["metrics_path"]).read_text(encoding="utf-8"))
+        line = summary_line(headline[0], metrics)
+        if line:
+            typer.echo(line, err=True)
+        if headline[1] is not None:
+            write_headline(headline[0], paths["metrics_path"], headline[1])
 
 
 @app.command()
@@ -47,11 +64,13 @@ def ingest(
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
-    _run_stage("pipeline.ingest.stage", params, published_dir=published, logs_dir=logs,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics)
+    _run_stage("pipeline.ingest.stage", params, headline=("ingest", headline),
+               published_dir=published, logs_dir=logs, catalog_dir=catalog, out_dir=out,
+               metrics_path=metrics)
 
 
 @app.command()
@@ -61,13 +80,15 @@ def fit(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
     power: Path = typer.Option(Path("data/processed/power.parquet"),
                                help="MLPerf power measurements (energy laws)"),
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.laws.stage", params, runs_path=runs, series_path=series,
-               out_dir=out, metrics_path=metrics, plots_dir=plots, power_path=power)
+    _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs,
+               series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots,
+               power_path=power)
 
 
 @app.command()
@@ -78,11 +99,13 @@ def theory(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, runs_path=runs, series_path=series,
-               catalog_dir=catalog, out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.theory.stage", params, headline=("theory", headline), runs_path=runs,
+               series_path=series, catalog_dir=catalog, out_dir=out, metrics_path=metrics,
+               plots_dir=plots)
 
 
 @app.command()
@@ -92,11 +115,13 @@ def compare(
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
     plots: Path = PLOTS,
+    headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare", params, processed_dir=processed, metrics_dir=metrics_dir,
-               out_dir=out, metrics_path=metrics, plots_dir=plots)
+    _run_stage("pipeline.compare", params, headline=("compare", headline),
+               processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
+               metrics_path=metrics, plots_dir=plots)
 
 
 @app.command()
@@ -104,33 +129,47 @@ def report(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
     out: Path = typer.Option(Path("reports"), help="folder of report.html, report.md, figures/"),
+    focus: list[str] = typer.Option(None, "--focus", help="a source or series id the report "
+                                    "opens with (repeatable); replaces params report.focus"),
     params: Path = PARAMS,
 ) -> None:
-    """Render reports/report.html and reports/report.md with figures from the stage outputs."""
+    """Render reports/report.html and reports/report.md with figures from the stage outputs.
+
+    With --focus SOURCE the report opens with that source's series (from the outputs already
+    there: no other stage is rerun).
+    """
     _run_stage("pipeline.report.stage", params, processed_dir=processed, metrics_dir=metrics_dir,
-               out_dir=out)
+               out_dir=out, focus=list(focus or []))
 
 
 @app.command()
 def validate(
-    table: Path = typer.Argument(..., help="a published table (format v1 CSV)"),
+    target: Path = typer.Argument(..., help="a published table (format v1 CSV), a step log, "
+                                            "or a folder of step logs"),
     catalog: Path = CATALOG,
     params: Path = PARAMS,
 ) -> None:
-    """Check one published table: each record as a run or a reject with its reason.
+    """Check one input before adding it: each record (or log) as a run or a reject with its
+    reason; for logs also the parser, the sidecar values and the series they form.
 
-    Writes nothing. Exit status 1 when any record would be rejected.
+    Writes nothing. Exit status 1 when anything would be rejected, 2 on a broken params file.
     """
-    from pipeline.ingest.validate import summary, validate_table
+    from pipeline.ingest import validate as check
     try:
         loaded = load_params(params)
         load_settings(loaded)
-        runs, rejects = validate_table(table, loaded, catalog)
+        if check.is_log_target(target):
+            found = check.validate_logs(target, loaded, catalog)
+            typer.echo(check.logs_summary(target, *found))
+            failed = bool(found[2])
+        else:
+            runs, rejects, problems = check.validate_table(target, loaded, catalog)
+            typer.echo(check.summary(target, runs, rejects, problems))
+            failed = bool(rejects or problems)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
-    typer.echo(summary(table, runs, rejects))
-    raise typer.Exit(code=1 if rejects else 0)
+    raise typer.Exit(code=1 if failed else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

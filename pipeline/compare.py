@@ -12,7 +12,8 @@ it imports no fit or theory code. Outputs:
   law's fitted/extrapolated throughput with its prediction interval, and the theory's efficiency
   (``kind`` = ``measured`` | ``curve`` | ``target``; ``target`` rows are the ``extrapolate_n``).
 * ``comparison_series.parquet``: one row per series: efficiency at its largest N, and the N at
-  which the fitted law, the theory's ceiling and the measurements fall below 50% efficiency.
+  which the fitted law, the theory's ceiling and the measurements fall below
+  ``compare.efficiency_threshold`` (``n_at_threshold_law`` etc.; 0.5 by default).
 * ``reports/metrics/compare.json``: headline figures; ``reports/plots/compare_*.csv`` for
   ``dvc plots``.
 
@@ -24,11 +25,13 @@ per-device ratio). The theory's efficiency for the same family is bound_mfu(N)/b
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from pipeline.config import settings as load_group
 from pipeline.io import write_csv, write_json, write_parquet
@@ -168,16 +171,18 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
     law_curve = {key: g for key, g in fit_curves.groupby(["series_id", "law"], sort=False)}
     # N at the threshold efficiency of each fitted law: the fit stage's root (one answer)
-    law_half = dict(zip(zip(fits["series_id"], fits["law"]),
-                        fits["n_half_efficiency"].astype(float))) if len(fits) else {}
+    law_n_at_threshold = dict(zip(zip(fits["series_id"], fits["law"]),
+                                  fits["n_at_threshold"].astype(float))) if len(fits) else {}
     theory_curve = ({} if theory_curves is None else
                     {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)})
     theory_note = "" if theory_curves is not None else "theory unavailable: no theory_curves.parquet"
     rows, summary = [], []
-    for s in series.sort_values("series_id").itertuples():
+    # progress on a terminal only (tqdm disable=None)
+    for s in tqdm(list(series.sort_values("series_id").itertuples()), desc="compare",
+                  unit="series", file=sys.stderr, disable=None, delay=1.0):
         law = laws_of.get(s.series_id, (None, None))[0]
         drawn = _draw_series(s, runs, bound_of, law, default_law, law_curve, theory_curve, cfg,
-                             law_half.get((s.series_id, law), np.nan))
+                             law_n_at_threshold.get((s.series_id, law), np.nan))
         if drawn is None:
             continue
         rows += drawn[0]
@@ -192,11 +197,12 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
 
 def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
                  default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any],
-                 n_half_law: float = np.nan) -> tuple[list[dict], dict[str, Any]] | None:
+                 n_at_threshold_law: float = np.nan
+                 ) -> tuple[list[dict], dict[str, Any]] | None:
     """One series' curve rows (measured points, then the grid) and its summary row (with its
-    own note under ``_note``); None when it has fewer than two measured N. ``n_half_law`` is
-    the fit stage's N at the threshold efficiency for the series' law, quoted when it lies
-    within the grid (up to the largest target)."""
+    own note under ``_note``); None when it has fewer than two measured N.
+    ``n_at_threshold_law`` is the fit stage's N at the threshold efficiency for the series'
+    law, quoted when it lies within the grid (up to the largest target)."""
     ycol = y_column(runs, s.y_metric)
     g = series_runs(runs, s.series_id, ycol)
     by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
@@ -246,10 +252,10 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
     summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
                "efficiency_at_n_max": eff_obs[-1],
                "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-               "n_half_law": (n_half_law if law and np.isfinite(pred0) and n_half_law <= grid[-1]
-                              else np.nan),
-               "n_half_theory": n_at_efficiency(grid, eff_theory, threshold),
-               "n_half_measured": n_at_efficiency(n_obs, eff_obs, threshold),
+               "n_at_threshold_law": (n_at_threshold_law if law and np.isfinite(pred0)
+                                      and n_at_threshold_law <= grid[-1] else np.nan),
+               "n_at_threshold_theory": n_at_efficiency(grid, eff_theory, threshold),
+               "n_at_threshold_measured": n_at_efficiency(n_obs, eff_obs, threshold),
                "theory_curve": bool(np.isfinite(th).any()), "_note": note}
     return rows, summary
 
@@ -291,9 +297,9 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
 
     for scaling in ("strong", "weak"):
         s = summ[summ["scaling"] == scaling] if len(summ) else pd.DataFrame(
-            columns=["efficiency_at_n_max", "n_half_law"])
+            columns=["efficiency_at_n_max", "n_at_threshold_law"])
         out[f"{scaling}_median_efficiency_at_n_max"] = median(s["efficiency_at_n_max"])
-        out[f"{scaling}_median_n_half_law"] = median(s["n_half_law"])
+        out[f"{scaling}_median_n_at_threshold_law"] = median(s["n_at_threshold_law"])
     if len(curves):
         t = curves[curves["kind"] == "target"]
         for n in cfg["targets"]:

@@ -320,6 +320,10 @@ class ReportSettings(_Group):
     strategy_models: dict[str, list[str]] = {}
     baseline_scenario: str = ""
     frontier_scenarios: list[Annotated[str, Field(min_length=1)]] = []
+    # Sources or series ids the report opens with and stars in every figure (empty: every
+    # source of step logs); `scalewall report --focus` replaces it for one rendering.
+    focus: Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]],
+                     Field(max_length=1000)] = []
 
     @field_validator("strategy_models")
     @classmethod

@@ -8,7 +8,7 @@ The other Parquet outputs are listed in ``OUTPUT_COLUMNS`` (name, pyarrow type, 
 their value checks; ``check_output(name, frame)`` validates a frame against its contract (pandera
 for the values, pyarrow for the types) and every stage calls it on what it writes.
 ``check_metrics(stage, obj)`` does the same for ``reports/metrics/<stage>.json`` with pydantic
-models. A contract lists the columns and keys other stages read; producers may add more.
+models, and ``check_headline(stage, obj)`` for the short ``reports/headline/<stage>.json``. A contract lists the columns and keys other stages read; producers may add more.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pandas as pd
 import pandera.pandas as pda
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # Controlled vocabularies ---------------------------------------------------------------------
 SOURCE_KINDS = ("published", "mlperf", "log")
@@ -30,6 +30,11 @@ PRECISION_ALIASES: dict[str, str] = {
     "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "tensorfloat32": "tf32",
 }
 SCALINGS = ("strong", "weak", "single", "sweep", "unknown")
+
+#: multiples of a series' largest measured N the fit stage predicts each law at (fits.parquet
+#: ``*_at_<m>x_n_max``), read by the report's section on the user's own runs (issue 11: 4x, 16x)
+MULTIPLES_OF_N_MAX = (4, 16)
+
 # `ok` ran and was measured; `oom` / `error` ran out of memory or crashed (published sweeps keep
 # them as runs); `aborted` / `no_run_stop` are MLPerf runs that did not reach a result.
 STATUSES = ("ok", "oom", "error", "aborted", "no_run_stop")
@@ -266,7 +271,12 @@ OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
         _c("n_min", _I, "smallest N", **_POS), _c("n_max", _I, "largest N", **_POS),
         _c("converged", _B, "the optimiser converged"), _c("note", _S, "why a fit is doubtful"),
         _c("n_peak", _F, "N of peak throughput", **_NONNEG),
-        _c("n_half_efficiency", _F, "N where efficiency falls to the threshold", **_POS),
+        _c("n_at_threshold", _F, "N where efficiency falls to the threshold", **_POS),
+        _c("predicted_at_n_min", _F, "the law's throughput at the smallest N"),
+        *(_c(f"{k}_at_{m}x_n_max", _F, f"{what} at {m}x the largest N (fit.interval)")
+          for m in MULTIPLES_OF_N_MAX for k, what in (("predicted", "the law's throughput"),
+                                           ("pi_low", "prediction interval, low"),
+                                           ("pi_high", "prediction interval, high"))),
         _c("efficiency_at_n_max", _F, "measured efficiency at the largest N", **_POS),
     ),
     "extrapolation.parquet": (
@@ -335,9 +345,9 @@ OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
         _c("n_distinct", _I, "distinct N", **_POS),
         _c("efficiency_at_n_max", _F, "measured efficiency at the largest N", **_POS),
         _c("theory_efficiency_at_n_max", _F, "the ceiling's efficiency there", **_POS),
-        _c("n_half_law", _F, "N at the threshold efficiency, by the law", **_POS),
-        _c("n_half_theory", _F, "N at the threshold efficiency, by the ceiling", **_POS),
-        _c("n_half_measured", _F, "N at the threshold efficiency, measured", **_POS),
+        _c("n_at_threshold_law", _F, "N at the threshold efficiency, by the law", **_POS),
+        _c("n_at_threshold_theory", _F, "N at the threshold efficiency, by the ceiling", **_POS),
+        _c("n_at_threshold_measured", _F, "N at the threshold efficiency, measured", **_POS),
         _c("note", _S, "why a series lacks a curve"),
     ),
 }
@@ -501,6 +511,13 @@ class PowerIngestMetrics(_Metrics):
     not_used_by_code: dict[str, int]
 
 
+class LogsWithoutSeries(_Metrics):
+    """Step logs the ingest could put in no series with another N (ingest.json)."""
+    count: int = Field(ge=0)
+    by_reason: dict[str, int]
+    logs: list[dict[str, Any]]
+
+
 class IngestMetrics(_Metrics):
     totals: dict[str, int]
     sources: dict[str, Any]
@@ -509,6 +526,7 @@ class IngestMetrics(_Metrics):
     runs_by_accelerator_family: dict[str, int]
     n_series: int
     runs_in_series: int
+    logs_without_series: LogsWithoutSeries
     power: PowerIngestMetrics | None = None
 
 
@@ -581,6 +599,10 @@ class CompareMetrics(_Metrics):
     n_runs: int
     n_runs_with_bound: int
     n_series: int
+    strong_median_efficiency_at_n_max: float | None
+    strong_median_n_at_threshold_law: float | None
+    weak_median_efficiency_at_n_max: float | None
+    weak_median_n_at_threshold_law: float | None
 
 
 class EnergyAtPoint(_Metrics):
@@ -623,6 +645,47 @@ def _theory_metrics(obj: dict[str, Any]) -> None:
 
 _METRICS = {"ingest": IngestMetrics.model_validate, "fit": FitMetrics.model_validate,
             "theory": _theory_metrics, "compare": CompareMetrics.model_validate}
+
+
+# -- headline metrics (reports/headline/<stage>.json: what `dvc metrics show` prints) -----------
+class _Headline(BaseModel):
+    # a headline is short by design (pipeline/headline.py): no key beyond these
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class IngestHeadline(_Headline):
+    runs: int = Field(ge=0)
+    rejects: int = Field(ge=0)
+    series: int = Field(ge=0)
+
+
+class FitHeadline(_Headline):
+    fitted: int | None = Field(ge=0)
+    law: str | None
+    heldout_ape: float | None = Field(ge=0)
+
+
+class TheoryHeadline(_Headline):
+    knee_flop: float | None = Field(gt=0)
+    wall_flop: float | None = Field(gt=0)
+
+
+class CompareHeadline(_Headline):
+    eff_at_n_max: float | None = Field(gt=0)
+    n_at_threshold: float | None = Field(gt=0)
+
+
+HEADLINES = {"ingest": IngestHeadline, "fit": FitHeadline, "theory": TheoryHeadline,
+             "compare": CompareHeadline}
+
+
+def check_headline(stage: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Validate a stage's headline dict against its model; returns it unchanged."""
+    try:
+        HEADLINES[stage].model_validate(obj)
+    except (ValidationError, KeyError) as exc:
+        raise ContractError(f"reports/headline/{stage}.json: {str(exc)[:2000]}") from None
+    return obj
 
 
 def check_metrics(stage: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,8 @@ import pandas as pd
 from pipeline.io import write_json, write_parquet
 from pipeline.laws.energy import energy_laws
 from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA,
-                             FitMetrics, IngestMetrics, check_metrics, check_output, pandas_dtype)
+                             FitMetrics, IngestMetrics, LogsWithoutSeries, check_metrics,
+                             check_output, pandas_dtype)
 
 PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
 ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
@@ -150,7 +151,7 @@ def make_fits(runs: pd.DataFrame, series: pd.DataFrame) -> tuple[pd.DataFrame, p
                              aicc=-20.0 + shift, bic=-19.0 + shift, r2=0.99, delta_aicc=shift,
                              n_points=len(g), n_distinct=len(g), n_min=int(n[0]),
                              n_max=int(n[-1]), converged=True, note="synthetic", n_peak=np.nan,
-                             n_half_efficiency=np.nan,
+                             n_at_threshold=np.nan,
                              efficiency_at_n_max=float(y[-1] / n[-1] / (y[0] / n[0]))))
         if len(g) < 4:
             continue
@@ -323,11 +324,12 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The laws' curves and the ceilings on the extrapolation grid, computed as the fit and
     theory stages compute them (real fits of each law, the real cost model and catalog), and
-    each law's N at the threshold efficiency ({(series_id, law): N}) as fits.parquet has it."""
+    each law's figures as fits.parquet has them ({(series_id, law): {column: value}}: the N at
+    the threshold efficiency, the predictions at multiples of the largest N)."""
     from pipeline.catalog import load_catalog
     from pipeline.config import CATALOG_DIR
     from pipeline.laws import LawFitError, get_law
-    from pipeline.laws.derived import n_half_efficiency
+    from pipeline.laws.derived import n_at_threshold, predictions_at_multiples
     from pipeline.laws.nls import fit_law
     from pipeline.laws.series import series_points
     from pipeline.laws.stage import _curve
@@ -335,7 +337,7 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
     from pipeline.theory.curves import series_ceilings
 
     targets, points = sorted(params["compare"]["extrapolate_n"]), params["compare"]["curve_points"]
-    frames, n_half = [], {}
+    frames, roots = [], {}
     for _, srow in series.iterrows():
         pts = series_points(runs[runs.series_id == srow.series_id], srow)
         grid = extrapolation_grid(float(pts.n.min()), targets, points)
@@ -346,12 +348,15 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
                 continue
             frames.append(_curve(srow.series_id, law, "log", res, grid,
                                  params["fit"]["interval"]))
-            n_half[(srow.series_id, law)] = n_half_efficiency(
-                res, float(pts.n.min()), params["compare"]["efficiency_threshold"])
+            roots[(srow.series_id, law)] = {
+                "n_at_threshold": n_at_threshold(
+                    res, float(pts.n.min()), params["compare"]["efficiency_threshold"]),
+                **predictions_at_multiples(res, float(pts.n.min()), float(pts.n.max()),
+                                           params["fit"]["interval"])}
     fit_curves = pd.concat(frames, ignore_index=True).sort_values(
         ["series_id", "law", "n_accelerators"]).reset_index(drop=True)
     ceilings = series_ceilings(runs, series, load_catalog(CATALOG_DIR), params, targets, points)
-    return fit_curves, ceilings, n_half
+    return fit_curves, ceilings, roots
 
 
 def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[str, Path]:
@@ -370,8 +375,10 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
                   schema=RUNS_SCHEMA)
     write_parquet(check_output("series.parquet", series), processed / "series.parquet",
                   schema=SERIES_SCHEMA)
-    fit_curves, theory_curves, n_half = make_curves(runs, series, params)
-    fits["n_half_efficiency"] = [n_half.get(key, np.nan) for key in zip(fits.series_id, fits.law)]
+    fit_curves, theory_curves, roots = make_curves(runs, series, params)
+    figures = pd.DataFrame([roots.get(key, {}) for key in zip(fits.series_id, fits.law)],
+                           index=fits.index)
+    fits[figures.columns] = figures.astype(float)
     for name, frame in (("rejects", make_rejects()), ("fits", fits), ("extrapolation", extra),
                         ("bounds", make_bounds(runs)), ("frontier", frontier),
                         ("fit_curves", fit_curves), ("theory_curves", theory_curves)):
@@ -393,6 +400,7 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
                                             "unknown_accelerator": 1},
                            runs_by_source_kind={"published": int(len(runs))},
                            runs_by_accelerator_family={}, n_series=int(len(series)),
-                           runs_in_series=int(series.n_points.sum()))
+                           runs_in_series=int(series.n_points.sum()),
+                           logs_without_series=LogsWithoutSeries(count=0, by_reason={}, logs=[]))
     write_json(check_metrics("ingest", ingest.model_dump()), metrics / "ingest.json")
     return {"processed": processed, "metrics": metrics}

@@ -41,6 +41,16 @@ def _driver():
         pytest.skip(f"headless Chromium could not start: {exc}")
 
 
+def requested_urls(driver) -> list[str]:
+    """Every URL the page asked for (Chrome's performance log; needs ``_driver``'s logging)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg["method"] == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    return urls
+
+
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared_downstream(tmp_path_factory)["reports"] / "report.html"
@@ -58,11 +68,7 @@ def test_report_in_headless_chromium(report_html: Path) -> None:
         assert not broken, f"figures that did not decode: {broken}"
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert not errors, f"console errors: {errors}"
-        requests = []
-        for entry in driver.get_log("performance"):
-            msg = json.loads(entry["message"])["message"]
-            if msg["method"] == "Network.requestWillBeSent":
-                requests.append(msg["params"]["request"]["url"])
+        requests = requested_urls(driver)
         outside = [u for u in requests if not u.startswith("data:") and u != url]
         assert not outside, f"network requests besides the file itself: {outside}"
         assert url in requests  # performance logging works, so the check above means something

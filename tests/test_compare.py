@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pipeline.compare import SHARES, gap_shares
 from pipeline.laws.result import predict_frame
-from pipeline.measures import n_at_efficiency as _half_n
+from pipeline.measures import n_at_efficiency as n_at_efficiency
 from pipeline.compare import run as compare_run
 from pipeline.config import ConfigError, load_params
 from synthetic_upstream import NOISE, SERIES_SPECS, build
@@ -67,10 +67,10 @@ def test_gap_shares_sum_to_one(mfu: float, bound: float, times: list[float]) -> 
         assert s["unexplained"] > 0
 
 
-def test_half_n_interpolates_in_log_n() -> None:
+def test_n_at_efficiency_interpolates_in_log_n() -> None:
     n = np.array([100.0, 1000.0])
-    assert _half_n(n, np.array([0.9, 0.1]), 0.5) == pytest.approx(math.sqrt(100 * 1000))
-    assert math.isnan(_half_n(n, np.array([0.9, 0.8]), 0.5))
+    assert n_at_efficiency(n, np.array([0.9, 0.1]), 0.5) == pytest.approx(math.sqrt(100 * 1000))
+    assert math.isnan(n_at_efficiency(n, np.array([0.9, 0.8]), 0.5))
 
 
 def test_predict_frame_from_a_law_fit() -> None:
@@ -144,16 +144,16 @@ def test_series_efficiency_recovers_synthetic_law(outputs: dict) -> None:
     # measured efficiency at N max = mfu ratio (the wobble of the fixture is at most 1%)
     assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(law(ns[-1]) / law(ns[0]), rel=0.03)
     # eff = 4^-0.85 at 1536 ~ 0.31 < 0.5 < 2^-0.85 at 768: the crossing lies between them
-    assert 768 < summ.loc[sid, "n_half_measured"] < 1536
+    assert 768 < summ.loc[sid, "n_at_threshold_measured"] < 1536
     # exact by construction: the fixture's wobble is +0%, +1%, -1% at N = 384, 768, 1536
     eff = [law(n) * (1 + w) / law(ns[0]) for n, w in zip(ns, NOISE)]
     assert summ.loc[sid, "efficiency_at_n_max"] == pytest.approx(eff[-1], rel=1e-9)
     # 50% is crossed between 768 and 1536, interpolated linearly in log N
     frac = (eff[1] - 0.5) / (eff[1] - eff[2])
-    assert summ.loc[sid, "n_half_measured"] == pytest.approx(768 * 2.0**frac, rel=1e-9)
-    assert 600 < summ.loc[sid, "n_half_law"] < 1536
+    assert summ.loc[sid, "n_at_threshold_measured"] == pytest.approx(768 * 2.0**frac, rel=1e-9)
+    assert 600 < summ.loc[sid, "n_at_threshold_law"] < 1536
     # the weak series barely declines and never crosses 50%
-    assert math.isnan(summ.loc["syn/llama70b-h100-weak", "n_half_law"])
+    assert math.isnan(summ.loc["syn/llama70b-h100-weak", "n_at_threshold_law"])
     assert summ.loc["syn/llama70b-h100-weak", "efficiency_at_n_max"] > 0.95
 
 
@@ -206,13 +206,13 @@ def test_broken_config_names_field(outputs: dict, tmp_path: Path, group: str, fi
 
 
 @pytest.mark.slow
-def test_n_half_law_is_the_fit_stages_root(outputs: dict) -> None:
-    """One answer for a law's N at the threshold: compare quotes fits.n_half_efficiency (the
+def test_n_at_threshold_law_is_the_fit_stages_root(outputs: dict) -> None:
+    """One answer for a law's N at the threshold: compare quotes fits.n_at_threshold (the
     root of the law's efficiency), not an interpolation on its own grid."""
     fits = pd.read_parquet(outputs["processed"] / "fits.parquet")
     summ = pd.read_parquet(outputs["processed"] / "comparison_series.parquet")
-    root = dict(zip(zip(fits.series_id, fits.law), fits.n_half_efficiency))
-    quoted = summ.dropna(subset=["n_half_law"])
+    root = dict(zip(zip(fits.series_id, fits.law), fits.n_at_threshold))
+    quoted = summ.dropna(subset=["n_at_threshold_law"])
     assert len(quoted) >= 1
     for r in quoted.itertuples():
-        assert r.n_half_law == root[(r.series_id, r.law)]
+        assert r.n_at_threshold_law == root[(r.series_id, r.law)]

@@ -182,7 +182,7 @@ ACCEPTED = {
     "bool": {"fit.score_other_scale", "ingest.allow_mlperf_roots_outside_project",
              "ingest.attention_flops", "ingest.mfu_on_assumed_precision",
              "theory.search.memory_check", "theory.search.two_d_tp"},
-    "list": {"ingest.mlperf_roots", "report.frontier_scenarios",
+    "list": {"ingest.mlperf_roots", "report.frontier_scenarios", "report.focus",
              "report.strategy_models.ultrascale_playbook2025"},
 }
 

@@ -69,7 +69,7 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     extra = pd.read_parquet(out / "extrapolation.parquet")
     contract_fits = {"series_id", "law", "y_metric", "params", "stderr", "ci_low", "ci_high",
                      "aicc", "bic", "r2", "n_points", "converged", "note", "n_peak",
-                     "n_half_efficiency"}
+                     "n_at_threshold"}
     assert contract_fits <= set(fits.columns)
     assert {"series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "actual",
             "predicted", "pi_low", "pi_high", "ape", "covered"} <= set(extra.columns)
@@ -102,9 +102,9 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     # relative to N_min = 8: D(N) = 2 D(8) with D(N) = 1 + s(N-1) + k N(N-1), a quadratic in N
     d8 = 1 + sigma * 7 + kappa * 56
     a, b, c = kappa, sigma - kappa, 1 - sigma - 2 * d8
-    assert usl.n_half_efficiency == pytest.approx((-b + np.sqrt(b * b - 4 * a * c)) / (2 * a),
+    assert usl.n_at_threshold == pytest.approx((-b + np.sqrt(b * b - 4 * a * c)) / (2 * a),
                                                   rel=1e-6)
-    assert usl.n_half_efficiency == pytest.approx(45.7, rel=0.05)  # with the true s, k
+    assert usl.n_at_threshold == pytest.approx(45.7, rel=0.05)  # with the true s, k
     assert metrics["default_law"] in {"power", "amdahl", "usl", "comm"}
     on_disk = json.loads((out / "fit.json").read_text())
     assert on_disk["default_law"] == metrics["default_law"]
@@ -360,3 +360,15 @@ def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path
     pred = res.predict(grid, interval=0.95)
     assert mine.predicted.to_numpy() == pytest.approx(pred["predicted"].to_numpy(), rel=1e-12)
     assert (mine.pi_low <= mine.predicted).all() and (mine.predicted <= mine.pi_high).all()
+    # the predictions at 4x and 16x the largest N (the report's "your runs") are the same fit's
+    row = converged[(converged.series_id == sid) & (converged.law == law)].iloc[0]
+    at = res.predict(np.array([points.n.min(), 4 * points.n.max(), 16 * points.n.max()]),
+                     interval=0.95)
+    assert row.predicted_at_n_min == pytest.approx(at["predicted"].iloc[0], rel=1e-12)
+    for i, m in ((1, 4), (2, 16)):
+        assert row[f"predicted_at_{m}x_n_max"] == pytest.approx(at["predicted"].iloc[i], rel=1e-12)
+        assert row[f"pi_low_at_{m}x_n_max"] == pytest.approx(at["pi_low"].iloc[i], rel=1e-12)
+        assert row[f"pi_high_at_{m}x_n_max"] == pytest.approx(at["pi_high"].iloc[i], rel=1e-12)
+        assert row[f"pi_low_at_{m}x_n_max"] < row[f"predicted_at_{m}x_n_max"] < row[
+            f"pi_high_at_{m}x_n_max"]
+    assert fits.loc[~fits.converged, "predicted_at_4x_n_max"].isna().all()

@@ -23,7 +23,7 @@ def _series(sid: str, eff: float, n_max: int = 512, model: str = "8B") -> dict:
             "strategy_family": "3d", "accelerator_family": "H100", "n_min": 8, "n_max": n_max,
             "n_distinct": 2,
             "efficiency_at_n_max": eff, "theory_efficiency_at_n_max": 1.0,
-            "n_half_law": float("nan"), "n_half_theory": float("nan")}
+            "n_at_threshold_law": float("nan"), "n_at_threshold_theory": float("nan")}
 
 
 def _measured(sid: str, y_at_max: float, n_max: int = 512, model: str = "8B") -> list[dict]:

@@ -121,7 +121,8 @@ def test_energy_metrics_missing_a_key_are_refused() -> None:
 
     from tests.synthetic_upstream import IngestMetrics
     ingest = IngestMetrics(totals={}, sources={}, rejects_by_code={}, runs_by_source_kind={},
-                           runs_by_accelerator_family={}, n_series=0, runs_in_series=0
+                           runs_by_accelerator_family={}, n_series=0, runs_in_series=0,
+                           logs_without_series={"count": 0, "by_reason": {}, "logs": []}
                            ).model_dump()
     power = {"measurements": 2, "ok": 2, "runs_with_energy": 1, "not_used_by_code": {}}
     check_metrics("ingest", {**ingest, "power": power})

@@ -33,7 +33,7 @@ from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
 from pipeline.ingest.sources.common import rel_path
 from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
-from pipeline.ingest.core.series import assign_series
+from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
 from pipeline.io import pid_alive, write_json, write_parquet
@@ -302,6 +302,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
 
         runs.sort(key=lambda r: r["run_id"])
         series = assign_series(runs)
+        alone = why_alone(runs, series)
         rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
         runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
         write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
@@ -315,9 +316,54 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
                                       STEPS_SCHEMA)
     metrics = _metrics(read, runs, rejects, series, n_steps)
     metrics["power"] = _power_metrics(power_rows)
+    metrics["logs_without_series"] = _alone_metrics(alone)
     metrics = check_metrics("ingest", metrics)
     write_json(metrics, metrics_path)
     t = metrics["totals"]
+    for line in console_summary(rejects, alone):
+        print(line, file=sys.stderr)
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "
           f"{t['rejects']} rejects, {t['series']} series", file=sys.stderr)
     return metrics
+
+
+def _code(reason: str) -> str:
+    return reason.split(":", 1)[0]
+
+
+def _alone_metrics(alone: list[dict[str, Any]]) -> dict[str, Any]:
+    """Step-log runs in no series: how many, by reason code, and each with its reason."""
+    return {"count": len(alone),
+            "by_reason": dict(sorted(Counter(_code(a["reason"]) for a in alone).items())),
+            "logs": [{"path": a["path"], "n_accelerators": a["n"], "reason": a["reason"]}
+                     for a in alone]}
+
+
+def console_summary(rejects: list[dict[str, Any]], alone: list[dict[str, Any]],
+                    width: int = 160) -> list[str]:
+    """Lines for the terminal: rejects by reason code (most first) with the first example of
+    each, then the step logs that joined no series, by reason, with the first of each."""
+    def clip(text: str) -> str:
+        text = "  " + " ".join(str(text).split())  # one line, indented under its heading
+        return text if len(text) <= width else text[:width - 3] + "..."
+
+    lines = []
+    by_code: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rejects:
+        by_code[_code(r["reason"])].append(r)
+    if by_code:
+        lines.append(f"ingest: {len(rejects)} rejects by reason (first example of each):")
+    for code, rows in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        first = rows[0]
+        lines.append(clip(f"{code}: {len(rows)}, e.g. {first['path']}:{first['line']} "
+                          f"{first['reason']}"))
+    by_alone: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for a in alone:
+        by_alone[_code(a["reason"])].append(a)
+    if by_alone:
+        lines.append(f"ingest: {len(alone)} step log(s) in no scaling series (no other N "
+                     "beside them):")
+    for code, rows in sorted(by_alone.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(clip(f"{code}: {len(rows)}, e.g. {rows[0]['path']} (N={rows[0]['n']}): "
+                          f"{rows[0]['reason']}"))
+    return lines

@@ -33,7 +33,7 @@ def get_law(name: str) -> Law:
         raise KeyError(f"unknown law {name!r}; known: {', '.join(sorted(LAWS))}") from None
 
 
-def fit(n: object, y: object, law: str = "usl", *, scale: str = "linear",
+def fit(n: object, y: object, law: str = "usl", *, scale: str = "log",
         scaling: str = "strong", work_per_step: float | None = None) -> FitResult:
     """Fit one law to throughput ``y`` measured at ``n`` accelerators.
 
@@ -44,8 +44,9 @@ def fit(n: object, y: object, law: str = "usl", *, scale: str = "linear",
     law:
         ``power``, ``amdahl``, ``usl`` or ``comm`` (see ``LAWS``).
     scale:
-        ``linear`` (least squares on y, as R's ``usl``) or ``log`` (on log y: multiplicative
-        errors). AICc/BIC are on the original y either way, so they compare across both.
+        ``log`` (least squares on log y: multiplicative errors; the default, as the fit
+        stage's ``fit.scale``) or ``linear`` (on y, as R's ``usl``). AICc/BIC are on the
+        original y either way, so they compare across both.
     scaling, work_per_step:
         Series context for ``comm`` (see :class:`SeriesContext`).
 

@@ -26,7 +26,7 @@ from pipeline.measures import extrapolation_grid
 from pipeline.schema import check_metrics, check_output, empty_frame
 from pipeline.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.laws.crossseries import cross_series
-from pipeline.laws.derived import law_figures
+from pipeline.laws.derived import law_figures, multiple_columns, predictions_at_multiples
 from pipeline.laws.extrapolation import COLUMNS as EXTRA_COLUMNS
 from pipeline.laws.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.laws.nls import fit_law
@@ -34,7 +34,7 @@ from pipeline.laws.result import FitResult, predict_frame
 from pipeline.laws.series import SeriesPoints, measured_figures, series_points
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
-               "n_half_efficiency", "next_doubling_gain")
+               "n_at_threshold", "next_doubling_gain", *multiple_columns())
 #: below this R2 (fitting scale) a converged fit is flagged in ``note``
 LOW_R2 = 0.5
 MEASURED_FIGURES = ("efficiency_at_n_max", "tokens_per_accelerator_hour_at_n_min",
@@ -119,6 +119,8 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
                     curves_out.append(_curve(points.series_id, law, scale, res, curve_n,
                                              interval))
                 figures = law_figures(res, n_min, n_max, threshold)
+                if res.converged:
+                    figures |= predictions_at_multiples(res, n_min, n_max, interval)
                 row.update({k: v for k, v in figures.items() if k in LAW_FIGURES})
                 if res.note:
                     notes.append(res.note)

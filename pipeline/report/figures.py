@@ -43,8 +43,10 @@ def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFra
         c[c["kind"] != "measured"].sort_values("n_accelerators")
 
 
-def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
-    """Aggregate throughput and efficiency against N, strong and weak scaling apart."""
+def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
+            ) -> tuple[Path, Path]:
+    """Aggregate throughput and efficiency against N, strong and weak scaling apart; the
+    ``focus`` series (``report.focus``) first, drawn bold and starred."""
     # legends go under each panel (7 labels would cover the data inside it)
     fig_t, axes_t = new_figure(2, 6.4)
     fig_e, axes_e = new_figure(2, 6.2, sharey=True)
@@ -53,7 +55,10 @@ def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
     level = f'{data.metrics["compare"].get("interval", 0.95):.0%}'
     for col, kind in enumerate(("strong", "weak")):
         ax_t, ax_e = axes_t[col], axes_e[col]
-        chosen = select_series(summ, kind, limit)
+        mine = [f for f in focus if f in set(summ.loc[summ["scaling"] == kind, "series_id"])] \
+            if not summ.empty else []
+        chosen = mine + [c for c in select_series(summ, kind, limit) if c not in mine]
+        chosen = chosen[:max(limit, len(mine))]
         if not chosen:
             note(ax_t, f"no {kind}-scaling series")
             note(ax_e, f"no {kind}-scaling series")
@@ -66,8 +71,12 @@ def scaling(data: ReportData, out: Path, limit: int) -> tuple[Path, Path]:
             unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
             law = meas["law"].iloc[0]
             label = f"{short_label(sid, 52)} ({fam}{', ' + law if isinstance(law, str) else ''})"
-            ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour, label=label)
-            ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour, label=label)
+            bold = {"ms": 8, "mec": "k", "mew": 1.2} if sid in mine else {}
+            label = f"★ {label}" if sid in mine else label
+            ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour, label=label,
+                      **bold)
+            ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
+                      label=label, **bold)
             if curve["predicted"].notna().any():
                 ax_t.plot(curve["n_accelerators"], curve["predicted"] / unit, "-", color=colour, lw=1)
                 ax_t.fill_between(curve["n_accelerators"], curve["pi_low"] / unit,
@@ -248,9 +257,11 @@ def power_cost(data: ReportData, out: Path) -> Path:
     return save(fig, out / "power_cost.png")
 
 
-def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
+def frontier(data: ReportData, out: Path, scenarios: list[str],
+             focus_runs: frozenset[str] = frozenset()) -> Path:
     """Utilization against training compute per scenario (colour: the scenario's accelerator
-    family; line style: the variant), knee and wall marked, measured runs overlaid."""
+    family; line style: the variant), knee and wall marked, measured runs overlaid (the focus
+    runs of ``report.focus`` as black stars)."""
     fig, ax = new_figure(1, 5.2)
     f, theory = data.frontier, data.metrics["theory"]
     if f.empty:
@@ -279,6 +290,10 @@ def frontier(data: ReportData, out: Path, scenarios: list[str]) -> Path:
             ax.plot(h["training_flop"], h["mfu"], "o", ms=4, alpha=0.6, color=family_colour(fam),
                     mec="none")
         ax.plot([], [], "o", color="#777777", ms=4, label="measured runs (colour: family)")
+        mine = c[c["run_id"].isin(focus_runs) & c["training_flop"].notna() & c["mfu"].notna()]
+        if len(mine):
+            ax.plot(mine["training_flop"], mine["mfu"], "*", color="k", ms=11,
+                    label="★ your runs")
     ax.plot([], [], "kv", label="knee")
     ax.plot([], [], "kx", label="latency wall")
     ax.set(xscale="log", xlabel="training compute (FLOP)", ylabel="utilization (MFU)",
@@ -297,8 +312,10 @@ def _model_name(model: object, width: int = 26) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def gap(data: ReportData, out: Path, limit: int) -> Path:
-    """Stacked shares of measured step time: ideal compute, theory's overheads, unexplained."""
+def gap(data: ReportData, out: Path, limit: int, focus_runs: frozenset[str] = frozenset()
+        ) -> Path:
+    """Stacked shares of measured step time: ideal compute, theory's overheads, unexplained;
+    the largest-N run of each focus series (``report.focus``) first, starred."""
     c = data.comparison
     fig, ax = new_figure(1, 5.0)
     if c.empty or "share_compute" not in c or c["share_compute"].notna().sum() == 0:
@@ -306,8 +323,12 @@ def gap(data: ReportData, out: Path, limit: int) -> Path:
         return save(fig, out / "gap.png")
     g = c[c["share_compute"].notna() & (c["share_unexplained"] >= 0)]
     per_source = max(1, limit // max(g["source"].nunique(), 1))
-    top = representative_runs(g, per_source).head(limit).iloc[::-1]
-    labels = [f"{r.source}: {_model_name(r.model)} · {r.accelerator_family} · N={int(r.n_accelerators):,}"
+    mine = g[g["run_id"].isin(focus_runs)]
+    mine = mine.sort_values("n_accelerators").groupby("series_id", dropna=False).tail(1)
+    top = representative_runs(g[~g["run_id"].isin(focus_runs)], per_source)
+    top = pd.concat([mine, top]).head(max(limit, len(mine))).iloc[::-1]
+    labels = [("★ " if r.run_id in focus_runs else "")
+              + f"{r.source}: {_model_name(r.model)} · {r.accelerator_family} · N={int(r.n_accelerators):,}"
               for r in top.itertuples()]
     left = np.zeros(len(top))
     for key, colour in SHARE_COLOURS.items():
@@ -326,7 +347,8 @@ def gap(data: ReportData, out: Path, limit: int) -> Path:
 def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path]:
     """Draw every figure; returns name -> PNG path."""
     out.mkdir(parents=True, exist_ok=True)
-    t, e = scaling(data, out, cfg["series_per_panel"])
+    focus, focus_runs = tuple(cfg.get("focus_series", ())), frozenset(cfg.get("focus_runs", ()))
+    t, e = scaling(data, out, cfg["series_per_panel"], focus)
     from pipeline.report.findings import hardware_regression
     reg = hardware_regression(data.metrics["fit"])
     return {"scaling_throughput": t, "scaling_efficiency": e,
@@ -334,5 +356,5 @@ def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path
             "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
             "energy": energy_figure(data, out),
-            "frontier": frontier(data, out, cfg["frontier_scenarios"]),
-            "gap": gap(data, out, cfg["gap_runs"])}
+            "frontier": frontier(data, out, cfg["frontier_scenarios"], focus_runs),
+            "gap": gap(data, out, cfg["gap_runs"], focus_runs)}

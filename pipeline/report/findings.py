@@ -14,6 +14,7 @@ import pandas as pd
 from pipeline.measures import finished
 from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
+from pipeline.report.focus import focus_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything.
@@ -71,7 +72,7 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
     out: dict[str, Any] = {"threshold": m.get("efficiency_threshold", 0.5),
                            "interval": m.get("interval", 0.95), "law": m.get("default_law"),
                            "kinds": {}, "targets": [],
-                           "table": [], "n_half_law_count": 0, "table_total": 0}
+                           "table": [], "n_at_threshold_law_count": 0, "table_total": 0}
     if summ.empty:
         return out
     fastest = fastest_at_n_max(summ, curves)
@@ -90,11 +91,11 @@ def scaling_section(d: ReportData, table_per_source: int = 6) -> dict[str, Any]:
             "series_id": r.series_id, "scaling": r.scaling, "strategy": r.strategy_family,
             "family": r.accelerator_family, "n_min": int(r.n_min), "n_max": int(r.n_max),
             "eff": _f(r.efficiency_at_n_max), "eff_theory": _f(r.theory_efficiency_at_n_max),
-            "n_half_law": _f(r.n_half_law), "n_half_theory": _f(r.n_half_theory)})
-    crossed = summ["n_half_law"].dropna()
-    out["n_half_law_median"] = _f(crossed.median()) if len(crossed) else None
-    out["n_half_law_count"] = len(crossed)
-    out["n_half_theory_count"] = int(summ["n_half_theory"].notna().sum())
+            "n_at_threshold_law": _f(r.n_at_threshold_law), "n_at_threshold_theory": _f(r.n_at_threshold_theory)})
+    crossed = summ["n_at_threshold_law"].dropna()
+    out["n_at_threshold_law_median"] = _f(crossed.median()) if len(crossed) else None
+    out["n_at_threshold_law_count"] = len(crossed)
+    out["n_at_threshold_theory_count"] = int(summ["n_at_threshold_theory"].notna().sum())
     out["theory_curves"] = bool(summ["theory_curve"].any()) if "theory_curve" in summ else False
     return out
 
@@ -396,4 +397,5 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "hardware": hardware_section(d), "power": power_section(d),
             "energy": energy_section(d, cfg["baseline_scenario"]),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
-            "missing": d.missing}
+            "missing": d.missing,
+            "mine": focus_section(d, cfg.get("focus", []))}

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from pipeline.config import ConfigError, check_scenario_names, settings as load_group
 from pipeline.report import data as report_data
 from pipeline.report import figures, findings, render
+from pipeline.report.focus import focus_figure, focus_ids
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -40,9 +41,12 @@ def check_sources(cfg: dict[str, Any], data: Any) -> None:
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
-        out_dir: Path) -> dict[str, Path]:
-    """Render the report; returns the paths written (html, md and each figure)."""
+        out_dir: Path, focus: list[str] | None = None) -> dict[str, Path]:
+    """Render the report; returns the paths written (html, md and each figure). ``focus``
+    (``scalewall report --focus``) replaces ``report.focus``."""
     cfg = settings(params)
+    if focus:
+        cfg["focus"] = list(focus)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -50,9 +54,11 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     data = report_data.load(processed_dir, metrics_dir)
     check_sources(cfg, data)
     steps.update()
-    figs = figures.make_all(data, out_dir / "figures", cfg)
-    steps.update()
     context = findings.build(data, cfg) | {"title": cfg["title"]}
+    cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
+    figs = figures.make_all(data, out_dir / "figures", cfg)
+    figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")
+    steps.update()
     paths = render.render(context, figs, out_dir)
     steps.update()
     steps.close()

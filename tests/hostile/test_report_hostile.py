@@ -56,12 +56,17 @@ def test_hostile_names_render(tmp_path: Path) -> None:
     # The strategy comparison names its sources; it must follow the renamed one.
     params["report"]["strategy_sources"] = [SOURCE if s == "megatron2021" else s
                                             for s in params["report"]["strategy_sources"]]
+    params["report"]["focus"] = [SOURCE]  # the "your runs" section shows the hostile names too
     compare_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=processed,
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     report_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=out)
 
-    # eight figures, and the measured MLPerf energy (issue 10)
-    assert len(list((out / "figures").glob("*.png"))) == 9
+    # 8, focus.png (your runs) and energy.png (measured MLPerf energy, issue 10)
+    assert len(list((out / "figures").glob("*.png"))) == 10
+    yours = (out / "report.md").read_text(encoding="utf-8").split("## Your runs", 1)[1]
+    yours = yours.split("## Summary", 1)[0]
+    assert "2 scaling series of mega$\\\\frac{tron$\\</script\\>\\<script\\>" in yours
+    assert "<script>" not in yours
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "<script>" not in md and "\\<script\\>" in md
     assert "\\$" not in md and "mega$\\\\frac{tron" in md  # "$" is no Markdown: kept as is

@@ -2,7 +2,8 @@
 
 A series groups runs with ``status == ok`` and a usable y (one of ``schema.Y_METRICS``) by
 source, model, accelerator, precision, strategy family and batch policy, and for MLPerf by
-submitter and round too: a round is a separate publication with its own software stack, so runs
+submitter and round too, and for step logs by the sidecar's ``system`` (a log's source is its
+campaign folder, ``pipeline.ingest.sources.steplogs.reader.campaign_source``): a round is a separate publication with its own software stack, so runs
 of two rounds differ in more than N. A ``series`` field in the input overrides the automatic
 grouping (within its source).
 
@@ -63,8 +64,11 @@ def _batch_label(group: list[dict[str, Any]]) -> str:
 def _base_key(row: dict[str, Any]) -> tuple[Any, ...]:
     if row["_series"] is not None:
         return ("explicit", row["source"], row["_series"])
+    # A log's source is its campaign folder, whose job folders may hold several clusters: the
+    # sidecar's ``system`` keeps them apart (published tables name a system per row, so not there).
+    system = row["system"] if row["source_kind"] == "log" else None
     return (row["source"], row["submitter"], row["mlperf_version"], row["model_id"] or row["model"],
-            row["accelerator"], row["precision"], row["strategy_family"], row["scaling"])
+            row["accelerator"], row["precision"], row["strategy_family"], row["scaling"], system)
 
 
 def _series_id(row: dict[str, Any], label: str, batch: float | None) -> str:
@@ -74,6 +78,8 @@ def _series_id(row: dict[str, Any], label: str, batch: float | None) -> str:
     parts += [slug(row[k]) for k in ("submitter", "mlperf_version") if row[k]]
     parts += [slug(row["model_id"] or row["model"]), slug(row["accelerator"], lower=False),
               slug(row["precision"] or "unstated"), slug(row["strategy_family"]), label]
+    if row["source_kind"] == "log" and row["system"]:
+        parts.append(slug(row["system"]))
     if batch is not None:
         parts.append(f"gbt-{batch:.0f}")
     return "/".join(parts)
@@ -140,3 +146,55 @@ def _series_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         table.append({name: entry[name] for name, _ in SERIES_COLUMNS})
     return table
+
+
+# Fields whose difference keeps two logs of one source out of one series (``why_alone``).
+_KEY_FIELDS = ("model", "accelerator", "precision", "strategy_family", "scaling", "system",
+               "global_batch_tokens", "_series")
+
+
+def why_alone(rows: list[dict[str, Any]], table: list[dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """Step-log runs in no listed series (no other N beside them), each with a reason.
+
+    Reasons (``code: detail``): ``no_measure`` (no usable y), ``same_n`` (every log of its
+    group has the same N), ``alone`` (no other log in its source), ``differs`` (the closest
+    log of its source at another N differs in the fields named, with both values),
+    ``no_common_measure`` (its group's runs share no y). Sorted by path.
+    """
+    listed = {t["series_id"] for t in table}
+    logs = [r for r in rows if r["source_kind"] == "log" and r["status"] == "ok"]
+    members: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in logs:
+        if r["series_id"] is not None:
+            members[r["series_id"]].append(r)
+    out = []
+    for r in logs:
+        if r["series_id"] in listed:
+            continue
+        out.append({"path": r["_path"], "source": r["source"], "n": r["n_accelerators"],
+                    "reason": _alone_reason(r, members.get(r["series_id"], []), logs)})
+    return sorted(out, key=lambda e: e["path"])
+
+
+def _alone_reason(row: dict[str, Any], group: list[dict[str, Any]],
+                  logs: list[dict[str, Any]]) -> str:
+    if not _eligible(row):
+        return "no_measure: no throughput, step time or time-to-train"
+    if len({r["n_accelerators"] for r in group}) > 1:
+        return "no_common_measure: its series' runs share no throughput measure"
+    if len(group) > 1:
+        return f"same_n: all {len(group)} logs of series {row['series_id']} are at " \
+               f"N={row['n_accelerators']}"
+    others = [r for r in logs if r["source"] == row["source"]
+              and r["n_accelerators"] != row["n_accelerators"]]
+    if not others:
+        return f"alone: no log at another N in {row['source']} (logs of one campaign folder, " \
+               "or one sidecar 'source:', form series)"
+
+    def diff(other: dict[str, Any]) -> list[str]:
+        return [k for k in _KEY_FIELDS if other[k] != row[k]]
+
+    closest = min(others, key=lambda o: (len(diff(o)), o["_path"]))
+    named = ", ".join(f"{k.lstrip('_')} ({row[k]} vs {closest[k]})" for k in diff(closest))
+    return f"differs: from {closest['_path']} (N={closest['n_accelerators']}) in {named}"

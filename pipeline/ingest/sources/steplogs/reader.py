@@ -11,9 +11,10 @@ block of nothing but step lines is matched whole by one pattern and turned into 
 is chosen from the content (the first part of the file that shows step lines of any known
 format decides; ties go to the order of ``FORMATS``); a sidecar's ``format:`` overrides.
 Sidecars: ``pipeline.ingest.sources.steplogs.sidecar``; steps -> run: ``pipeline.ingest.sources.steplogs.reduce``;
-per-step rows out: ``pipeline.ingest.sources.steplogs.store``. Each log's ``source`` is its folder
-(``logs/<folder>``), so the ingest's series rule (``pipeline.ingest.core.series``) makes the logs of
-one folder that differ only in N one scaling series.
+per-step rows out: ``pipeline.ingest.sources.steplogs.store``. Each log's ``source`` is its
+campaign, the first folder below the logs folder (``logs/<campaign>``, see ``campaign_source``),
+so the ingest's series rule (``pipeline.ingest.core.series``) makes the logs of one campaign that
+differ only in N one scaling series, whatever the job folders below it.
 
 Every log file gives exactly one ``Record``: a run, or a reject whose reason says why
 (``binary_file``, ``truncated_log``, ``too_few_steps``, ``conflict``, ``missing_required``,
@@ -85,6 +86,15 @@ def find_logs(logs_dir: Path) -> list[Path]:
                   if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
+def campaign_source(path: Path, logs_dir: Path) -> str:
+    """A log's default source: its campaign, the first folder below the logs folder
+    (``logs/<campaign>``; ``logs`` for a file directly in it). Job folders below the campaign
+    (``logs/sweep/n8/``, ``logs/sweep/n16/``) share it, so logs that differ only in N form one
+    series whatever the depth."""
+    parts = Path(path).relative_to(logs_dir).parts
+    return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
+
+
 def _display(path: Path) -> str:
     # The folder resolved, not the file: a symlinked log is shown where it lies (and a
     # looping link cannot raise here).
@@ -92,10 +102,6 @@ def _display(path: Path) -> str:
     return (PurePosixPath(project_relative(path.parent)) / path.name).as_posix()
 
 
-def folder_source(path: Path, logs_dir: Path) -> str:
-    """The source of a log a sidecar does not name: ``logs/<its folder>`` (``logs`` at top)."""
-    rel = path.parent.relative_to(logs_dir).as_posix()
-    return "logs" if rel == "." else f"logs/{rel}"
 
 
 def detect_format(text: str) -> str | None:
@@ -283,7 +289,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or folder_source(path, logs_dir),
+    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -330,8 +336,8 @@ def _read_task(args: tuple[Path, Path, Settings, Path | None],
     return result, steps
 
 
-def read_logs(logs_dir: Path, params: dict,
-              steps_dir: Path | None = None) -> tuple[list[Record], pd.DataFrame]:
+def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
+              paths: list[Path] | None = None) -> tuple[list[Record], pd.DataFrame]:
     """Every log under ``logs_dir`` -> one Record each, and the per-step rows of all logs.
 
     ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
@@ -340,12 +346,13 @@ def read_logs(logs_dir: Path, params: dict,
     rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
     ``pipeline.ingest.sources.steplogs.store``), each Record's ``meta["steps_file"]`` names its file
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
-    memory then stays that of the largest single log, whatever their number.
+    memory then stays that of the largest single log, whatever their number. ``paths`` reads
+    those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
     s = settings(params)
     workers = load_group(params, "ingest.logs").workers
     logs_dir = Path(logs_dir)
-    paths = find_logs(logs_dir)
+    paths = find_logs(logs_dir) if paths is None else [Path(p) for p in paths]
     if steps_dir is not None:
         steps_dir = Path(steps_dir)
         steps_dir.mkdir(parents=True, exist_ok=True)
@@ -373,7 +380,7 @@ def read_logs(logs_dir: Path, params: dict,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            reject = Record.reject(folder_source(path, logs_dir), shown, 0, shown, *result)
+            reject = Record.reject(campaign_source(path, logs_dir), shown, 0, shown, *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)

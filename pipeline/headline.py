@@ -1,0 +1,86 @@
+"""Headline figures per stage: the few numbers ``dvc metrics show`` prints.
+
+DVC prints one row per metrics file and one column per key of every file, so the stages'
+detailed metrics (``reports/metrics/<stage>.json``: nested, hundreds of keys, read by the later
+stages, the report and notebooks) are declared as plain outputs, and each stage also writes
+``reports/headline/<stage>.json`` with two to three short keys, declared as DVC's metrics: the
+whole table stays under 200 characters a line (``tests/test_dvc_shell.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.io import write_json
+from pipeline.schema import check_headline
+
+
+def _ingest(m: dict[str, Any]) -> dict[str, Any]:
+    t = m.get("totals", {})
+    return {"runs": t.get("runs"), "rejects": t.get("rejects"), "series": t.get("series")}
+
+
+def _fit(m: dict[str, Any]) -> dict[str, Any]:
+    law = m.get("default_law")
+    return {"fitted": m.get("n_series_fitted"), "law": law,
+            "heldout_ape": (m.get("default_law_scores") or {}).get(law)}
+
+
+def _theory(m: dict[str, Any]) -> dict[str, Any]:
+    name = "baseline" if "baseline" in m else next((k for k in m if not k.startswith("_")), None)
+    base = m.get(name) or {}
+    return {"knee_flop": base.get("knee_flop"), "wall_flop": base.get("wall_flop")}
+
+
+def _compare(m: dict[str, Any]) -> dict[str, Any]:
+    return {"eff_at_n_max": m.get("strong_median_efficiency_at_n_max"),
+            "n_at_threshold": m.get("strong_median_n_at_threshold_law")}
+
+
+PICK = {"ingest": _ingest, "fit": _fit, "theory": _theory, "compare": _compare}
+
+
+def _short(value: Any) -> Any:
+    """Four significant digits: a headline is read, the detail file keeps every digit."""
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
+
+
+def headline(stage: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    """The headline keys of one stage's detailed metrics (absent figures are null), checked
+    against the stage's headline contract (``pipeline.schema.HEADLINES``)."""
+    return check_headline(stage, {k: _short(v) for k, v in PICK[stage](metrics).items()})
+
+
+def write_headline(stage: str, metrics_path: Path, out: Path) -> dict[str, Any]:
+    """Read ``metrics_path`` (the stage's detailed metrics) and write its headline to ``out``."""
+    figures = headline(stage, json.loads(Path(metrics_path).read_text(encoding="utf-8")))
+    write_json(figures, Path(out))
+    return figures
+
+
+def summary_line(stage: str, m: dict[str, Any]) -> str | None:
+    """The one line a stage prints when it ends (ingest prints its own, with rejects)."""
+    if stage == "fit":
+        return (f"fit: {m.get('n_series_fitted')} of {m.get('n_series')} series fitted "
+                f"(others: too few distinct N or no law converged), "
+                f"{m.get('n_series_extrapolated')} tested on held-out N; default law "
+                f"{m.get('default_law')}")
+    if stage == "theory":
+        scenarios = [k for k in m if not k.startswith("_")]
+        b = m.get("_bounds", {})
+        h = _theory(m)
+        return (f"theory: {len(scenarios)} scenarios (baseline knee {h['knee_flop']:.3g}, wall "
+                f"{h['wall_flop']:.3g} FLOP); {b.get('with_bound')} of {b.get('runs')} runs "
+                "bounded" if h["knee_flop"] and h["wall_flop"] else
+                f"theory: {len(scenarios)} scenarios; {b.get('with_bound')} of {b.get('runs')} "
+                "runs bounded")
+    if stage == "compare":
+        eff = m.get("strong_median_efficiency_at_n_max")
+        return (f"compare: {m.get('n_runs')} runs compared ({m.get('n_runs_with_bound')} with a "
+                f"ceiling), {m.get('n_series')} series; median strong-scaling efficiency at the "
+                f"largest N " + (f"{eff:.0%}" if isinstance(eff, float) else "n/a"))
+    return None

@@ -1,0 +1,68 @@
+"""Headline metrics (the files `dvc metrics show` prints) and the one-line stage summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.headline import headline, summary_line, write_headline
+
+FIT = {"n_series": 503, "n_series_fitted": 347, "n_series_extrapolated": 200,
+       "default_law": "amdahl", "default_law_scores": {"amdahl": 0.253502893741, "power": 0.43}}
+THEORY = {"_bounds": {"runs": 5588, "with_bound": 5408},
+          "a100": {"knee_flop": 1e27, "wall_flop": 1e30},
+          "baseline": {"knee_flop": 1.22190386082e28, "wall_flop": 2.09107866198e31}}
+COMPARE = {"n_runs": 4080, "n_runs_with_bound": 1806, "n_series": 503,
+           "strong_median_efficiency_at_n_max": 0.4936117927,
+           "strong_median_n_at_threshold_law": 256.245302167}
+
+
+def test_headlines_are_few_short_keys_at_four_digits(tmp_path: Path) -> None:
+    assert headline("fit", FIT) == {"fitted": 347, "law": "amdahl", "heldout_ape": 0.2535}
+    assert headline("theory", THEORY) == {"knee_flop": 1.222e28, "wall_flop": 2.091e31}
+    assert headline("compare", COMPARE) == {"eff_at_n_max": 0.4936, "n_at_threshold": 256.2}
+    assert headline("ingest", {"totals": {"runs": 5, "rejects": 1, "series": 1}}) == {
+        "runs": 5, "rejects": 1, "series": 1}
+    src = tmp_path / "fit.json"
+    src.write_text(json.dumps(FIT))
+    write_headline("fit", src, tmp_path / "h" / "fit.json")
+    assert json.loads((tmp_path / "h" / "fit.json").read_text())["fitted"] == 347
+
+
+def test_summary_lines() -> None:
+    assert summary_line("fit", FIT) == (
+        "fit: 347 of 503 series fitted (others: too few distinct N or no law converged), 200 "
+        "tested on held-out N; default law amdahl")
+    assert summary_line("theory", THEORY) == (
+        "theory: 2 scenarios (baseline knee 1.22e+28, wall 2.09e+31 FLOP); 5408 of 5588 runs "
+        "bounded")
+    assert summary_line("compare", COMPARE) == (
+        "compare: 4080 runs compared (1806 with a ceiling), 503 series; median strong-scaling "
+        "efficiency at the largest N 49%")
+    assert summary_line("ingest", {}) is None
+
+
+def test_headline_contracts_refuse_extra_keys_and_impossible_values() -> None:
+    """reports/headline/*.json are checked against pipeline.schema.HEADLINES when written."""
+    import pytest
+
+    from pipeline.schema import HEADLINES, ContractError, check_headline
+    assert set(HEADLINES) == {"ingest", "fit", "theory", "compare"}
+    with pytest.raises(ContractError, match=r"(?s)headline/fit\.json.*extra"):
+        check_headline("fit", {"fitted": 3, "law": "power", "heldout_ape": 0.1, "n": 1})
+    with pytest.raises(ContractError, match=r"(?s)headline/ingest\.json.*runs"):
+        check_headline("ingest", {"runs": -1, "rejects": 0, "series": 0})
+    with pytest.raises(ContractError, match=r"(?s)headline/compare\.json.*eff_at_n_max"):
+        headline("compare", {**COMPARE, "strong_median_efficiency_at_n_max": -0.5})
+    with pytest.raises(ContractError, match=r"headline/ingest\.json"):
+        check_headline("ingest", {"runs": "5", "rejects": 0, "series": 0})  # strict: no strings
+
+
+def test_shipped_headlines_follow_their_contracts() -> None:
+    from pipeline.config import PROJ_ROOT
+    from pipeline.schema import check_headline
+    for stage in ("ingest", "fit", "theory", "compare"):
+        shipped = json.loads((PROJ_ROOT / "reports" / "headline" / f"{stage}.json").read_text())
+        assert check_headline(stage, shipped) == shipped
+        detail = json.loads((PROJ_ROOT / "reports" / "metrics" / f"{stage}.json").read_text())
+        assert headline(stage, detail) == shipped
