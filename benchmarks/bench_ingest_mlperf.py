@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import best_of
 from pipeline.ingest.sources.mlperf import mllog
 from pipeline.ingest.sources.mlperf.tree import read_tree
 
@@ -65,14 +66,7 @@ def measure(paths: list[Path]) -> dict[str, float]:
     from mlperf_logging.compliance_checker.mlp_parser import parse_file as ref_parse
 
     total_mb = sum(p.stat().st_size for p in paths) / 1e6
-    # Best of 5: the machine is shared, so wall time is noisy; CPU time (process_time) is the
-    # figure that does not depend on other processes' load.
-    best_wall = best_cpu = float("inf")
-    for _ in range(5):
-        w, c = time.perf_counter(), time.process_time()
-        ours = [mllog.parse_file(p) for p in paths]
-        best_wall = min(best_wall, time.perf_counter() - w)
-        best_cpu = min(best_cpu, time.process_time() - c)
+    ours, best_wall, best_cpu = best_of(lambda: [mllog.parse_file(p) for p in paths])
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     w, c = time.perf_counter(), time.process_time()
     ref = [ref_parse(str(p), ruleset="5.0.0")[0] for p in paths]

@@ -82,10 +82,13 @@ def fit(
     plots: Path = PLOTS,
     headline: Path | None = HEADLINE,
     params: Path = PARAMS,
+    power: Path = typer.Option(Path("data/processed/power.parquet"),
+                               help="MLPerf power measurements (energy laws)"),
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
     _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs,
-               series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots)
+               series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots,
+               power_path=power)
 
 
 @app.command()

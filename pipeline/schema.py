@@ -38,6 +38,8 @@ MULTIPLES_OF_N_MAX = (4, 16)
 # `ok` ran and was measured; `oom` / `error` ran out of memory or crashed (published sweeps keep
 # them as runs); `aborted` / `no_run_stop` are MLPerf runs that did not reach a result.
 STATUSES = ("ok", "oom", "error", "aborted", "no_run_stop")
+# Where MLPerf power was measured: at the wall (AC) or after the power supplies (DC).
+POWER_MEASUREMENTS = ("AC", "DC")
 # Coarse strategy families, used to form series and to compare FSDP against model parallelism.
 STRATEGY_FAMILIES = ("ddp", "fsdp", "tp", "pp", "tp_pp", "hybrid_fsdp", "3d", "unknown")
 # y-metrics a series can be fitted on, in order of preference (ARCHITECTURE.md, fit stage).
@@ -106,8 +108,13 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("step_time_s", _F, "seconds per optimizer step"),
     ("time_to_train_s", _F, "MLPerf time-to-train: run_stop - run_start (s)"),
     ("inverse_time_to_train_per_s", _F, "1 / time_to_train_s, the MLPerf throughput proxy"),
-    ("power_w_per_accelerator", _F, "measured power per chip (W)"),
-    ("energy_j_per_token", _F, "energy per training token (J)"),
+    ("power_w_per_accelerator", _F, "measured power per chip (W): MLPerf node power (hosts "
+                                    "included) / accelerators"),
+    ("energy_j_per_token", _F, "energy per training token (J): energy_j / tokens trained"),
+    ("energy_j", _F, "energy to train (J), MLPerf Training rules: nodes + interconnect"),
+    ("energy_j_nodes", _F, "nodes' energy over the time to train (J), conversion eff. applied"),
+    ("energy_j_interconnect", _F, "interconnect (switch) power estimate x time to train (J)"),
+    ("power_measurement", _S, "AC | DC: where the MLPerf power was measured"),
     ("scaling", _S, "strong | weak | single | sweep | unknown"),
     ("series_id", _S, "scaling series this run belongs to (null: none)"),
     ("status", _S, "ok | oom | error | aborted | no_run_stop"),
@@ -153,10 +160,13 @@ STEPS_SCHEMA = pa.schema([pa.field(n, t) for n, t in STEP_COLUMNS])
 _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
              "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
-          "status": STATUSES, "strategy_family": STRATEGY_FAMILIES}
+          "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
+          "power_measurement": POWER_MEASUREMENTS}
 _FRACTIONS = ("mfu", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
-_PANDAS_DTYPE = {"string": object, "double": "float64", "int64": "Int64"}
+# The switches' estimate may be 0 W (null when no switch log was submitted).
+_ZERO_OK = ("energy_j_interconnect",)
+_PANDAS_DTYPE = {"string": object, "double": "float64", "int64": "Int64", "bool": "boolean"}
 
 
 def pandas_dtype(arrow_type: object) -> object:
@@ -173,6 +183,8 @@ def _run_column(name: str, arrow_type: object) -> pda.Column:
         checks += [pda.Check.gt(0.0), pda.Check.le(1.0)]
     elif name in _NON_NEGATIVE:
         checks.append(pda.Check.in_range(0, 3))
+    elif name in _ZERO_OK:
+        checks.append(pda.Check.ge(0))
     elif kind in ("double", "int64"):
         # Every other number of a run is a positive count or a positive SI quantity.
         checks.append(pda.Check.gt(0))
@@ -219,6 +231,7 @@ _POS = dict(checks=[pda.Check.gt(0)], nullable=True)
 _NONNEG = dict(checks=[pda.Check.ge(0)], nullable=True)
 _UNIT = dict(checks=[pda.Check.gt(0), pda.Check.le(1)], nullable=True)
 # shares are differences of floats: allow rounding noise
+_UNIT_CLOSED = dict(checks=[pda.Check.ge(0), pda.Check.le(1)], nullable=True)
 _SHARE = dict(checks=[pda.Check.ge(-1e-9), pda.Check.le(1 + 1e-9)], nullable=True)
 _ANY = dict(checks=[], nullable=True)
 
@@ -356,6 +369,90 @@ OUTPUT_COLUMNS["theory_curves.parquet"] = (
        nullable=False),
     _c("bound_mfu", _F, "the ceiling of the series' configuration moved to N", **_UNIT),
 )
+# One row per MLPerf power measurement (``power.parquet``, ingest;
+# pipeline/ingest/sources/mlperf/power.py): a run measured at the wall (AC) and after the power
+# supplies (DC) has two rows and one run in runs.parquet (which carries the AC figures, or the
+# only ones). Energies follow the MLPerf Training rules (mlperf_logging's result summarizer).
+OUTPUT_COLUMNS["power.parquet"] = (
+    _c("run_id", _S, "run in runs.parquet that the measurement belongs to", **_ID),
+    _c("source", _S, "source id of that run"),
+    _c("result_path", _S, "MLPerf result file the measurement was read with"),
+    _c("model", _S, "model"), _c("benchmark", _S, "MLPerf benchmark"),
+    _c("accelerator", _S, "catalog id"),
+    _c("n_accelerators", _I, "accelerators of the run", **_POS),
+    _c("system", _S, "MLPerf system"), _c("submitter", _S, "MLPerf submitter as logged"),
+    _c("mlperf_version", _S, "MLPerf round"),
+    _c("power_measurement", _S, "AC | DC: where the power was measured",
+       checks=[pda.Check.isin(list(POWER_MEASUREMENTS))], nullable=True),
+    _c("status", _S, "ok, or the '; '-separated reasons (code: detail) it was not used",
+       checks=[pda.Check.str_length(min_value=1)], nullable=False),
+    _c("used_in_runs", _B, "its energy is the run's in runs.parquet", nullable=False),
+    _c("n_node_files", _I, "node power logs read", **_NONNEG),
+    _c("n_switch_files", _I, "interconnect (switch) power logs read", **_NONNEG),
+    _c("time_to_train_s", _F, "the run's time to train (s)", **_POS),
+    _c("tokens", _F, "tokens trained: samples x sequence length", **_POS),
+    _c("energy_j", _F, "energy to train (J): nodes + interconnect", **_POS),
+    _c("energy_j_nodes", _F, "nodes' mean power x time to train x conversion efficiency (J)",
+       **_POS),
+    _c("energy_j_interconnect", _F, "switch power estimate x time to train (J); null "
+                                    "without switch logs", **_NONNEG),
+    _c("power_w_per_accelerator", _F, "node power (hosts included) / accelerators (W)", **_POS),
+    _c("energy_j_per_token", _F, "energy_j / tokens (J)", **_POS),
+    _c("power_folder", _S, "power/<result> folder, project-relative"),
+    _c("notes", _S, "what was decided on the way (degenerate windows, dropouts)"),
+)
+_ENERGY_SERIES_KEYS = (
+    _c("series_id", _S, "energy series: energy|model|accelerator|AC/DC|submitter|round", **_ID),
+    _c("model", _S, "model"), _c("accelerator", _S, "catalog id"),
+    _c("power_measurement", _S, "AC | DC", checks=[pda.Check.isin(list(POWER_MEASUREMENTS))],
+       nullable=False),
+)
+ENERGY_QUANTITIES = ("energy_j_per_token", "power_w_per_accelerator", "energy_j")
+# Energy laws per series and quantity (``energy_fits.parquet``, fit; pipeline/laws/energy.py).
+OUTPUT_COLUMNS["energy_fits.parquet"] = (
+    *_ENERGY_SERIES_KEYS,
+    _c("submitter", _S, "submitter family (the -ac-power/-dc-power suffix dropped)"),
+    _c("mlperf_version", _S, "MLPerf round"),
+    _c("quantity", _S, "the fitted quantity", checks=[pda.Check.isin(list(ENERGY_QUANTITIES))],
+       nullable=False),
+    _c("n_runs", _I, "measurements fitted", **_NONNEG),
+    _c("n_distinct", _I, "distinct N", **_NONNEG),
+    _c("n_min", _I, "smallest N", **_POS), _c("n_max", _I, "largest N", **_POS),
+    _c("b", _F, "exponent of y = a N^b"), _c("b_low", _F, "interval of b, low"),
+    _c("b_high", _F, "interval of b, high"),
+    _c("doubling_factor", _F, "2^b: y's factor per doubling of N", **_POS),
+    _c("doubling_low", _F, "2^b_low", **_POS), _c("doubling_high", _F, "2^b_high", **_POS),
+    _c("r2", _F, "R^2 on log y"),
+    _c("lack_of_fit_p", _F, "p of the lack-of-fit F test", **_UNIT_CLOSED),
+    _c("converged", _B, "fitted", nullable=False),
+    _c("note", _S, "why not fitted, or why doubtful"),
+)
+# Per (energy series, N): the runs' median and range (``energy_points.parquet``, fit).
+OUTPUT_COLUMNS["energy_points.parquet"] = (
+    *_ENERGY_SERIES_KEYS,
+    _c("n_accelerators", _I, "N", checks=[pda.Check.gt(0)], nullable=False),
+    _c("n_runs", _I, "measurements at N", checks=[pda.Check.gt(0)], nullable=False),
+    *(_c(f"{q}_{stat}", _F, f"{stat} of {q} over the runs", **_POS)
+      for q in ENERGY_QUANTITIES[:2] for stat in ("median", "min", "max")),
+    _c("energy_j_median", _F, "median energy to train (J)", **_POS),
+    _c("time_to_train_s_median", _F, "median time to train (s)", **_POS),
+    _c("interconnect_share", _F, "median energy_j_interconnect / energy_j", **_SHARE),
+)
+# Power and energy per token along the frontier (``frontier_energy.parquet``, theory;
+# pipeline/theory/energy.py): ``_tdp`` on the catalog's TDP, ``_measured`` on the MLPerf node
+# power per accelerator; null where the frontier is infeasible or no power figure exists.
+OUTPUT_COLUMNS["frontier_energy.parquet"] = (
+    _c("scenario", _S, "scenario name", **_ID),
+    _c("training_flop", _F, "training compute C", checks=[pda.Check.gt(0)], nullable=False),
+    _c("n_accelerators", _I, "accelerators of the best layout", **_POS),
+    _c("feasible", _B, "a layout finishes within the duration"),
+    _c("power_mw_tdp", _F, "N x TDP (MW)", **_POS),
+    _c("power_mw_measured", _F, "N x measured node power per accelerator (MW)", **_POS),
+    _c("energy_j_per_token_tdp", _F, "N x TDP x train time / tokens (J)", **_POS),
+    _c("energy_j_per_token_measured", _F, "the same on the measured power (J)", **_POS),
+)
+
+
 # -- calibrate stage (docs/theory.md §10) ------------------------------------------------------
 # Components of calibrated.parquet's shares of the step time (share_<component>, summing to 1).
 CALIBRATED_SHARES = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble",
@@ -455,6 +552,9 @@ OUTPUT_COLUMNS["rejects.parquet"] = tuple((n, t, "", _ANY) for n, t in REJECT_CO
 OUTPUT_COLUMNS["series.parquet"] = tuple((n, t, "", _ANY) for n, t in SERIES_COLUMNS)
 OUTPUT_COLUMNS["steps.parquet"] = tuple((n, t, "", _ANY) for n, t in STEP_COLUMNS)
 
+POWER_COLUMNS = tuple((n, t) for n, t, _, _ in OUTPUT_COLUMNS["power.parquet"])
+POWER_SCHEMA = pa.schema([pa.field(n, t) for n, t in POWER_COLUMNS])
+
 OUTPUT_SCHEMAS: dict[str, pda.DataFrameSchema] = {
     name: pda.DataFrameSchema({n: pda.Column(None, coerce=False, **rule)
                                for n, _, _, rule in cols}, strict=False,
@@ -466,6 +566,11 @@ def empty_frame(name: str) -> pd.DataFrame:
     """A frame with no rows and the contract columns of output ``name`` (typed)."""
     return pa.schema([pa.field(n, t) for n, t, _, _ in OUTPUT_COLUMNS[name]]).empty_table() \
         .to_pandas()
+
+
+def output_column_names(name: str) -> list[str]:
+    """The contract columns of output ``name``, in order."""
+    return [n for n, _, _, _ in OUTPUT_COLUMNS[name]]
 
 
 class ContractError(ValueError):
@@ -497,6 +602,14 @@ class _Metrics(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class PowerIngestMetrics(_Metrics):
+    """``ingest.json["power"]``: MLPerf power measurements read, used, and not used by code."""
+    measurements: int
+    ok: int
+    runs_with_energy: int
+    not_used_by_code: dict[str, int]
+
+
 class LogsWithoutSeries(_Metrics):
     """Step logs the ingest could put in no series with another N (ingest.json)."""
     count: int = Field(ge=0)
@@ -513,6 +626,32 @@ class IngestMetrics(_Metrics):
     n_series: int
     runs_in_series: int
     logs_without_series: LogsWithoutSeries
+    power: PowerIngestMetrics | None = None
+
+
+class EnergyDoubling(_Metrics):
+    """``fit.json["energy"]["cross_series"][quantity]``: the shared slope across energy series
+    as a factor per doubling of N, with intervals from the runs and from the per-N means
+    (pipeline/laws/energy.py); without two distinct N only ``note`` says why."""
+    quantity: Literal[ENERGY_QUANTITIES]  # type: ignore[valid-type]
+    series: list[str]
+    n_runs: int
+    note: str | None = None
+    interval: float | None = None
+    doubling_factor: float | None = None
+    doubling_low: float | None = None
+    doubling_high: float | None = None
+    n_level_doubling_factor: float | None = None
+    n_level_doubling_low: float | None = None
+    n_level_doubling_high: float | None = None
+
+
+class EnergyFitMetrics(_Metrics):
+    """``fit.json["energy"]``: the energy laws on power.parquet."""
+    measurements: int
+    series: int
+    series_fitted: int
+    cross_series: dict[Literal[ENERGY_QUANTITIES], EnergyDoubling]  # type: ignore[valid-type]
 
 
 class FitMetrics(_Metrics):
@@ -528,6 +667,7 @@ class FitMetrics(_Metrics):
     n_series: int
     n_series_fitted: int
     n_series_extrapolated: int
+    energy: EnergyFitMetrics | None = None
 
 
 class ScenarioMetrics(_Metrics):
@@ -562,6 +702,35 @@ class CompareMetrics(_Metrics):
     strong_median_n_at_threshold_law: float | None
     weak_median_efficiency_at_n_max: float | None
     weak_median_n_at_threshold_law: float | None
+
+
+class EnergyAtPoint(_Metrics):
+    """The frontier's draw at a knee or wall: null where the frontier has no such point or no
+    power figure exists."""
+    training_flop: float | None
+    n_accelerators: float | None
+    power_mw: float | None
+    energy_gwh: float | None
+
+
+class ScenarioEnergy(_Metrics):
+    """``theory.json["_energy"]["scenarios"][name]`` (pipeline/theory/energy.py)."""
+    accelerator: str
+    power_w_per_accelerator: float | None
+    power_basis: str
+    tdp_w: float | None
+    measured_w: float | None
+    duration_days: float
+    knee: EnergyAtPoint
+    wall: EnergyAtPoint
+    knee_tdp: EnergyAtPoint
+    wall_tdp: EnergyAtPoint
+
+
+class TheoryEnergyMetrics(_Metrics):
+    """``theory.json["_energy"]``: energy at the frontier per scenario."""
+    duration_days: float
+    scenarios: dict[str, ScenarioEnergy]
 
 
 class CalibratedScenarioMetrics(_Metrics):
@@ -600,6 +769,8 @@ class CalibrateMetrics(_Metrics):
 
 def _theory_metrics(obj: dict[str, Any]) -> None:
     BoundsMetrics.model_validate(obj["_bounds"])
+    if "_energy" in obj:
+        TheoryEnergyMetrics.model_validate(obj["_energy"])
     for name, node in obj.items():
         if not name.startswith("_"):
             ScenarioMetrics.model_validate(node)

@@ -1,8 +1,8 @@
 """Synthetic upstream outputs for the compare/report/notebook tests.
 
 ``build(root)`` writes every file the compare and report stages read (``runs``, ``rejects``,
-``series``, ``fits``, ``extrapolation``, ``bounds``, ``frontier`` parquet files and the ingest, fit
-and theory metrics), with the contract columns of ARCHITECTURE.md and ``pipeline/schema.py``. The
+``series``, ``fits``, ``extrapolation``, ``bounds``, ``frontier``, the energy ``power``,
+``energy_fits`` and ``energy_points`` parquet files and the ingest, fit and theory metrics), with the contract columns of ARCHITECTURE.md and ``pipeline/schema.py``. The
 numbers are shaped after published behaviour (ZeRO-3 collapsing under strong scaling, PTD-P
 holding, weak scaling nearly flat) but are SYNTHETIC: they exist only to exercise the code, and
 the series below follow exact laws so tests can assert recovered values.
@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from pipeline.io import write_json, write_parquet
-from pipeline.schema import (RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA, FitMetrics, IngestMetrics,
-                             LogsWithoutSeries, check_metrics, check_output)
+from pipeline.laws.energy import energy_laws
+from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA,
+                             FitMetrics, IngestMetrics, LogsWithoutSeries, check_metrics,
+                             check_output, pandas_dtype)
 
 PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
 ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
@@ -207,6 +209,52 @@ def make_frontier() -> tuple[pd.DataFrame, dict]:
     return pd.DataFrame(rows).sort_values(["scenario", "training_flop"]).reset_index(drop=True), theory
 
 
+# SYNTHETIC MLPerf power measurements (power.parquet): one AC and one DC series of the same runs
+# at N = 8, 64, 512, three runs each with the same scatter at every N, so the energy laws
+# recover the exact slopes: energy per token x1.1 and power per accelerator x0.95 per doubling,
+# time to train x2^-0.8; the interconnect is 10 % of the energy.
+ENERGY_PER_DOUBLING, POWER_PER_DOUBLING, TTT_EXPONENT = 1.1, 0.95, -0.8
+
+
+def make_power() -> pd.DataFrame:
+    rows = []
+    for meas in ("AC", "DC"):
+        for n in (8, 64, 512):
+            doublings = np.log2(n / 8)
+            for i, scatter in enumerate((1.0, 1.01, 0.99)):
+                e_tok = 0.5 * ENERGY_PER_DOUBLING ** doublings * scatter
+                tokens = 1e8
+                rows.append({
+                    "run_id": _run_id("power", meas, n, i), "source": "mlperf_training",
+                    "result_path": f"syn/result_{i}.txt", "model": "Llama 2 70B (LoRA)",
+                    "benchmark": "llama2_70b_lora", "accelerator": "H100-SXM5-80GB",
+                    "n_accelerators": n, "system": f"syn-{n}", "submitter":
+                    f"syn-{meas.lower()}-power", "mlperf_version": "v4.0",
+                    "power_measurement": meas, "status": "ok", "used_in_runs": meas == "AC",
+                    "n_node_files": n // 8, "n_switch_files": 1,
+                    "time_to_train_s": 1000.0 * 2.0 ** (TTT_EXPONENT * doublings),
+                    "tokens": tokens, "energy_j": e_tok * tokens,
+                    "energy_j_nodes": 0.9 * e_tok * tokens,
+                    "energy_j_interconnect": 0.1 * e_tok * tokens,
+                    "power_w_per_accelerator": 800.0 * POWER_PER_DOUBLING ** doublings * scatter,
+                    "energy_j_per_token": e_tok, "power_folder": f"syn/power/result_{i}",
+                    "notes": "SYNTHETIC"})
+    return pd.DataFrame({n: pd.array([r[n] for r in rows], dtype=pandas_dtype(t))
+                         for n, t in POWER_COLUMNS})
+
+
+def make_theory_energy() -> dict:
+    """theory.json["_energy"] for the synthetic frontier (SYNTHETIC draw at the knee only)."""
+    none = dict.fromkeys(("training_flop", "n_accelerators", "power_mw", "energy_gwh"))
+    knee = {"training_flop": 2e28, "n_accelerators": 3.2e6, "power_mw": 2560.0,
+            "energy_gwh": 5530.0}
+    return {"duration_days": 90.0, "scenarios": {"dense_h100_baseline": {
+        "accelerator": "H100-SXM5-80GB", "power_w_per_accelerator": 800.0,
+        "power_basis": "SYNTHETIC node power", "tdp_w": 700.0, "measured_w": 800.0,
+        "duration_days": 90.0, "knee": knee, "wall": none, "knee_tdp": none,
+        "wall_tdp": none}}}
+
+
 def make_rejects() -> pd.DataFrame:
     return pd.DataFrame([
         dict(source="megatron2021", path="data/raw/published/megatron2021.csv", line=7,
@@ -340,8 +388,17 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
                         ("bounds", make_bounds(runs)), ("frontier", frontier),
                         ("fit_curves", fit_curves), ("theory_curves", theory_curves)):
         write_parquet(check_output(f"{name}.parquet", frame), processed / f"{name}.parquet")
-    write_json(check_metrics("fit", make_fit_metrics(extra, series).model_dump()),
-               metrics / "fit.json")
+    power = make_power()
+    write_parquet(check_output("power.parquet", power), processed / "power.parquet",
+                  schema=POWER_SCHEMA)
+    energy_fits, energy_points, energy = energy_laws(power, params["fit"]["interval"])
+    write_parquet(check_output("energy_fits.parquet", energy_fits),
+                  processed / "energy_fits.parquet")
+    write_parquet(check_output("energy_points.parquet", energy_points),
+                  processed / "energy_points.parquet")
+    fit = make_fit_metrics(extra, series).model_dump() | {"energy": energy}
+    write_json(check_metrics("fit", fit), metrics / "fit.json")
+    theory = theory | {"_energy": make_theory_energy()}
     write_json(check_metrics("theory", theory), metrics / "theory.json")
     ingest = IngestMetrics(totals={"runs": int(len(runs)), "rejects": 4}, sources={},
                            rejects_by_code={"unit_slip": 1, "truncated_log": 2,

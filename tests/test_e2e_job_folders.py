@@ -57,13 +57,7 @@ def write_job_folders(logs: Path, gz_largest: bool = False) -> dict[int, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gz", [
-    False,
-    pytest.param(True, marks=pytest.mark.xfail(
-        strict=False, reason="gzip logs are read by the gz/zst opener the energy branch adds "
-                             "(pipeline/ingest/sources/common.py); until it lands on main a "
-                             ".gz log is not a run")),
-])
+@pytest.mark.parametrize("gz", [False, True])
 def test_job_folders_with_one_campaign_sidecar_form_one_fitted_series(tmp_path: Path,
                                                                       gz: bool) -> None:
     write_job_folders(tmp_path / "logs", gz_largest=gz)

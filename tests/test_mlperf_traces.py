@@ -51,7 +51,7 @@ def _ingest(traces: Path, ref_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
 def test_every_result_log_becomes_one_record_and_power_logs_none(ingested) -> None:
     recs, stats, _ = ingested
     assert len(recs) == 20
-    assert stats["power_logs_skipped"] == 1
+    assert stats["power_logs"] == 1
     assert not any("power" in p for _, p in recs)
 
 

@@ -56,7 +56,7 @@ def test_one_record_per_result_file_and_nothing_else(records) -> None:
     assert not any("power" in k or "extra" in k for k in records)
     assert "Synth/results/result_0.txt" not in records
     assert records["_stats"] == {"result_files": len(expected), "groups": 10,
-                                 "power_logs_skipped": 1}
+                                 "power_logs": 1, "power_measurements": 1}
 
 
 def test_fields_use_published_v1_names_and_run_extras(records) -> None:

@@ -30,8 +30,8 @@ pytestmark = pytest.mark.slow
 SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
             "Hardware generations", "Power and cost", "Theory", "Method and caveats")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
-           "power_cost", "frontier", "gap", "calibrate_predicted_actual", "calibrate_efficiency",
-           "calibrate_decomposition", "calibrate_frontier")
+           "energy", "power_cost", "frontier", "gap", "calibrate_predicted_actual",
+           "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier")
 
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:
@@ -169,3 +169,22 @@ def test_compare_then_report_on_empty_series(out: dict, tmp_path: Path) -> None:
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     md = _render_only(processed, metrics, tmp_path / "r", out["reports"])
     assert "No strong-scaling series is in the data." in md
+
+
+def test_power_section_states_the_measured_energy_once(out: dict) -> None:
+    """The synthetic power runs (synthetic_upstream.make_power: x1.1 energy per token and x0.95
+    power per accelerator per doubling, time to train x2^-0.8) come out as built, and the
+    section's lead does not repeat the measured series the MLPerf paragraph states."""
+    md = (out["reports"] / "report.md").read_text(encoding="utf-8")
+    sec = md[md.index("## Power and cost"):md.index("## Theory")]
+    assert "energy per token is 0.5 J at N=8, 0.666 J at N=64, 0.886 J at N=512" in sec
+    assert "is 800 W, 686 W, 588 W" in sec
+    # 64 -> 512: 8^0.8 = 5.28 times faster, 1.1^3 = 1.33 times the energy
+    assert "the run finishes ×5.28 faster for ×1.33 the energy" in sec
+    assert "multiplies energy per token by 1.1 (" in sec and "power per accelerator by 0.95 (" in sec
+    assert "share of the energy is 10% where" in sec
+    assert "draws 2,560 MW (5,530 GWh)" in sec
+    lead = sec.split("\n\n")[1]
+    assert lead.startswith("The first figure shows tokens per accelerator-hour for ")
+    assert "energy per token changes" not in sec and sec.count("energy per token is") == 1
+

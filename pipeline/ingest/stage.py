@@ -30,15 +30,16 @@ from pipeline.config import PROJ_ROOT, ConfigError, settings, strip_project_root
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
-from pipeline.ingest.sources.published import read_published, rel_path
+from pipeline.ingest.sources.common import rel_path
+from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
 from pipeline.io import pid_alive, write_json, write_parquet
-from pipeline.schema import (REJECTS_SCHEMA, RUN_COLUMNS, RUNS_SCHEMA, SERIES_COLUMNS,
-                             SERIES_SCHEMA, STEPS_SCHEMA, check_metrics, check_output,
-                             pandas_dtype, validate_runs)
+from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUN_COLUMNS,
+                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
+                             check_metrics, check_output, pandas_dtype, validate_runs)
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
 
@@ -136,14 +137,56 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
                          for c in columns})
 
 
-def convert(records: Iterator[Record], catalog: Any, options: Options
+ENERGY_COLUMNS = ("energy_j", "energy_j_nodes", "energy_j_interconnect", "power_measurement",
+                  "power_w_per_accelerator", "energy_j_per_token")
+
+
+def _power_row(owner: dict[str, Any], record: Record, row: dict[str, Any],
+               used: bool) -> dict[str, Any]:
+    """A ``power.parquet`` row: the measurement read with ``record``, for the run ``owner``."""
+    out = {c[0]: None for c in POWER_COLUMNS}
+    out.update(record.meta["power"])
+    out["power_folder"] = rel_path(Path(out["power_folder"]))
+    for key in ("run_id", "source", "model", "accelerator", "n_accelerators", "mlperf_version"):
+        out[key] = owner[key]
+    for key in ("result_path", "benchmark", "system", "submitter"):
+        out[key] = row[key]
+    out["used_in_runs"] = used
+    return out
+
+
+def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
+    """Give ``owner`` (the run kept) the energy of ``row`` (the same run read again, from a
+    result tree with power logs) when it has none; True when it did."""
+    if row["energy_j"] is None or owner["energy_j"] is not None:
+        return False
+    for key in ENERGY_COLUMNS:
+        owner[key] = row[key]
+    derived = [d for d in (owner["derived"] or "").split(";") if d]
+    derived += [k for k in ENERGY_COLUMNS if k != "power_measurement" and row[k] is not None]
+    owner["derived"] = ";".join(sorted(set(derived)))
+    energy_notes = [n for n in (row["notes"] or "").split("; ")
+                    if n.startswith(("energy", "power", "node_"))]
+    owner["notes"] = "; ".join([n for n in [owner["notes"]] if n] + energy_notes +
+                               [f"energy read from {row['provenance']} (same log)"])
+    return True
+
+
+def convert(records: Iterator[Record], catalog: Any, options: Options,
+            power_rows: list[dict[str, Any]] | None = None
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
-    """Normalize every record: (run rows, reject rows, records read per (source, path))."""
+    """Normalize every record: (run rows, reject rows, records read per (source, path)).
+
+    A run read twice keeps its first row; a power measurement read with the second copy (an
+    MLPerf tree with power logs, whose runs the published table already holds) is attached to
+    the first when that has none. Each power measurement becomes a row of ``power_rows``.
+    """
     cache = CatalogCache(catalog)
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
-    seen: dict[tuple[str, str], str] = {}
+    seen: dict[tuple[str, str], int] = {}
+    power_rows = power_rows if power_rows is not None else []
     for record in records:
         read[(record.source, record.path)] += 1
         if record.reason is not None:
@@ -166,11 +209,17 @@ def convert(records: Iterator[Record], catalog: Any, options: Options
             keys.append((record.source, f"mlperf_run={record.meta['dedup_key']}"))
         first = next((seen[k] for k in keys if k in seen), None)
         if first is not None:
-            rejects.append(_reject_row(record, f"duplicate: same run as {first}"))
+            owner = runs[first]
+            rejects.append(_reject_row(record, f"duplicate: same run as {owner['provenance']}"))
+            if record.meta.get("power"):
+                used = _take_energy(owner, row)
+                power_rows.append(_power_row(owner, record, row, used))
             continue
-        seen.update((k, row["provenance"]) for k in keys)
+        seen.update((k, len(runs)) for k in keys)
         row["_path"] = record.path
         runs.append(row)
+        if record.meta.get("power"):
+            power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
     return runs, rejects, read
 
 
@@ -214,6 +263,15 @@ def _metrics(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, 
     }
 
 
+def _power_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Power measurements read, used, and not used by reason code."""
+    not_used = Counter(code.split(":", 1)[0] for r in rows if r["status"] != "ok"
+                       for code in [r["status"]])
+    return {"measurements": len(rows), "ok": sum(r["status"] == "ok" for r in rows),
+            "runs_with_energy": sum(bool(r["used_in_runs"]) for r in rows),
+            "not_used_by_code": dict(sorted(not_used.items()))}
+
+
 def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     """Run the ingest stage; return the metrics written to ``metrics_path``."""
@@ -234,8 +292,13 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
 
         stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
                       disable=not sys.stderr.isatty())
-        runs, rejects, read = convert(stream, catalog, options)
+        power_rows: list[dict[str, Any]] = []
+        runs, rejects, read = convert(stream, catalog, options, power_rows)
         check_accounting(read, runs, rejects)
+        power_rows.sort(key=lambda r: (r["run_id"], r["power_measurement"] or "",
+                                       r["power_folder"]))
+        write_parquet(check_output("power.parquet", _frame(power_rows, POWER_COLUMNS)),
+                      out_dir / "power.parquet", POWER_SCHEMA)
 
         runs.sort(key=lambda r: r["run_id"])
         series = assign_series(runs)
@@ -252,6 +315,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
                                       STEPS_SCHEMA)
     metrics = _metrics(read, runs, rejects, series, n_steps)
+    metrics["power"] = _power_metrics(power_rows)
     metrics["logs_without_series"] = _alone_metrics(alone)
     metrics = check_metrics("ingest", metrics)
     write_json(metrics, metrics_path)

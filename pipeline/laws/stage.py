@@ -215,8 +215,12 @@ def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
 
 
 def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    """Run the fit stage; returns the metrics written to ``metrics_path``."""
+        metrics_path: Path, plots_dir: Path, power_path: Path | None = None) -> dict[str, Any]:
+    """Run the fit stage; returns the metrics written to ``metrics_path``.
+
+    With ``power_path`` (the ingest's ``power.parquet``) the energy laws
+    (``pipeline.laws.energy``) go to ``energy_fits.parquet`` and ``energy_points.parquet``.
+    """
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
     series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
@@ -244,6 +248,8 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     write_csv(eff.sort_values(["series_id", "n_accelerators"]), plots_dir / "fit_efficiency.csv")
 
     metrics = _metrics(fits, extra, cfg, cross_headlines, n_series=len(series))
+    if power_path is not None:
+        metrics["energy"] = _energy(Path(power_path), out_dir, cfg)
     if cfg["score_other_scale"]:
         # metrics only: does `fit.scale` predict better than the other scale on this data?
         other = summarise(_score(pd.DataFrame(other_rows, columns=list(EXTRA_COLUMNS))),
@@ -254,6 +260,20 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
                                   "all_laws_common": other.get("all_laws_common"),
                                   "extrapolation": other["laws"]}
     write_json(check_metrics("fit", metrics), metrics_path)
+    return metrics
+
+
+def _energy(power_path: Path, out_dir: Path, cfg: dict) -> dict[str, Any]:
+    """Energy laws on the power measurements; an absent file gives empty outputs."""
+    from pipeline.laws.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
+    power = (pd.read_parquet(power_path) if power_path.is_file() else
+             empty_frame("power.parquet"))
+    fits, points, metrics = energy_laws(power, cfg["interval"], cfg["min_distinct_n"])
+    write_parquet(check_output("energy_fits.parquet", fits.reindex(columns=list(E_FITS))),
+                  out_dir / "energy_fits.parquet")
+    write_parquet(check_output("energy_points.parquet",
+                               points.reindex(columns=list(POINT_COLUMNS))),
+                  out_dir / "energy_points.parquet")
     return metrics
 
 

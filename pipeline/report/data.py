@@ -7,6 +7,7 @@ instead of failing; ``ReportData.missing`` lists them for the caveats section.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
-          "comparison", "comparison_curves", "comparison_series",
+          "comparison", "comparison_curves", "comparison_series", "energy_points", "energy_fits",
           "calibration", "calibrated", "predictions", "calibrated_frontier")
 METRICS = ("ingest", "fit", "theory", "compare", "calibrate")
 
@@ -30,6 +31,15 @@ class ReportData:
             return self.frames[name]
         except KeyError as exc:
             raise AttributeError(name) from exc
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float when it is a finite number, else None (for the templates)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def load(processed_dir: Path, metrics_dir: Path) -> ReportData:

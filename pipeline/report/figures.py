@@ -12,6 +12,7 @@ from matplotlib.ticker import FuncFormatter
 
 from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
+from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
 from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
                                    new_figure, note, save)
@@ -355,5 +356,6 @@ def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path
             "laws_holdout": laws_holdout(data, out),
             "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
+            "energy": energy_figure(data, out),
             "frontier": frontier(data, out, cfg["frontier_scenarios"], focus_runs),
             "gap": gap(data, out, cfg["gap_runs"], focus_runs), **calibration.figures(data, out)}

@@ -13,7 +13,8 @@ import pandas as pd
 
 from pipeline.measures import finished
 from pipeline.report import calibration
-from pipeline.report.data import ReportData, best_per_point, rank_within_source
+from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
+from pipeline.report.energy import energy_section
 from pipeline.report.focus import focus_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
@@ -23,12 +24,7 @@ BAND_SPAN = 10.0
 MIN_POINTS = 3
 
 
-def _f(x: Any) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if np.isfinite(x) else None
+_f = finite_or_none
 
 
 def _median(values: pd.Series) -> float | None:
@@ -408,6 +404,7 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "laws": laws_section(d, cfg["min_success"]),
             "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
             "hardware": hardware_section(d), "power": power_section(d),
+            "energy": energy_section(d, cfg["baseline_scenario"]),
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
             "calibration": calibration.section(d),
             "missing": d.missing,

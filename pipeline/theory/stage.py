@@ -1,8 +1,10 @@
 """The ``theory`` stage: per-run ceilings and the frontier of feasible training compute.
 
 Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``frontier.parquet``
-(ARCHITECTURE.md), ``reports/metrics/theory.json`` ({scenario: {knee_flop, wall_flop, ...}} plus
-``_bounds`` counts) and ``reports/plots/frontier.csv`` (scenario, training_flop, utilization).
+(ARCHITECTURE.md), ``frontier_energy.parquet`` (power and energy per token along the frontier,
+``pipeline.theory.energy``), ``reports/metrics/theory.json`` ({scenario: {knee_flop, wall_flop,
+...}} plus ``_bounds`` counts and ``_energy``: MW and GWh at each knee and wall) and
+``reports/plots/frontier.csv`` (scenario, training_flop, utilization).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from tqdm import tqdm
 from pipeline.catalog import load_catalog
 from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
-from pipeline.schema import check_metrics, check_output
+from pipeline.schema import check_metrics, check_output, output_column_names
 from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.curves import series_ceilings
+from pipeline.theory.energy import frontier_energy
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import search
@@ -68,6 +71,12 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
     out_dir, plots_dir = Path(out_dir), Path(plots_dir)
     write_parquet(check_output("bounds.parquet", bounds), out_dir / "bounds.parquet")
     write_parquet(check_output("frontier.parquet", frontier), out_dir / "frontier.parquet")
+    energy_front, energy = frontier_energy(
+        frontier, metrics, load_scenarios(params, catalog), catalog, runs,
+        settings(params, "theory").duration_days)
+    write_parquet(check_output("frontier_energy.parquet",
+                               energy_front.loc[:, output_column_names("frontier_energy.parquet")]),
+                  out_dir / "frontier_energy.parquet")
     write_csv(frontier.loc[:, ["scenario", "training_flop", "utilization"]],
               plots_dir / "frontier.csv", significant=6)
     has_bound = bounds["bound_mfu"].notna()
@@ -83,6 +92,7 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
         "binding_counts": {str(k): int(v) for k, v in
                            bounds.loc[has_bound, "binding"].value_counts().sort_index().items()},
     }
+    metrics["_energy"] = energy
     write_json(check_metrics("theory", metrics), metrics_path)
 
 

@@ -38,8 +38,9 @@ from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
                                              check_scale, rounding)
 from pipeline.ingest.records import Record
-from pipeline.schema import (PRECISION_ALIASES, PRECISIONS, PUBLISHED_MEASURES, RUN_COLUMN_NAMES,
-                             SCALINGS, SOURCE_KINDS, STATUSES)
+from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
+                             PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
+                             STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
@@ -51,7 +52,8 @@ _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version"
          "submitter", "result_path")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
              "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
-             "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s")
+             "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s", "energy_j",
+             "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
            "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
@@ -359,6 +361,7 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     for name in _POSITIVE:
         if name in f:
             row[name] = _positive(f, name)
+    _power(f, row)
     given = {"tflops": _positive(f, "tflops_per_accelerator"),
              "hw_tflops": _positive(f, "hardware_tflops_per_accelerator")}
     row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")
@@ -371,6 +374,19 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     if not has_measure and row["status"] == "ok":
         raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
     return given
+
+
+def _power(f: dict[str, Any], row: dict[str, Any]) -> None:
+    """MLPerf power fields other than the positive energies: the interconnect's energy (0 J
+    when the submission logs no switch) and where the power was measured (AC or DC)."""
+    if "energy_j_interconnect" in f:
+        row["energy_j_interconnect"] = _float(f, "energy_j_interconnect")
+        if row["energy_j_interconnect"] is not None and row["energy_j_interconnect"] < 0:
+            raise Reject("out_of_range", "energy_j_interconnect < 0")
+    if _text(f, "power_measurement") is not None:
+        row["power_measurement"] = _vocab(_text(f, "power_measurement"), POWER_MEASUREMENTS,
+                                          "power_measurement",
+                                          {m.lower(): m for m in POWER_MEASUREMENTS})
 
 
 def _chip(f: dict[str, Any], row: dict[str, Any], acc_name: str, catalog: CatalogCache,

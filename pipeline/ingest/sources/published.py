@@ -4,8 +4,11 @@ Rows are streamed with the standard ``csv`` module; nothing here interprets valu
 ``normalize``'s job). A row that cannot be parsed at all becomes a reject carrying the text it
 was read from, so ``records read = runs + rejects`` holds for every file:
 
-* a file whose first 8 KiB are over 10 % NUL, control or undecodable bytes -> one
-  ``binary_file`` (UTF-16, archives, images);
+* ``table.csv.gz`` / ``table.csv.zst`` are read like ``table.csv``, streamed
+  (``pipeline.ingest.sources.common.open_binary``); a file that cannot be read or decompressed
+  -> one ``unreadable`` reject (rows read before a cut stream stay records);
+* a file whose first bytes are not text (``common.looks_binary``) -> one ``binary_file``
+  (UTF-16, archives, images);
 * a row with the wrong number of fields, undecodable bytes, NUL bytes, or a field over the csv
   field-size limit -> ``malformed_row``;
 * blank lines are not records and are skipped.
@@ -16,35 +19,23 @@ was read from, so ``records read = runs + rejects`` holds for every file:
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pipeline.config import PROJ_ROOT, project_relative
+from pipeline.config import PROJ_ROOT
 from pipeline.ingest.records import Record
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
+                                            logical_suffix, looks_binary, open_binary, read_error,
+                                            rel_path)
 from pipeline.ingest.sources.links import candidates, link_problem
 
-_SNIFF_BYTES = 8192
-# Share of NUL, undecodable or control bytes in the first 8 KiB above which a file is not text
-# (a text table with one corrupt row stays a table: that row alone is rejected).
-_BINARY_FRACTION = 0.1
-_TEXT_CONTROLS = {9, 10, 12, 13}
+__all__ = ["looks_binary", "read_file", "read_published", "rel_path"]
+
 # A quoted field may span physical lines (a note with a line break), but no more than this
 # many: an unbalanced quote would otherwise swallow every row below it into one reject.
 MAX_RECORD_LINES = 20
 
-
-rel_path = project_relative  # kept: the name callers and notebooks use
-
-
-def looks_binary(head: bytes) -> bool:
-    """True when ``head`` (the start of a file) is not text: over 10 % junk characters."""
-    if not head:
-        return False
-    text = head.decode("utf-8", errors="replace")
-    # A multi-byte character cut at the sniff boundary is not junk: ignore the last 3 chars.
-    junk = sum(1 for ch in text[:-3] if ch == "\ufffd" or (ord(ch) < 32
-                                                          and ord(ch) not in _TEXT_CONTROLS))
-    return junk > _BINARY_FRACTION * max(len(text) - 3, 1)
 
 
 class _TooManyLines(Exception):
@@ -97,21 +88,22 @@ def _has_bad_chars(text: str) -> str | None:
 def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield one Record per data row of one format-v1 CSV file; never raises on bad content."""
     rel = rel_path(path, root)
-    stem = path.stem
+    stem = logical_stem(path)
     try:
-        with path.open("rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
-    except OSError as exc:
-        yield Record.reject(stem, rel, 0, "", "unreadable", exc.strerror or str(exc))
+        with open_binary(path) as raw_fh:
+            head = raw_fh.read(SNIFF_BYTES)
+    except READ_ERRORS as exc:
+        yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
         return
     if looks_binary(head):
         yield Record.reject(stem, rel, 0, repr(head[:80]), "binary_file",
-                            "NUL or undecodable bytes in the first 8 KiB")
+                            "NUL, control or undecodable bytes in the first 64 KiB")
         return
     try:
-        fh = path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")
-    except OSError as exc:
-        yield Record.reject(stem, rel, 0, "", "unreadable", exc.strerror or str(exc))
+        fh = io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", errors="surrogateescape",
+                              newline="")
+    except READ_ERRORS as exc:
+        yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
         return
     with fh:
         yield from _records(fh, stem, rel)
@@ -151,8 +143,9 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
                      "this line rejected, reading resumes on the next")
         except csv.Error as exc:
             error = str(exc)
-        except OSError as exc:  # pragma: no cover - I/O failure mid-file
-            yield Record.reject(stem, rel, start, "".join(tap.take()), "unreadable", str(exc))
+        except READ_ERRORS as exc:  # I/O failure or a cut compressed stream mid-file
+            yield Record.reject(stem, rel, start, _clean("".join(tap.take())), "unreadable",
+                                read_error(exc))
             return
         lines = tap.take()
         if error is None and _damaged(lines, row, header if header else None):
@@ -227,11 +220,13 @@ def _clean(raw: str) -> str:
 
 
 def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
-    """Yield Records for every ``*.csv`` under ``published_dir`` (recursively, sorted by path)."""
-    for path in sorted(candidates(list(Path(published_dir).rglob("*.csv")))):
+    """Yield Records for every ``*.csv`` (also ``.csv.gz``, ``.csv.zst``) under ``published_dir``
+    (recursively, sorted by path)."""
+    tables = [p for p in Path(published_dir).rglob("*") if logical_suffix(p) == ".csv"]
+    for path in sorted(candidates(tables)):
         bad_link = link_problem(path, published_dir)
         if bad_link:
-            yield Record.reject(path.stem, rel_path(path.parent, root) + "/" + path.name, 0,
+            yield Record.reject(logical_stem(path), rel_path(path.parent, root) + "/" + path.name, 0,
                                 "", "bad_link", bad_link)
             continue
         yield from read_file(path, root)

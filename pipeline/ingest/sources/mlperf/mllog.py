@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, NamedTuple
 
+from pipeline.ingest.sources.common import SNIFF_BYTES, is_compressed, looks_binary, open_binary
+
 TOKEN = b":::MLLOG "
 SYSJSON_TOKEN = b":::SYSJSON "
 
@@ -44,7 +46,7 @@ DEFAULT_KEYS = frozenset({
     "run_start", "run_stop", "submission_benchmark", "global_batch_size", "max_sequence_length",
     "gradient_accumulation_steps", "seed", "tracked_stats", "throughput",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-    "micro_batch_size",
+    "micro_batch_size", "train_samples",
 })
 
 # Event text: after the token up to the end of the line. ``\r`` ends it too (tqdm bars).
@@ -55,16 +57,13 @@ _SYSJSON_RE = re.compile(rb":::SYSJSON ([^\n\r]*)")
 # ``key=8`` in reprs, ``"key": 8`` in JSON). The name must not be the tail of a longer
 # identifier (``virtual_pipeline_model_parallel_size``, ``val_micro_batch_size``).
 HINT_NAMES = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-              "context_parallel_size", "micro_batch_size")
+              "context_parallel_size", "micro_batch_size", "max_seq_length")
 _HINT_VALUE_RE = re.compile(rb"""["']?\s*[:=]\s*["']?(\d{1,9})(?![\d.])""")
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _MAX_HINTS_PER_NAME = 64
 _MAX_BAD_EXAMPLES = 3
 
 DEFAULT_CHUNK_BYTES = 64 << 20
-# Bytes a text log may hold: printable ASCII, latin-1/UTF-8 high bytes, tab, newlines, form
-# feed, and the backspace/ESC that progress bars and colours emit.
-_TEXT_BYTES = bytes([8, 9, 10, 12, 13, 27]) + bytes(range(32, 256))
 _json_decode = json.JSONDecoder().decode
 
 
@@ -111,20 +110,6 @@ class ParsedLog:
 
     def all(self, key: str) -> list[Event]:
         return [e for e in self.events if e.key == key]
-
-
-def looks_binary(head: bytes) -> bool:
-    """NUL bytes, or mostly control bytes, in the first block: not a text log.
-
-    Latin-1 and UTF-8 bytes >= 0x80 are fine (logs carry them); ESC and backspace come from
-    progress bars.
-    """
-    if not head:
-        return False
-    if b"\x00" in head:
-        return True
-    control = len(head.translate(None, _TEXT_BYTES))
-    return control > 0.10 * len(head)
 
 
 def _decode_event(text: bytes, lineno: int) -> Event | None:
@@ -261,7 +246,8 @@ class _Scanner:
             self.out.sysjson = obj
 
     def _hints(self, chunk: bytes) -> None:
-        if b"parallel_size" not in chunk and b"micro_batch_size" not in chunk:
+        if (b"parallel_size" not in chunk and b"micro_batch_size" not in chunk
+                and b"max_seq_length" not in chunk):
             return
         for name in HINT_NAMES:
             nb = name.encode()
@@ -295,7 +281,7 @@ def parse_bytes(data: bytes, keys: Iterable[str] | None = DEFAULT_KEYS,
     scanner = _Scanner(None if keys is None else frozenset(keys))
     if sha1:
         scanner.out.sha1 = hashlib.sha1(data).hexdigest()
-    if looks_binary(data[:65536]):
+    if looks_binary(data[:SNIFF_BYTES]):
         scanner.out.is_binary = True
         scanner.out.n_bytes = len(data)
         return scanner.out
@@ -307,9 +293,13 @@ def parse_file(path: str | Path, keys: Iterable[str] | None = DEFAULT_KEYS,
                chunk_bytes: int = DEFAULT_CHUNK_BYTES, sha1: bool = False) -> ParsedLog:
     """Parse a log file in newline-aligned chunks (one chunk for any real MLPerf log).
 
-    Raises ``OSError`` when the file cannot be read; everything else about its content is
-    reported in the returned ``ParsedLog``.
+    ``name.gz`` / ``name.zst`` are decompressed as they are read (``common.open_binary``).
+    Raises one of ``common.READ_ERRORS`` when the file cannot be read or decompressed;
+    everything else about its content is reported in the returned ``ParsedLog``.
     """
+    if is_compressed(path):
+        with open_binary(path) as fh:
+            return _parse_stream(fh, keys, chunk_bytes, sha1)
     with open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size <= chunk_bytes:
             # One read of the right size: read(huge) would allocate `chunk_bytes` first.
@@ -323,7 +313,7 @@ def _parse_stream(fh: BinaryIO, keys: Iterable[str] | None, chunk_bytes: int,
     scanner = _Scanner(None if keys is None else frozenset(keys))
     digest = hashlib.sha1() if sha1 else None
     block = fh.read(chunk_bytes)
-    n_bytes, carry, tail, binary = len(block), b"", b"", looks_binary(block[:65536])
+    n_bytes, carry, tail, binary = len(block), b"", b"", looks_binary(block[:SNIFF_BYTES])
     scanner.out.is_binary = binary
     while block:
         if digest is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.bounded import short
+from pipeline.ingest.sources.common import READ_ERRORS, existing, read_error, read_text
 
 # TensorCores per chip: Google system names count cores (v5p-1024 is 512 chips).
 TPU_CORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2, "v5e": 1, "v6e": 1, "trillium": 1}
@@ -63,15 +64,17 @@ def _to_int(value: Any) -> int | None:
 
 def load_system(json_path: Path, system: str) -> SystemInfo | tuple[str, str]:
     """The system's accelerator and chip count, or a (reject code, detail)."""
-    try:
-        desc = json.loads(json_path.read_text(encoding="utf-8", errors="replace"))
-    except FileNotFoundError:
+    found = existing(json_path)
+    if found is None:
         return "missing_required", f"system description {json_path} is absent"
-    except OSError as exc:
-        return "unreadable", f"system description {json_path}: {exc}"
+    json_path = found
+    try:
+        desc = json.loads(read_text(json_path))
+    except READ_ERRORS as exc:
+        return "unreadable", f"system description {json_path}: {read_error(exc)}"
     except (ValueError, RecursionError, MemoryError) as exc:
         return "malformed_row", (f"system description {json_path} is not valid JSON "
-                                  f"({short(exc, 200)})")
+                                 f"({short(exc, 200)})")
     if not isinstance(desc, dict):
         return "malformed_row", f"system description {json_path} is not a JSON object"
     nodes = _to_int(desc.get("number_of_nodes"))
@@ -121,12 +124,12 @@ def finite_number(value: Any) -> float | None:
 
 def read_scaling_factor(folder: Path) -> tuple[float | None, str]:
     """RCP factor from ``scaling.json`` (1.0 when absent), or None with the reason."""
-    path = folder / "scaling.json"
-    if not path.is_file():
+    path = existing(folder / "scaling.json")
+    if path is None:
         return 1.0, ""
     try:
-        value = json.loads(path.read_text(encoding="utf-8", errors="replace"))["scaling_factor"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        value = json.loads(read_text(path))["scaling_factor"]
+    except (*READ_ERRORS, ValueError, KeyError, TypeError, RecursionError) as exc:
         return None, f"{path} unreadable ({short(exc, 200)})"
     v = finite_number(value)
     if v is None or v <= 0:

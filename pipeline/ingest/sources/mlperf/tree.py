@@ -7,9 +7,11 @@ result_*.txt`` with ``<round>/<submitter>/systems/<system>.json`` and an optiona
 
 Decisions (each is tested in ``tests/test_mlperf_*.py``):
 
-* Only files exactly 5 components below the round are runs. Power logs
-  (``<benchmark>/power/result_*/node_*.txt``) are not runs and yield no record at all; they
-  are counted in ``stats["power_logs_skipped"]`` when the caller passes a ``stats`` dict.
+* Only files exactly 5 components below the round are runs; ``result_*.txt.gz`` (``.zst``) are
+  read as ``result_*.txt`` (streamed, ``pipeline.ingest.sources.common``). Power logs
+  (``<benchmark>/power/result_*/node_*.txt``) are not runs and yield no record of their own
+  (``pipeline.ingest.sources.mlperf.power`` reads them); they are counted in
+  ``stats["power_logs"]`` when the caller passes a ``stats`` dict.
 * Time-to-train follows ``mlperf_logging.result_summarizer``: the last ``run_start`` before the
   first ``run_stop``; ``(stop - start) / 1000`` seconds.
 * ``run_stop`` status ``success`` -> ``ok``, ``aborted`` (or anything else) -> ``aborted``
@@ -41,7 +43,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from pipeline.bounded import short
-from pipeline.ingest.sources.mlperf import mllog
+from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
+                                            logical_suffix, read_error)
+from pipeline.ingest.sources.mlperf import mllog, power
 from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
 from pipeline.ingest.records import Record
@@ -60,6 +64,14 @@ THROUGHPUT_UNITS = {"gpt3": "tokens", "llama31_405b": "samples", "llama31_8b": "
 # Pre-training benchmarks whose samples are packed full-length sequences, so samples/s times
 # max_sequence_length is tokens/s. LoRA samples are padded documents: not converted.
 PACKED_PRETRAINING = frozenset({"gpt3", "llama31_405b", "llama31_8b"})
+# Sequence length of benchmarks whose logs state none as an MLLOG event: the LoRA benchmark
+# pads every sample to 8192 tokens (MLCommons training reference llama2_70b_lora, config
+# `max_seq_length: 8192`, as the v4.0 SMC logs print it).
+REFERENCE_SEQ_LEN = {"llama2_70b_lora": 8192}
+# Unit of the trained amount logged at the end of a run (run_stop's samples_count, or a
+# `train_samples` event at run_stop): gpt3 logs tokens (it equals the last eval's epoch_num, in
+# tokens), the others samples.
+TRAINED_UNITS = {"gpt3": "tokens"}
 STEP_TIME_KEYS = ("train_step_time", "train_step_timing in s", "train_step_timing")
 _VERSION_RE = re.compile(r"v(\d+\.\d+)")
 _STATUS = {"success": "ok", "aborted": "aborted"}
@@ -112,12 +124,19 @@ def _result_groups(round_dir: Path, stats: dict[str, int]
     for sub in _dirs(round_dir):
         for system in _dirs(sub / "results"):
             for bench in _dirs(system):
-                files = sorted(p for p in bench.glob("result_*.txt") if p.is_file())
+                files = sorted(p for p in bench.glob("result_*") if p.is_file()
+                               and _is_result_name(p))
                 power = bench / "power"
                 if power.is_dir():
-                    stats["power_logs_skipped"] += sum(1 for p in power.glob("result_*/*.txt"))
+                    stats["power_logs"] += sum(1 for p in power.glob("result_*/*")
+                                               if logical_suffix(p) == ".txt")
                 if files:
                     yield sub.name, system.name, bench.name, bench, files
+
+
+def _is_result_name(path: Path) -> bool:
+    """``result_<id>.txt``, plain or compressed (``.gz``, ``.zst``)."""
+    return logical_suffix(path) == ".txt" and logical_name(path).startswith("result_")
 
 
 # --- one log ----------------------------------------------------------------------------------
@@ -257,12 +276,14 @@ def extract_run(path: Path, log: mllog.ParsedLog, bench: str, sysinfo: SystemInf
         f["inverse_time_to_train_per_s"] = 1.0 / run.ttt_s
         run.derived.append("inverse_time_to_train_per_s")
         run.meta["dedup_key"] = f"{bench}:{start.time_ms:.0f}:{stop.time_ms:.0f}"
+        run.meta["run_window_ms"] = (start.time_ms, stop.time_ms)
+        run.meta["trained"] = _trained(log, stop)
     logged = log.first("submission_benchmark")
     if logged is not None and isinstance(logged.value, str) and logged.value != bench:
         run.notes.append(f"log says submission_benchmark={short(logged.value)}")
     gbs = _pos_int(log.events, run, "global_batch_size")
     seq = _pos_int(log.events, run, "max_sequence_length")
-    run.meta.update(global_batch_size=gbs, max_sequence_length=seq)
+    run.meta.update(global_batch_size=gbs, max_sequence_length=seq, hints=log.hints)
     if seq:
         f["seq_len"] = seq
     if gbs and seq:
@@ -277,6 +298,59 @@ def extract_run(path: Path, log: mllog.ParsedLog, bench: str, sysinfo: SystemInf
     return run
 
 
+def _trained(log: mllog.ParsedLog, stop: mllog.Event) -> float | None:
+    """Samples (tokens for gpt3) trained: run_stop's samples_count, else a ``train_samples``
+    event logged at or after run_stop (before it, LoRA logs the dataset's size)."""
+    v = finite_number(stop.metadata.get("samples_count"))
+    if v is None:
+        v = next((finite_number(e.value) for e in log.events
+                  if e.key == "train_samples" and e.time_ms >= stop.time_ms), None)
+    return v if v is not None and v > 0 else None
+
+
+def _tokens(run: _Run, log_hints: dict[str, set[int]], bench: str) -> tuple[float | None, str]:
+    """Tokens trained and where the figure comes from."""
+    trained = run.meta.get("trained")
+    if not trained:
+        return None, "no trained samples logged"
+    if TRAINED_UNITS.get(bench) == "tokens":
+        return trained, f"tokens = trained amount logged at run_stop ({trained:.0f} tokens)"
+    seq = run.meta.get("max_sequence_length")
+    origin = "max_sequence_length"
+    if not seq and len(log_hints.get("max_seq_length", ())) == 1:
+        seq, origin = next(iter(log_hints["max_seq_length"])), "the log's max_seq_length"
+    if not seq and bench in REFERENCE_SEQ_LEN:
+        seq, origin = REFERENCE_SEQ_LEN[bench], "the benchmark's padded length"
+    if not seq:
+        return None, "no sequence length"
+    return trained * seq, (f"tokens = samples_count {trained:.0f} x {origin} {seq} (padding "
+                           "included)" if bench in REFERENCE_SEQ_LEN else
+                           f"tokens = samples {trained:.0f} x {origin} {seq}")
+
+
+def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
+                  names: tuple[str, ...], stats: dict[str, int]) -> None:
+    """Energy columns from ``folder/power/result_<id>/`` when the run has one."""
+    window = run.meta.get("run_window_ms")
+    pdir = folder / "power" / logical_stem(run.path)
+    if run.fields is None or window is None or not pdir.is_dir():
+        return
+    stats["power_measurements"] = stats.get("power_measurements", 0) + 1
+    n_nodes = sysinfo.n_accelerators // sysinfo.per_node if sysinfo.per_node else None
+    m = power.measure(pdir, window[0], window[1], n_nodes, names)
+    ttt_s = (window[1] - window[0]) / 1000.0
+    tokens, token_note = _tokens(run, run.meta.pop("hints", {}), bench)
+    fields, notes = power.energy_fields(m, sysinfo.n_accelerators, ttt_s, tokens)
+    run.fields.update(fields)
+    run.derived += [k for k in fields if k != "power_measurement"]
+    if fields.get("energy_j_per_token"):
+        notes.append(f"energy_j_per_token: {token_note}")
+    run.notes += notes
+    row = power.measurement_row(m, fields, ttt_s, tokens)
+    row["power_folder"] = str(pdir)
+    run.meta["power"] = row
+
+
 # --- the tree ---------------------------------------------------------------------------------
 
 def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, str]
@@ -288,8 +362,8 @@ def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, 
             continue
         try:
             log = mllog.parse_file(path, sha1=True)
-        except OSError as exc:
-            runs.append(_Run(path=path, reject=("unreadable", f"{exc.__class__.__name__}: {exc}")))
+        except READ_ERRORS as exc:
+            runs.append(_Run(path=path, reject=("unreadable", read_error(exc))))
             continue
         if log.is_binary:
             runs.append(_Run(path=path, reject=("binary_file", f"{log.n_bytes} bytes, not text")))
@@ -302,10 +376,10 @@ def read_tree(root: Path, source: str = "mlperf_logs",
               stats: dict[str, int] | None = None) -> Iterator[Record]:
     """One Record per result log under ``root`` (a round or a folder of rounds), sorted by path.
 
-    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs_skipped``.
+    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs``.
     """
     counts = stats if stats is not None else {}
-    for key in ("result_files", "groups", "power_logs_skipped"):
+    for key in ("result_files", "groups", "power_logs"):
         counts.setdefault(key, 0)
     for round_dir, version in find_rounds(Path(root)):
         for submitter, system, bench, folder, files in _result_groups(round_dir, counts):
@@ -313,6 +387,11 @@ def read_tree(root: Path, source: str = "mlperf_logs",
             counts["result_files"] += len(files)
             sysinfo = load_system(round_dir / submitter / "systems" / f"{system}.json", system)
             runs = _group_runs(files, bench, sysinfo)
+            if isinstance(sysinfo, SystemInfo):
+                for run in runs:
+                    _attach_power(run, folder, bench, sysinfo, (submitter, system), counts)
+            for run in runs:
+                run.meta.pop("hints", None)
             factor, factor_note = read_scaling_factor(folder)
             ok = [r.ttt_s for r in runs if r.fields and r.fields.get("status") == "ok"]
             score, score_note = (None, factor_note) if factor is None else \
@@ -333,10 +412,10 @@ def _to_record(run: _Run, source: str, version: str | None, submitter: str, syst
     f = run.fields
     f.update(source=source, source_kind="mlperf", benchmark=bench, mlperf_version=version,
              submitter=submitter, system=system, model=model, accelerator=sysinfo.accelerator,
-             result_path=f"{submitter}/results/{system}/{bench}/{run.path.name}",
+             result_path=f"{submitter}/results/{system}/{bench}/{logical_name(run.path)}",
              n_accelerators=sysinfo.n_accelerators, accelerators_per_node=sysinfo.per_node,
              citation=" ".join(p for p in ("MLPerf Training", version, submitter, system, bench,
-                                           run.path.stem) if p),
+                                           logical_stem(run.path)) if p),
              provenance=f"{path}:{run.line}")
     if params_b is not None:
         f["params_b"] = params_b

@@ -1,7 +1,9 @@
 """Training step logs -> one run per log (``read_logs``), plus per-step rows for notebooks.
 
-Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``
-(``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
+Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``,
+each also gzipped (``.gz``) or zstd-compressed (``.zst``), decompressed as it is streamed
+(``pipeline.ingest.sources.common.open_binary``; a corrupt or cut stream is an ``unreadable``
+reject) (``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
 4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
 its lines in a block with C-level searches, so lines of other output cost almost nothing; a
 block of nothing but step lines is matched whole by one pattern and turned into numpy columns
@@ -40,6 +42,8 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
+                                            open_binary, read_error)
 from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -51,7 +55,6 @@ __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "det
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
                                jsonl)}
 LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
-SNIFF_BYTES = 1 << 16
 DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
 BUFFER_BYTES = 1 << 20
@@ -80,7 +83,7 @@ def find_logs(logs_dir: Path) -> list[Path]:
     if not logs_dir.is_dir():
         return []
     return sorted(p for p in candidates(list(logs_dir.rglob("*")))
-                  if p.suffix.lower() in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+                  if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
 def campaign_source(path: Path, logs_dir: Path) -> str:
@@ -99,14 +102,6 @@ def _display(path: Path) -> str:
     return (PurePosixPath(project_relative(path.parent)) / path.name).as_posix()
 
 
-def is_binary(head: bytes) -> bool:
-    """Text logs hold no NUL bytes and decode as UTF-8 nearly everywhere."""
-    if not head:
-        return False
-    if head.count(b"\x00") > len(head) // 100:
-        return True
-    text = head.decode("utf-8", errors="replace")
-    return text.count("\ufffd") > len(text) // 10
 
 
 def detect_format(text: str) -> str | None:
@@ -121,11 +116,11 @@ def detect_format(text: str) -> str | None:
 
 def sniff(path: Path) -> tuple[str, str | None]:
     """("binary" | "empty" | "text", detected format) reading only as far as needed."""
-    with open(path, "rb", buffering=BUFFER_BYTES) as fh:
+    with open_binary(path, buffering=BUFFER_BYTES) as fh:
         head = fh.read(SNIFF_BYTES)
         if not head:
             return "empty", None
-        if is_binary(head):
+        if looks_binary(head):
             return "binary", None
         chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
         while chunk:
@@ -162,7 +157,7 @@ def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
     parser = FORMATS[fmt].Parser(state)
     counts = state.counts
     lineno, n_chunks, carry = 1, 0, b""
-    with open(path, "rb", buffering=0) as fh:
+    with open_binary(path, buffering=BUFFER_BYTES) as fh:
         while block := fh.read(CHUNK_BYTES):
             data = carry + block if carry else block
             cut = data.rfind(b"\n") + 1
@@ -240,12 +235,13 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         kind, fmt = sniff(path)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
-    except OSError as exc:
-        return ("unreadable", f"{shown}: {exc.strerror or exc}"), None
+    except READ_ERRORS as exc:
+        return ("unreadable", f"{shown}: {read_error(exc)}"), None
     if kind == "empty":
         return ("truncated_log", "empty file (0 bytes)"), None
     if kind == "binary":
-        return ("binary_file", "NUL or non-UTF-8 bytes in the first 64 KiB: not a text log"), None
+        return ("binary_file", "NUL, control or non-UTF-8 bytes in the first 64 KiB: not a text "
+                               "log"), None
     if "format" in side.values:
         fmt = side.values["format"]
         if fmt not in FORMATS:
@@ -256,8 +252,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
                 + "); set 'format:' in a sidecar to force one"), None
     try:
         state, _, cut = parse_file(path, fmt)
-    except OSError as exc:
-        return ("unreadable", f"{shown}: {exc.strerror or exc}"), None
+    except READ_ERRORS as exc:
+        return ("unreadable", f"{shown}: {read_error(exc)}"), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:
