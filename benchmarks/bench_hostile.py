@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,7 +54,7 @@ def main() -> int:
         with open(sparse, "wb") as fh:
             fh.truncate(2 << 30)
         expected["logs/hostile_sparse/sparse.log"] = (
-            "binary_file: NUL or non-UTF-8 bytes in the first 64 KiB: not a text log")
+            "binary_file: NUL, control or non-UTF-8 bytes in the first 64 KiB: not a text log")
         rc, seconds, peak_mb, log = run_measured([str(BIN / "dvc"), "repro"], work, env)
         print(f"hostile_dvc_repro_exit: {rc} ({seconds:.1f} s)")
         if rc:
@@ -67,14 +68,20 @@ def main() -> int:
             print(f"  {problem}")
         print(f"hostile_ingest_accounting: read {t['read']} = runs {t['runs']} + rejects "
               f"{t['rejects']}: {t['read'] == t['runs'] + t['rejects']}")
-        figures = len(list((work / "reports" / "figures").glob("*.png")))
+        figures = {p.name for p in (work / "reports" / "figures").glob("*.png")}
+        md_path = work / "reports" / "report.md"
+        linked = (set(re.findall(r"\]\(figures/([^)]+\.png)\)", md_path.read_text(encoding="utf-8")))
+                  if md_path.is_file() else set())
+        figures_ok = bool(linked) and linked <= figures
         print(f"hostile_report: report.html {(work / 'reports' / 'report.html').is_file()}, "
-              f"{figures} figures")
+              f"{len(figures)} figures, every figure report.md links is there: {figures_ok}"
+              + (f" (missing {sorted(linked - figures)})" if linked - figures else "")
+              + (f" (not linked: {sorted(figures - linked)})" if figures - linked else ""))
         stray = sorted(p.relative_to(work).as_posix() for folder in ("data/processed", "reports")
                        for p in (work / folder).rglob(".*"))
         print(f"hostile_stray_files: {len(stray)} {stray[:5]}")
         print(f"hostile_peak_rss_MB: {peak_mb:.0f} (target < {TARGET_MB})")
-        ok = not problems and peak_mb < TARGET_MB and not stray and figures == 8
+        ok = not problems and peak_mb < TARGET_MB and not stray and figures_ok
     return 0 if ok else 1
 
 

@@ -24,8 +24,12 @@ def _ingest(m: dict[str, Any]) -> dict[str, Any]:
 
 def _fit(m: dict[str, Any]) -> dict[str, Any]:
     law = m.get("default_law")
+    # Energy per token per doubling of N across the power-measured series (fit.json "energy").
+    per_token = (((m.get("energy") or {}).get("cross_series") or {})
+                 .get("energy_j_per_token") or {})
     return {"fitted": m.get("n_series_fitted"), "law": law,
-            "heldout_ape": (m.get("default_law_scores") or {}).get(law)}
+            "heldout_ape": (m.get("default_law_scores") or {}).get(law),
+            "e_tok_x2": per_token.get("n_level_doubling_factor")}
 
 
 def _theory(m: dict[str, Any]) -> dict[str, Any]:

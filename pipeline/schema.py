@@ -797,6 +797,8 @@ class FitHeadline(_Headline):
     fitted: int | None = Field(ge=0)
     law: str | None
     heldout_ape: float | None = Field(ge=0)
+    # energy per token, factor per doubling of N (cross-series, fit.json "energy")
+    e_tok_x2: float | None = Field(gt=0)
 
 
 class TheoryHeadline(_Headline):

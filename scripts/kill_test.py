@@ -4,7 +4,7 @@ On a clean copy of the project (``benchmarks.bench_report.clean_copy``):
 
 1. a clean run, one stage at a time (``dvc repro -s STAGE``), timing each stage and hashing
    every file under ``data/processed`` and ``reports`` (the reference);
-2. 20 times: ``dvc repro -s -f --no-run-cache STAGE`` (each stage 4 times, in turn; DVC
+2. 24 times: ``dvc repro -s -f --no-run-cache STAGE`` (each of the 6 stages 4 times, in turn; DVC
    removes the outputs first, as in any rerun, and the run cache would skip the work) killed
    with SIGKILL (its
    whole process group: DVC, the stage, its workers) after a random delay within the stage's
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_report import clean_copy  # noqa: E402
 
 BIN = Path(sys.executable).parent
-STAGES = ("ingest", "fit", "theory", "compare", "report")
+STAGES = ("ingest", "fit", "theory", "calibrate", "compare", "report")
 OUT_FOLDERS = ("data/processed", "reports")
 
 
@@ -94,7 +94,7 @@ def repair_dvc_lock(work: Path) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=24)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH="")

@@ -28,7 +28,11 @@ CALIBRATE = {"form": "full_launch", "fit_runs": 1804, "in_sample": {"median_ape"
 
 
 def test_headlines_are_few_short_keys_at_four_digits(tmp_path: Path) -> None:
-    assert headline("fit", FIT) == {"fitted": 347, "law": "amdahl", "heldout_ape": 0.2535}
+    assert headline("fit", FIT) == {"fitted": 347, "law": "amdahl", "heldout_ape": 0.2535,
+                                    "e_tok_x2": None}
+    with_energy = FIT | {"energy": {"cross_series": {"energy_j_per_token": {
+        "doubling_factor": 1.0895, "n_level_doubling_factor": 1.08951716835}}}}
+    assert headline("fit", with_energy)["e_tok_x2"] == 1.09
     assert headline("theory", THEORY) == {"knee_flop": 1.222e28, "wall_flop": 2.091e31}
     assert headline("compare", COMPARE) == {"eff_at_n_max": 0.4936, "n_at_threshold": 256.2}
     # calibrate: selected over all sources in largest_k1, not another row
