@@ -60,6 +60,8 @@ def test_the_shipped_power_runs_are_all_there() -> None:
     assert all((r.parent / "power" / r.name[:-7]).is_dir() for r in RESULTS)
 
 
+# slow: MLCommons' own code re-parses every node log of all 76 results (about 25 s).
+@pytest.mark.slow
 @pytest.mark.parametrize("result", RESULTS, ids=lambda p: "/".join(p.parts[-5:]))
 def test_energy_equals_mlcommons_within_0_1_percent(result: Path) -> None:
     start, stop = _run_window(result)
