@@ -52,9 +52,32 @@ def predictor_table(pred: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["holdout", "source", "predictor"]).reset_index(drop=True)
 
 
-def targets(tab: pd.DataFrame, min_cases: int = 5) -> dict:
+def ratio_ci(pred: pd.DataFrame, holdout: str, seed: int, n_boot: int = 2000,
+             level: float = 0.95) -> list[float] | None:
+    """Bootstrap interval of median APE(selected) / median APE(better naive rule) in ``holdout``,
+    resampling whole series (a series' held-out points share its errors, so cases are not
+    independent); the better naive rule is chosen again in each resample. None without cases."""
+    core = common_cases(pred[pred["holdout"] == holdout], [*NAIVE, "selected"])
+    if core.empty:
+        return None
+    wide = core.pivot_table(index=["series_id", "run_id"], columns="predictor", values="ape")
+    groups = [g.to_numpy() for _, g in wide[["selected", *NAIVE]].groupby(level="series_id")]
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(n_boot):
+        sample = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+        medians = np.median(sample, axis=0)
+        best = medians[1:].min()
+        ratios.append(medians[0] / best if best > 0 else np.inf)
+    tail = (1 - level) / 2
+    return [float(q) for q in np.quantile(ratios, [tail, 1 - tail])]
+
+
+def targets(tab: pd.DataFrame, min_cases: int = 5, pred: pd.DataFrame | None = None,
+            seed: int = 0) -> dict:
     """The issue's targets, measured: selected vs 0.8 x the better naive median APE per
-    largest_k scheme (overall and per source with >= min_cases), calibrated <= 25% per held-out
+    largest_k scheme (overall and per source with >= min_cases; overall with a series-bootstrap
+    interval of the ratio when ``pred`` is given), calibrated <= 25% per held-out
     source and below the family median, coverage of selected and calibrated in [0.90, 0.98]."""
     out: dict = {"largest": {}, "source": {}, "coverage": {}}
     for (holdout, source), g in tab.groupby(["holdout", "source"]):
@@ -67,6 +90,8 @@ def targets(tab: pd.DataFrame, min_cases: int = 5) -> dict:
             out["largest"].setdefault(holdout, {})[source] = dict(
                 selected=by.loc["selected", "median_ape"], best_naive=best, ratio=ratio,
                 met=bool(ratio <= 0.8), n=int(by.loc["selected", "n"]))
+            if source == "all" and pred is not None:
+                out["largest"][holdout][source]["ratio_ci"] = ratio_ci(pred, holdout, seed)
         if holdout == "source" and source != "all" and "calibrated" in by.index:
             cal = by.loc["calibrated", "median_ape"]
             fam = by.loc["family_median", "median_ape"] if "family_median" in by.index else np.nan

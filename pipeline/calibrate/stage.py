@@ -161,7 +161,7 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
                        for r in table.to_dict(orient="records") if r["group"] == "efficiency"},
         "in_sample": _in_sample(cal_runs),
         "predictors": tab.to_dict(orient="records"),
-        "targets": scores.targets(tab),
+        "targets": scores.targets(tab, pred=pred, seed=cfg.seed),
         "frontier": front,
         "selected_rule": cfg.selected.model_dump(),
         "interval_method": cfg.interval_method.model_dump(),

@@ -86,6 +86,33 @@ def _parameter_rows(d: ReportData) -> list[list[str]]:
     return rows
 
 
+
+def _gain_caveat(largest: dict[str, Any]) -> str:
+    """Whether the gain over the naive rules is more than noise (series-bootstrap interval of
+    the ratio of median errors) and the sources on which the naive rule predicts better."""
+    parts = []
+    for holdout, label in (("largest_k1", "k=1"), ("largest_k2", "k=2")):
+        ci = largest.get(holdout, {}).get("all", {}).get("ratio_ci")
+        if ci:
+            parts.append(f"{label} {ci[0]:.2f}-{ci[1]:.2f}")
+    text = ""
+    if parts:
+        text += (" The ratio of its median error to the better naive rule's has a 95% interval"
+                 f" (resampling series) of {' and '.join(parts)}")
+        within = any(c[0] <= 1 <= c[1] for c in (largest.get(h, {}).get("all", {})
+                                                  .get("ratio_ci") or [2, 2]
+                                                  for h in ("largest_k1", "largest_k2")))
+        text += ": the gain is within the noise." if within else "."
+    worse = {s for h in ("largest_k1", "largest_k2")
+             for s, v in largest.get(h, {}).items() if s != "all" and v.get("ratio", 0) > 1}
+    better = sorted({s for h in ("largest_k1", "largest_k2")
+                     for s, v in largest.get(h, {}).items()
+                     if s != "all" and v.get("ratio", 2) < 1} - worse)
+    if worse:
+        text += (" A naive rule predicts better on " + ", ".join(sorted(worse))
+                 + (f"; the gain comes from {', '.join(better)}." if better else "."))
+    return text
+
 def section(d: ReportData) -> dict[str, Any]:
     m = d.metrics.get("calibrate", {})
     if not m or d.calibrated.empty:
@@ -108,7 +135,8 @@ def section(d: ReportData) -> dict[str, Any]:
         f"{pct(k1.get('selected'), 1)} (k=1) and {pct(k2.get('selected'), 1)} (k=2), against "
         f"{pct(k1.get('best_naive'), 1)} and {pct(k2.get('best_naive'), 1)} for the better naive "
         f"rule; its 95% intervals cover {pct(cov.get('largest_k1', {}).get('selected', {}).get('coverage'))}"
-        f" and {pct(cov.get('largest_k2', {}).get('selected', {}).get('coverage'))} of those points.")
+        f" and {pct(cov.get('largest_k2', {}).get('selected', {}).get('coverage'))} of those points."
+        + _gain_caveat(targets.get("largest", {})))
     return {
         "available": True, "form": m.get("form"), "headline": headline,
         "in_sample": ins, "fit_runs": m.get("fit_runs"), "sigma_u": m.get("sigma_u"),
