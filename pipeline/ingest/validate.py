@@ -25,6 +25,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pipeline.config import project_relative
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.lint import field_problem, run_problem, table_problems
 from pipeline.ingest.records import Record
@@ -171,7 +172,7 @@ def validate_logs(path: Path, params: dict[str, Any], catalog_dir: Path
 
 def _sidecar_text(log: Path, root: Path) -> str:
     try:
-        side = load_sidecar(log, root)
+        side = load_sidecar(log, root, display=project_relative)
     except SidecarError as exc:
         return f"sidecar: {exc}"
     if not side.files:
