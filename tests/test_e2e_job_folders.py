@@ -213,3 +213,29 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
 
 
 SOURCE = f"logs/{CAMPAIGN}"
+
+
+def test_focus_decomposition_prefers_the_calibrated_model() -> None:
+    """Where the calibrate stage covered the focus run, its shares and predicted MFU are quoted
+    (and drawn); otherwise the theory's decomposition with its ceiling."""
+    from types import SimpleNamespace
+
+    from pipeline.report.focus import _decomposition
+
+    shares = {f"share_{k}": 0.0 for k in ("compute", "hbm", "net_tp", "net_dp", "net_pp",
+                                          "net_ep", "bubble", "latency", "overhead")}
+    cal = pd.DataFrame([dict(run_id="r1", predicted_mfu=0.4, pi_low=0.3, pi_high=0.5,
+                             **shares | {"share_compute": 0.6, "share_net_tp": 0.1},
+                             share_residual=0.3)])
+    comp = pd.DataFrame([dict(run_id="r2", bound_mfu=0.95, share_compute=0.2,
+                              share_unexplained=0.8)])
+    d = SimpleNamespace(calibrated=cal, comparison=comp)
+    got = _decomposition(d, "r1")
+    assert got["model"] == "calibrated" and got["predicted_mfu"] == 0.4
+    assert got["shares"] == [{"part": "compute", "share": 0.6},
+                             {"part": "residual", "share": 0.3},
+                             {"part": "net tp", "share": 0.1}]
+    got = _decomposition(d, "r2")
+    assert got["model"] == "theory" and got["bound_mfu"] == 0.95
+    assert [p["part"] for p in got["shares"]] == ["unexplained", "compute"]
+    assert _decomposition(d, "r3") == {"model": None, "shares": [], "bound_mfu": None}

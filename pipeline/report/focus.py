@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.data import ReportData
-from pipeline.schema import MULTIPLES_OF_N_MAX
+from pipeline.schema import CALIBRATED_SHARES, MULTIPLES_OF_N_MAX
 from pipeline.report.style import family_colour, new_figure, note, save
 
 MULTIPLES = MULTIPLES_OF_N_MAX  # the fit stage predicts each law there (fits.parquet)
@@ -91,11 +91,30 @@ def predict_multiples(d: ReportData, series_id: str,
     return out
 
 
-def _shares(row: pd.Series) -> list[dict[str, Any]]:
+def _shares(row: pd.Series, names: tuple[str, ...] = SHARES) -> list[dict[str, Any]]:
     parts = [{"part": k.replace("_", " "), "share": float(row[f"share_{k}"])}
-             for k in SHARES if f"share_{k}" in row and pd.notna(row[f"share_{k}"])
+             for k in names if f"share_{k}" in row and pd.notna(row[f"share_{k}"])
              and row[f"share_{k}"] >= MIN_SHARE]
     return sorted(parts, key=lambda p: -p["share"])
+
+
+def _decomposition(d: ReportData, run_id: str) -> dict[str, Any]:
+    """Where the step time of ``run_id`` goes: the calibrated model's shares (calibrated.parquet,
+    with its predicted MFU and interval) where the calibrate stage covered the run, else the
+    theory's ideal decomposition (comparison.parquet) with its ceiling."""
+    cal = d.calibrated
+    row = cal[cal["run_id"] == run_id] if not cal.empty else cal
+    if len(row):
+        r = row.iloc[0]
+        return {"model": "calibrated", "shares": _shares(r, CALIBRATED_SHARES),
+                "predicted_mfu": _num(r["predicted_mfu"]), "pi_low": _num(r["pi_low"]),
+                "pi_high": _num(r["pi_high"]), "bound_mfu": None}
+    comp = d.comparison
+    row = comp[comp["run_id"] == run_id] if not comp.empty else comp
+    if len(row):
+        return {"model": "theory", "shares": _shares(row.iloc[0]),
+                "bound_mfu": _num(row["bound_mfu"].iloc[0])}
+    return {"model": None, "shares": [], "bound_mfu": None}
 
 
 def _published_alike(d: ReportData, family: str, params: float | None,
@@ -129,7 +148,7 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
     interval is the fit stage's (``fit.interval``, from fit.json)."""
     interval = d.metrics.get("fit", {}).get("interval", 0.95)
     series_ids, run_ids = focus_ids(d, focus)
-    runs, comp = d.runs, d.comparison
+    runs = d.runs
     entries = []
     for sid in series_ids:
         mine = runs[runs["series_id"] == sid].sort_values(["n_accelerators", "run_id"])
@@ -142,7 +161,6 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
                    "tokens_per_s": _num(r.tokens_per_s), "mfu": _num(r.mfu),
                    "efficiency": _num(eff.get(float(r.n_accelerators)))}
                   for r in mine.itertuples()]
-        largest = comp[comp["run_id"] == mine["run_id"].iloc[-1]] if not comp.empty else comp
         family = mine["accelerator_family"].iloc[0]
         params = mine["active_params"].median()
         entries.append({
@@ -150,8 +168,7 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
             "accelerator": s["accelerator"], "scaling": s["scaling"], "n_min": _num(s["n_min"]),
             "n_max": _num(s["n_max"]), "n_points": _num(s["n_points"]), "points": points,
             "prediction": predict_multiples(d, sid),
-            "shares": _shares(largest.iloc[0]) if len(largest) else [],
-            "bound_mfu": _num(largest["bound_mfu"].iloc[0]) if len(largest) else None,
+            "decomposition": _decomposition(d, mine["run_id"].iloc[-1]),
             "published": _published_alike(d, family, params if pd.notna(params) else None,
                                           set(series_ids))})
     alone = d.metrics.get("ingest", {}).get("logs_without_series", {})
@@ -191,10 +208,12 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
            title=f"your series; dashed: law to {max(MULTIPLES)}x N, band {section['interval']:.0%}")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
     labels, left = [], np.zeros(len(entries))
+    from pipeline.report.calibration import LOST_COLOURS
     from pipeline.report.figures import SHARE_COLOURS
-    for key, colour in SHARE_COLOURS.items():
-        v = np.array([next((p["share"] for p in e["shares"] if p["part"] == key.replace("_", " ")),
-                           0.0) for e in entries])
+    # the calibrated model's parts where calibrate covered the run, else the theory's
+    for key, colour in (SHARE_COLOURS | LOST_COLOURS).items():
+        v = np.array([next((p["share"] for p in e["decomposition"]["shares"]
+                            if p["part"] == key.replace("_", " ")), 0.0) for e in entries])
         if v.sum() > 0:
             bx.barh(range(len(entries)), v, left=left, color=colour, height=0.5,
                     label=key.replace("_", " "))
@@ -202,7 +221,7 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
     labels = [f"N={int(e['n_max']):,}" if len(entries) == 1 else f"{i + 1}: N={int(e['n_max']):,}"
               for i, e in enumerate(entries)]
     bx.set_yticks(range(len(entries)), labels, fontsize=7)
-    bx.set(xlim=(0, 1), ylim=(-0.75, len(entries) - 0.25), xlabel="share of measured step time",
+    bx.set(xlim=(0, 1), ylim=(-0.75, len(entries) - 0.25), xlabel="share of the step time",
            title="where the step time goes (largest N)")
     bx.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
     return save(fig, out / "focus.png")
