@@ -235,6 +235,11 @@ def test_focus_decomposition_prefers_the_calibrated_model() -> None:
     assert got["shares"] == [{"part": "compute", "share": 0.6},
                              {"part": "residual", "share": 0.3},
                              {"part": "net tp", "share": 0.1}]
+    # a negative residual (the model predicts a longer step than measured) is kept
+    cal.loc[0, ["share_compute", "share_residual"]] = [1.2, -0.3]
+    assert _decomposition(d, "r1")["shares"] == [{"part": "compute", "share": 1.2},
+                                                 {"part": "net tp", "share": 0.1},
+                                                 {"part": "residual", "share": -0.3}]
     got = _decomposition(d, "r2")
     assert got["model"] == "theory" and got["bound_mfu"] == 0.95
     assert [p["part"] for p in got["shares"]] == ["unexplained", "compute"]

@@ -92,9 +92,12 @@ def predict_multiples(d: ReportData, series_id: str,
 
 
 def _shares(row: pd.Series, names: tuple[str, ...] = SHARES) -> list[dict[str, Any]]:
+    # The calibrated residual is negative where the model predicts a longer step than measured
+    # (the other shares then sum to more than 1): kept, so the parts shown add up.
     parts = [{"part": k.replace("_", " "), "share": float(row[f"share_{k}"])}
              for k in names if f"share_{k}" in row and pd.notna(row[f"share_{k}"])
-             and row[f"share_{k}"] >= MIN_SHARE]
+             and (row[f"share_{k}"] >= MIN_SHARE
+                  or (k == "residual" and abs(row[f"share_{k}"]) >= MIN_SHARE))]
     return sorted(parts, key=lambda p: -p["share"])
 
 
@@ -214,6 +217,7 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
     for key, colour in (SHARE_COLOURS | LOST_COLOURS).items():
         v = np.array([next((p["share"] for p in e["decomposition"]["shares"]
                             if p["part"] == key.replace("_", " ")), 0.0) for e in entries])
+        v = np.clip(v, 0.0, None)  # a negative residual is in the text, not stacked
         if v.sum() > 0:
             bx.barh(range(len(entries)), v, left=left, color=colour, height=0.5,
                     label=key.replace("_", " "))
@@ -221,7 +225,10 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
     labels = [f"N={int(e['n_max']):,}" if len(entries) == 1 else f"{i + 1}: N={int(e['n_max']):,}"
               for i, e in enumerate(entries)]
     bx.set_yticks(range(len(entries)), labels, fontsize=7)
-    bx.set(xlim=(0, 1), ylim=(-0.75, len(entries) - 0.25), xlabel="share of the step time",
+    if left.max() > 1:  # the modelled parts exceed the measured step (negative residual)
+        bx.axvline(1.0, color="k", lw=0.8, ls=":", label="measured step time")
+    bx.set(xlim=(0, max(1.0, float(left.max()))), ylim=(-0.75, len(entries) - 0.25),
+           xlabel="share of the step time",
            title="where the step time goes (largest N)")
     bx.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
     return save(fig, out / "focus.png")
