@@ -140,6 +140,7 @@ def section(d: ReportData) -> dict[str, Any]:
     return {
         "available": True, "form": m.get("form"), "headline": headline,
         "in_sample": ins, "fit_runs": m.get("fit_runs"), "sigma_u": m.get("sigma_u"),
+        "max_fit_n": float(d.calibrated["n_accelerators"].max()),
         "forms": [[f["form"], f["terms"], num(f["aicc"], 5), num(f["bic"], 5),
                    pct(f["median_ape"], 1)] for f in m.get("forms", [])],
         "parameters": _parameter_rows(d),
