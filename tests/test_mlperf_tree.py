@@ -326,3 +326,31 @@ def test_fuzz_event_values_of_any_type_never_raise(status, gbs, seq, stats, t_st
                 assert k not in rec.fields or rec.fields[k] > 0
         else:
             assert rec.reason.startswith("out_of_range:")
+
+
+def test_result_links_that_dangle_loop_or_leave_the_root_are_bad_link_rejects(tmp_path) -> None:
+    """Issue 13: a symlinked result log is read when it stays inside the tree, and is otherwise
+    a ``bad_link`` reject (never skipped silently, never read from outside the root)."""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text(_log(60_000))
+    rnd = tmp_path / "root" / "training_results_v4.1"
+    folder = rnd / "S" / "results" / "sys" / "bert"
+    folder.mkdir(parents=True)
+    (rnd / "S" / "systems").mkdir()
+    (rnd / "S" / "systems" / "sys.json").write_text(json.dumps(
+        {"number_of_nodes": 1, "accelerators_per_node": "8", "accelerator_model_name": "H100"}))
+    (folder / "result_0.txt").write_text(_log(60_000))
+    (folder / "result_1.txt").symlink_to("result_0.txt")            # inside: read
+    (folder / "result_2.txt").symlink_to("missing.txt")             # dangling
+    (folder / "result_3.txt").symlink_to("result_3.txt")            # loop
+    (folder / "result_4.txt").symlink_to(outside)                   # outside the root
+    recs = {Path(r.path).name: r for r in read_tree(rnd)}
+    assert sorted(recs) == [f"result_{i}.txt" for i in range(5)]
+    assert recs["result_0.txt"].fields["time_to_train_s"] == 60.0
+    assert recs["result_1.txt"].fields["time_to_train_s"] == 60.0
+    reasons = {k: r.reason for k, r in recs.items() if r.reason}
+    assert reasons == {
+        "result_2.txt": "bad_link: dangling symlink result_2.txt -> missing.txt",
+        "result_3.txt": "bad_link: symlink loop result_3.txt -> result_3.txt",
+        "result_4.txt": f"bad_link: symlink result_4.txt -> {outside} points outside the data "
+                        "folder training_results_v4.1/"}

@@ -45,6 +45,7 @@ from typing import Any, Iterator
 from pipeline.bounded import short
 from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
                                             logical_suffix, read_error)
+from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.mlperf import mllog, power
 from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
@@ -124,8 +125,9 @@ def _result_groups(round_dir: Path, stats: dict[str, int]
     for sub in _dirs(round_dir):
         for system in _dirs(sub / "results"):
             for bench in _dirs(system):
-                files = sorted(p for p in bench.glob("result_*") if p.is_file()
-                               and _is_result_name(p))
+                # links too (a dangling one included): each is read or a bad_link reject
+                files = sorted(p for p in candidates(list(bench.glob("result_*")))
+                               if _is_result_name(p))
                 power = bench / "power"
                 if power.is_dir():
                     stats["power_logs"] += sum(1 for p in power.glob("result_*/*")
@@ -353,10 +355,14 @@ def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
 
 # --- the tree ---------------------------------------------------------------------------------
 
-def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, str]
-                ) -> list[_Run]:
+def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, str],
+                root: Path) -> list[_Run]:
     runs = []
     for path in files:
+        problem = link_problem(path, root)
+        if problem is not None:
+            runs.append(_Run(path=path, reject=("bad_link", problem)))
+            continue
         if not isinstance(sysinfo, SystemInfo):
             runs.append(_Run(path=path, reject=sysinfo))
             continue
@@ -386,7 +392,7 @@ def read_tree(root: Path, source: str = "mlperf_logs",
             counts["groups"] += 1
             counts["result_files"] += len(files)
             sysinfo = load_system(round_dir / submitter / "systems" / f"{system}.json", system)
-            runs = _group_runs(files, bench, sysinfo)
+            runs = _group_runs(files, bench, sysinfo, Path(root))
             if isinstance(sysinfo, SystemInfo):
                 for run in runs:
                     _attach_power(run, folder, bench, sysinfo, (submitter, system), counts)
