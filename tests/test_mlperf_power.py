@@ -269,3 +269,34 @@ def test_fuzz_garbage_never_crashes(data: bytes, with_event: bool) -> None:
     pf = power.parse_power_bytes(data)
     ne = power.node_energy(pf, T0, T0 + 6000)
     assert ne.energy_j is None or np.isfinite(ne.energy_j)
+
+
+def test_power_logs_that_are_bad_links_void_the_measurement(tmp_path: Path) -> None:
+    """A node log symlinked inside the root is read; one that dangles or leaves the root is a
+    ``bad_link`` problem and the measurement is not used (issue 13)."""
+    import shutil
+
+    folder = sorted(ROOT.glob("v4.0/smc-ac-power/results/8xSMC-H100-SXM-80GB/"
+                              "llama2_70b_lora/power/result_*"))[0]
+    result = folder.parent.parent / (folder.name + ".txt.gz")
+    start, stop = _run_window(result)
+    root = tmp_path / "root"
+    copy_dir = root / "power" / folder.name
+    shutil.copytree(folder, copy_dir)
+    node = sorted(copy_dir.glob("node_*"))[0]
+    plain = power.measure(copy_dir, start, stop, 1, ("smc-ac-power",), root=root)
+    assert plain.ok
+    kept = root / "kept" / node.name
+    kept.parent.mkdir()
+    node.rename(kept)
+    node.symlink_to(kept)  # inside the root: read as before
+    linked = power.measure(copy_dir, start, stop, 1, ("smc-ac-power",), root=root)
+    assert linked.ok and linked.energy_j == plain.energy_j
+    kept.rename(tmp_path / node.name)  # the link now dangles
+    m = power.measure(copy_dir, start, stop, 1, ("smc-ac-power",), root=root)
+    assert not m.ok
+    assert f"bad_link: dangling symlink {node.name} -> {kept}" in m.problems
+    node.unlink()
+    node.symlink_to(tmp_path / node.name)  # outside the root
+    m = power.measure(copy_dir, start, stop, 1, ("smc-ac-power",), root=root)
+    assert not m.ok and any("points outside the data folder root/" in p for p in m.problems)

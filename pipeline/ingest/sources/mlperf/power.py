@@ -52,6 +52,7 @@ import numpy as np
 
 from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
                                             logical_suffix, looks_binary, open_binary, read_error)
+from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.mlperf import mllog
 
 MAX_GAP_S = 60.0          # longest stretch of a window without a reading
@@ -303,7 +304,8 @@ def _files(folder: Path, prefix: str) -> list[Path]:
     def index(p: Path) -> int:
         tail = logical_stem(p)[len(prefix):]
         return int(tail) if tail.isdigit() else 1 << 30
-    return sorted((p for p in folder.iterdir() if p.is_file() and logical_suffix(p) == ".txt"
+    # links too (a dangling one included): ``_parsed`` reads or refuses each
+    return sorted((p for p in candidates(list(folder.iterdir())) if logical_suffix(p) == ".txt"
                    and logical_stem(p).startswith(prefix)), key=lambda p: (index(p), p.name))
 
 
@@ -316,10 +318,15 @@ def measurement_type_from_names(*names: str) -> str | None:
     return None
 
 
-def _parsed(paths: list[Path], out: Measurement) -> Iterator[PowerFile]:
-    """Each readable power log of ``paths``, parsed; an unreadable one is a problem of ``out``
-    (the measurement is then not used), and the bytes read are counted on ``out``."""
+def _parsed(paths: list[Path], out: Measurement, root: Path | None) -> Iterator[PowerFile]:
+    """Each readable power log of ``paths``, parsed; an unreadable one, or a symlink that
+    dangles, loops or leaves ``root``, is a problem of ``out`` (the measurement is then not
+    used), and the bytes read are counted on ``out``."""
     for path in paths:
+        problem = link_problem(path, root) if root is not None else None
+        if problem is not None:
+            out.problems.append(f"bad_link: {problem}")
+            continue
         try:
             pf = parse_power_file(path)
         except READ_ERRORS as exc:
@@ -330,8 +337,9 @@ def _parsed(paths: list[Path], out: Measurement) -> Iterator[PowerFile]:
 
 
 def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int | None,
-            names: tuple[str, ...] = ()) -> Measurement:
-    """The power measurement in ``folder`` (``power/result_<id>``) of a run."""
+            names: tuple[str, ...] = (), root: Path | None = None) -> Measurement:
+    """The power measurement in ``folder`` (``power/result_<id>``) of a run; power logs that are
+    symlinks must stay inside ``root`` (the MLPerf root read) when it is given."""
     ttt_ms = run_stop_ms - run_start_ms
     out = Measurement(folder=str(folder), measurement=None)
     try:
@@ -348,7 +356,7 @@ def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int 
                             f"{n_nodes} nodes")
     types: set[str] = set()
     e_nodes, p_nodes = 0.0, 0.0
-    for pf in _parsed(nodes, out):
+    for pf in _parsed(nodes, out, root):
         if pf.measurement_type:
             types.add(pf.measurement_type)
         ne = node_energy(pf, run_start_ms, run_stop_ms)
@@ -358,7 +366,7 @@ def measure(folder: Path, run_start_ms: float, run_stop_ms: float, n_nodes: int 
             e_nodes += ne.energy_j
             p_nodes += ne.mean_power_w or 0.0
     e_sw = 0.0
-    for pf in _parsed(switches, out):
+    for pf in _parsed(switches, out, root):
         e, problem = switch_energy(pf, ttt_ms)
         if problem:
             out.problems.append(problem)

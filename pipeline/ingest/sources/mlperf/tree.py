@@ -331,7 +331,7 @@ def _tokens(run: _Run, log_hints: dict[str, set[int]], bench: str) -> tuple[floa
 
 
 def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
-                  names: tuple[str, ...], stats: dict[str, int]) -> None:
+                  names: tuple[str, ...], stats: dict[str, int], root: Path) -> None:
     """Energy columns from ``folder/power/result_<id>/`` when the run has one."""
     window = run.meta.get("run_window_ms")
     pdir = folder / "power" / logical_stem(run.path)
@@ -339,7 +339,7 @@ def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
         return
     stats["power_measurements"] = stats.get("power_measurements", 0) + 1
     n_nodes = sysinfo.n_accelerators // sysinfo.per_node if sysinfo.per_node else None
-    m = power.measure(pdir, window[0], window[1], n_nodes, names)
+    m = power.measure(pdir, window[0], window[1], n_nodes, names, root=root)
     ttt_s = (window[1] - window[0]) / 1000.0
     tokens, token_note = _tokens(run, run.meta.pop("hints", {}), bench)
     fields, notes = power.energy_fields(m, sysinfo.n_accelerators, ttt_s, tokens)
@@ -395,7 +395,8 @@ def read_tree(root: Path, source: str = "mlperf_logs",
             runs = _group_runs(files, bench, sysinfo, Path(root))
             if isinstance(sysinfo, SystemInfo):
                 for run in runs:
-                    _attach_power(run, folder, bench, sysinfo, (submitter, system), counts)
+                    _attach_power(run, folder, bench, sysinfo, (submitter, system), counts,
+                                  Path(root))
             for run in runs:
                 run.meta.pop("hints", None)
             factor, factor_note = read_scaling_factor(folder)
