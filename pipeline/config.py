@@ -376,19 +376,19 @@ class CalibrateSelected(_Group):
 
 
 class CalibrateSettings(_Group):
-    """``calibrate``: the calibrated data-movement model, its holdouts, intervals, the
-    ``selected`` rule and the calibrated frontier (docs/theory.md §10). The frontier's grid and
-    scenarios are ``theory.frontier`` and ``theory.scenarios``; ``selected`` is predicted beyond
-    the data at ``compare.extrapolate_n``."""
+    """``calibrate``: the calibrated data-movement model, its source holdout, interval methods,
+    the ``selected`` rule and the calibrated frontier (docs/theory.md §10). Shared with other
+    groups, so read from there: the interval level and the largest-N holdout scheme
+    (``fit.interval``, ``fit.holdout_k``, ``fit.extrapolation_min_distinct_n``: calibrate scores
+    the laws on the fit stage's own cases), the frontier's grid and scenarios
+    (``theory.frontier``, ``theory.scenarios``) and the N ``selected`` is predicted at beyond
+    the data (``compare.extrapolate_n``)."""
 
     forms: Annotated[dict[Annotated[str, Field(min_length=1)], CalibrateForm],
                      Field(min_length=1, max_length=32)]
     criterion: Literal["aicc", "bic"]
     balance: Annotated[float, Field(ge=0, le=1)]
     em_rounds: Annotated[int, Field(ge=1, le=100)]
-    interval: Annotated[float, Field(gt=0.5, lt=1)]
-    holdout_k: HoldoutKs
-    min_distinct_n: Annotated[int, Field(ge=3, le=1000)]
     min_source_runs: Annotated[int, Field(ge=2, le=1_000_000)]
     interval_method: CalibrateIntervalMethods
     selected: CalibrateSelected

@@ -24,7 +24,7 @@ from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.features import x_matrix
 from pipeline.calibrate.forms import fit_frame
 from pipeline.calibrate.model import Calibration
-from pipeline.calibrate.settings import CalibrateSettings
+from pipeline.calibrate.settings import CalibrateRun
 from pipeline.laws.extrapolation import holdout_split
 from pipeline.laws.series import series_points
 
@@ -114,7 +114,7 @@ def calibrated_case(case: Case, cal: Calibration, design: pd.DataFrame, sd_withi
 
 
 def largest_k_predictions(cases: list[Case], design: pd.DataFrame, fit_set: pd.DataFrame,
-                          cal: Calibration, cfg: CalibrateSettings) -> pd.DataFrame:
+                          cal: Calibration, cfg: CalibrateRun) -> pd.DataFrame:
     """Rows of the naive and calibrated predictors for every largest-k case (no intervals yet)."""
     rows: list[dict] = []
     sd_within = within_series_sd(cal, fit_set)
@@ -137,7 +137,7 @@ def largest_k_predictions(cases: list[Case], design: pd.DataFrame, fit_set: pd.D
     return pd.DataFrame(rows)
 
 
-def source_predictions(fit_set: pd.DataFrame, cal: Calibration, cfg: CalibrateSettings
+def source_predictions(fit_set: pd.DataFrame, cal: Calibration, cfg: CalibrateRun
                        ) -> pd.DataFrame:
     """Leave-one-source-out: calibrated (population) and family_median rows, metric mfu."""
     counts = fit_set["source"].value_counts()
@@ -164,7 +164,7 @@ def source_predictions(fit_set: pd.DataFrame, cal: Calibration, cfg: CalibrateSe
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
 
 
-def add_intervals(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
+def add_intervals(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
     """Fill pi_low/pi_high: conformal for the largest-k rows (leave-one-series-out, per
     predictor, pooled over k) when ``interval_method.largest`` is conformal; analytic ones
     (already set) elsewhere. Keeps both coverages: ``covered_analytic`` for reference."""
@@ -201,7 +201,7 @@ def score(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def selected_rows(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
+def selected_rows(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
     """The ``selected`` predictor: a copy of the rows of the predictor its fixed rule names.
 
     largest_k: ``selected.largest`` for series that state their layout, ``selected.assumed_layout``

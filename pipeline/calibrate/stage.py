@@ -23,7 +23,7 @@ from pipeline.calibrate.features import SHARE_OF, SHARES, design, x_matrix
 from pipeline.calibrate.forms import fit_forms
 from pipeline.calibrate.frontier import calibrated_frontier
 from pipeline.calibrate.model import Calibration
-from pipeline.calibrate.settings import CalibrateSettings, load_settings
+from pipeline.calibrate.settings import CalibrateRun, load_settings
 from pipeline.calibrate.targets import selected_targets
 from pipeline.catalog import load_catalog
 from pipeline.config import settings
@@ -72,7 +72,7 @@ def calibrated_runs(frame: pd.DataFrame, cal: Calibration, interval: float) -> p
 
 def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.DataFrame,
                 frame: pd.DataFrame, fit_set: pd.DataFrame, cal: Calibration,
-                cfg: CalibrateSettings) -> pd.DataFrame:
+                cfg: CalibrateRun) -> pd.DataFrame:
     """predictions.parquet: both holdout schemes, every predictor, scored."""
     cases = ho.series_cases(runs, series, cfg.holdout_k, cfg.min_distinct_n)
     indexed = frame.set_index("run_id", drop=False)
@@ -88,7 +88,7 @@ def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.Data
                             kind="mergesort").reset_index(drop=True)
 
 
-def frontier(params: Mapping[str, Any], catalog, cal: Calibration, cfg: CalibrateSettings,
+def frontier(params: Mapping[str, Any], catalog, cal: Calibration, cfg: CalibrateRun,
              ideal: dict) -> tuple[pd.DataFrame, dict]:
     """The theory's scenarios searched at the calibrated efficiencies: frontier rows and, per
     scenario, the calibrated knee and wall with CIs beside the ideal ones (theory.json)."""
