@@ -16,15 +16,13 @@ import pandas as pd
 from pipeline.report.data import ReportData, short_label
 from pipeline.report.decompose import LOST, by_source
 from pipeline.report.render import num, pct
-from pipeline.report.style import family_colour, new_figure, note, save
+from pipeline.report.style import COMPONENT_COLOURS, family_colour, new_figure, note, save
 
 LOST_LABELS = {"compute": "compute inefficiency", "hbm": "HBM", "net_tp": "TP network",
                "net_dp": "DP network", "net_pp": "PP network", "net_ep": "EP network",
                "bubble": "pipeline bubble", "latency": "latency chain", "overhead": "overhead",
                "residual": "residual"}
-LOST_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "net_dp": "#e41a1c",
-                "net_pp": "#ff7f00", "net_ep": "#a65628", "bubble": "#f781bf",
-                "latency": "#999999", "overhead": "#dede00", "residual": "#d9d9d9"}
+
 PREDICTOR_ORDER = ("selected", "calibrated", "naive_linear", "naive_loglinear", "family_median",
                    "power", "amdahl", "usl", "comm")
 
@@ -230,7 +228,7 @@ def decomposition(d: ReportData, out: Path) -> Path:
     for cname in LOST:
         v = np.maximum(t[f"lost_{cname}"].fillna(0).to_numpy(float), 0.0)
         if v.sum() > 0:
-            ax.barh(range(len(t)), v, left=left, color=LOST_COLOURS[cname],
+            ax.barh(range(len(t)), v, left=left, color=COMPONENT_COLOURS[cname],
                     label=LOST_LABELS[cname], edgecolor="white", lw=0.3)
         left += v
     ax.set_yticks(range(len(t)), labels, fontsize=7)

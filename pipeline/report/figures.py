@@ -14,13 +14,14 @@ from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
-from pipeline.report.style import (MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES, family_colour,
-                                   new_figure, note, save)
+from pipeline.report.style import (COMPONENT_COLOURS, MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES,
+                                   family_colour, new_figure, note, save)
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
-SHARE_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8", "net_dp": "#e41a1c",
-                 "net_pp": "#ff7f00", "net_ep": "#a65628", "bubble": "#f781bf",
-                 "latency": "#999999", "other": "#dede00", "unexplained": "#d9d9d9"}
+# the theory's decomposition, in stacking order
+SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in ("compute", "hbm", "net_tp", "net_dp", "net_pp",
+                                                   "net_ep", "bubble", "latency", "other",
+                                                   "unexplained")}
 SCENARIO_STYLES = ("-", "--", "-.", ":")
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from pipeline.report.data import ReportData
 from pipeline.schema import CALIBRATED_SHARES, MULTIPLES_OF_N_MAX
-from pipeline.report.style import family_colour, new_figure, note, save
+from pipeline.report.style import COMPONENT_COLOURS, family_colour, new_figure, note, save
 
 MULTIPLES = MULTIPLES_OF_N_MAX  # the fit stage predicts each law there (fits.parquet)
 # Published series "of the same model size": active parameters within this factor of yours.
@@ -211,10 +211,8 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
            title=f"your series; dashed: law to {max(MULTIPLES)}x N, band {section['interval']:.0%}")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
     labels, left = [], np.zeros(len(entries))
-    from pipeline.report.calibration import LOST_COLOURS
-    from pipeline.report.figures import SHARE_COLOURS
     # the calibrated model's parts where calibrate covered the run, else the theory's
-    for key, colour in (SHARE_COLOURS | LOST_COLOURS).items():
+    for key, colour in COMPONENT_COLOURS.items():
         v = np.array([next((p["share"] for p in e["decomposition"]["shares"]
                             if p["part"] == key.replace("_", " ")), 0.0) for e in entries])
         v = np.clip(v, 0.0, None)  # a negative residual is in the text, not stacked

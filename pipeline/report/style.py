@@ -38,6 +38,14 @@ DPI = 110
 WIDTH_IN = 8.0  # 880 px at DPI: page width of the HTML report
 
 
+# One colour per step-time component, shared by the theory's decomposition (whose remainder is
+# "other"/"unexplained") and the calibrated one ("overhead"/"residual"), so a part keeps its
+# colour in every figure.
+COMPONENT_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8",
+                     "net_dp": "#e41a1c", "net_pp": "#ff7f00", "net_ep": "#a65628",
+                     "bubble": "#f781bf", "latency": "#999999", "other": "#dede00",
+                     "overhead": "#dede00", "unexplained": "#d9d9d9", "residual": "#d9d9d9"}
+
 def family_colour(family: object) -> str:
     """Colour of an accelerator family; unknown families get a stable spare colour."""
     name = str(family) if family is not None else "unknown"
