@@ -21,6 +21,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+import zstandard as _zstd
+
 from pipeline.config import project_relative
 
 COMPRESSED_SUFFIXES = (".gz", ".zst")
@@ -39,14 +41,7 @@ _TEXT_CONTROLS = bytes([8, 9, 10, 12, 13, 27])
 _CONTROLS = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
 _KEEP_ONLY_CONTROLS = bytes(b for b in range(256) if b not in _CONTROLS)
 
-try:  # optional: `.zst` files are read when the zstandard package is installed
-    import zstandard as _zstd
-except ImportError:  # pragma: no cover - pinned in pyproject.toml
-    _zstd = None
-
-READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
-if _zstd is not None:
-    READ_ERRORS += (_zstd.ZstdError,)
+READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _zstd.ZstdError)
 
 
 def logical_name(path: str | Path) -> str:
@@ -102,8 +97,6 @@ def open_binary(path: str | Path, buffering: int = 1 << 20) -> BinaryIO:
     if name.endswith(".gz"):
         return gzip.open(path, "rb")  # type: ignore[return-value]
     if name.endswith(".zst"):
-        if _zstd is None:
-            raise OSError(f"{path.name}: reading .zst needs the 'zstandard' package")
         raw = open(path, "rb")
         try:
             reader = _zstd.ZstdDecompressor().stream_reader(raw, closefd=True)
