@@ -26,11 +26,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.bounded import cap, short
-from pipeline.config import PROJ_ROOT, ConfigError, settings, strip_project_root
+from pipeline.config import (PROJ_ROOT, ConfigError, project_relative, settings,
+                             strip_project_root)
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
-from pipeline.ingest.sources.common import rel_path
 from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
@@ -107,7 +107,7 @@ def _relative(record: Record) -> Record:
     the checkout lies)."""
     if not Path(record.path).is_absolute():
         return record
-    rel = rel_path(Path(record.path))
+    rel = project_relative(Path(record.path))
     fields = record.fields
     if fields is not None and str(fields.get("provenance", "")).startswith(record.path):
         fields = dict(fields, provenance=rel + fields["provenance"][len(record.path):])
@@ -146,7 +146,7 @@ def _power_row(owner: dict[str, Any], record: Record, row: dict[str, Any],
     """A ``power.parquet`` row: the measurement read with ``record``, for the run ``owner``."""
     out = {c[0]: None for c in POWER_COLUMNS}
     out.update(record.meta["power"])
-    out["power_folder"] = rel_path(Path(out["power_folder"]))
+    out["power_folder"] = project_relative(Path(out["power_folder"]))
     for key in ("run_id", "source", "model", "accelerator", "n_accelerators", "mlperf_version"):
         out[key] = owner[key]
     for key in ("result_path", "benchmark", "system", "submitter"):

@@ -18,12 +18,12 @@ import codecs
 import gzip
 import io
 import zlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 import zstandard as _zstd
 
-from pipeline.config import project_relative
+from pipeline.config import PROJ_ROOT, project_relative
 
 COMPRESSED_SUFFIXES = (".gz", ".zst")
 # Compressions seen on logs that are not read: such a file is found like the others and becomes
@@ -138,5 +138,9 @@ def looks_binary(head: bytes) -> bool:
     return controls + text.count("\ufffd") > BINARY_FRACTION * len(head)
 
 
-# the one rule for recorded paths (pipeline/config.py), under the name the readers use
-rel_path = project_relative
+def shown_path(path: Path, root: Path = PROJ_ROOT) -> str:
+    """``path`` as outputs record it (``config.project_relative``) with its folder resolved but
+    not the file itself: a symlinked input is shown where the link lies, and a looping link
+    cannot raise here."""
+    path = Path(path)
+    return (PurePosixPath(project_relative(path.parent, root)) / path.name).as_posix()

@@ -23,14 +23,14 @@ import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pipeline.config import PROJ_ROOT
+from pipeline.config import PROJ_ROOT, project_relative
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
                                             logical_suffix, looks_binary, open_binary, read_error,
-                                            rel_path)
+                                            shown_path)
 from pipeline.ingest.sources.links import candidates, link_problem
 
-__all__ = ["looks_binary", "read_file", "read_published", "rel_path"]
+__all__ = ["looks_binary", "read_file", "read_published"]
 
 # A quoted field may span physical lines (a note with a line break), but no more than this
 # many: an unbalanced quote would otherwise swallow every row below it into one reject.
@@ -87,7 +87,7 @@ def _has_bad_chars(text: str) -> str | None:
 
 def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield one Record per data row of one format-v1 CSV file; never raises on bad content."""
-    rel = rel_path(path, root)
+    rel = project_relative(path, root)
     stem = logical_stem(path)
     try:
         with open_binary(path) as raw_fh:
@@ -226,7 +226,7 @@ def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Reco
     for path in sorted(candidates(tables)):
         bad_link = link_problem(path, published_dir)
         if bad_link:
-            yield Record.reject(logical_stem(path), rel_path(path.parent, root) + "/" + path.name, 0,
-                                "", "bad_link", bad_link)
+            yield Record.reject(logical_stem(path), shown_path(path, root), 0, "", "bad_link",
+                                bad_link)
             continue
         yield from read_file(path, root)

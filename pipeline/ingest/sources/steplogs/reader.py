@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from pipeline.bounded import cap, short
-from pipeline.config import project_relative, settings as load_group
+from pipeline.config import settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -43,7 +43,7 @@ from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
-                                            open_binary, read_error)
+                                            open_binary, read_error, shown_path)
 from pipeline.ingest.sources.links import candidates, link_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -95,11 +95,6 @@ def campaign_source(path: Path, logs_dir: Path) -> str:
     return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
 
 
-def _display(path: Path) -> str:
-    # The folder resolved, not the file: a symlinked log is shown where it lies (and a
-    # looping link cannot raise here).
-    path = Path(path)
-    return (PurePosixPath(project_relative(path.parent)) / path.name).as_posix()
 
 
 
@@ -226,12 +221,12 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
 def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
-    shown = _display(path)
+    shown = shown_path(path)
     bad_link = link_problem(path, logs_dir)
     if bad_link:
         return ("bad_link", bad_link), None
     try:
-        side = load_sidecar(path, logs_dir, cache, display=_display)
+        side = load_sidecar(path, logs_dir, cache, display=shown_path)
         kind, fmt = sniff(path)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
@@ -371,7 +366,7 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
         outcomes = [_read_task(t, cache) for t in tasks]
     records = []
     for path, (result, steps) in zip(paths, outcomes):
-        shown = _display(path)
+        shown = shown_path(path)
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             meta = {"format": fmt}
