@@ -46,6 +46,15 @@ def distance_scale(sd: np.ndarray, n_target: np.ndarray, n_train_max: np.ndarray
     return np.asarray(sd, float) * (1.0 + d)
 
 
+def conformal_quantile(scores: np.ndarray, level: float) -> float:
+    """The split-conformal quantile of ``scores``: the ceil((m + 1) level)-th smallest of the m
+    finite scores; NaN where that rank exceeds m (too few scores: the quantile would be
+    infinite)."""
+    scores = np.sort(np.asarray(scores, float)[np.isfinite(scores)])
+    rank = int(np.ceil((scores.size + 1) * level))
+    return float(scores[rank - 1]) if 0 < rank <= scores.size else np.nan
+
+
 def leave_group_out_quantile(scores: np.ndarray, groups: np.ndarray, level: float
                              ) -> np.ndarray:
     """Per case, the conformal quantile of the scores of all cases outside its group.
@@ -60,12 +69,7 @@ def leave_group_out_quantile(scores: np.ndarray, groups: np.ndarray, level: floa
     labels = np.unique(groups.astype(str))
     for g in labels:
         mine = groups.astype(str) == g
-        other = np.sort(scores[ok & ~mine])
-        m = other.size
-        rank = int(np.ceil((m + 1) * level))
-        if m == 0 or rank > m:
-            continue
-        out[mine] = other[rank - 1]
+        out[mine] = conformal_quantile(scores[ok & ~mine], level)
     return out
 
 

@@ -31,9 +31,8 @@ def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
     if g.empty:
         return np.nan
     scale = iv.distance_scale(g["sd_log"].to_numpy(float), g["n_target"], g["n_train_max"])
-    score = np.sort(np.abs(np.log(g["actual"] / g["predicted"]).to_numpy(float)) / scale)
-    rank = int(np.ceil((score.size + 1) * level))
-    return float(score[rank - 1]) if rank <= score.size else np.nan
+    return iv.conformal_quantile(np.abs(np.log(g["actual"] / g["predicted"]).to_numpy(float))
+                                 / scale, level)
 
 
 def _scaled_runs(largest: pd.DataFrame, targets: list[int], weak: bool) -> pd.DataFrame:
