@@ -471,7 +471,7 @@ OUTPUT_COLUMNS["calibration.parquet"] = (
        nullable=False),
     _c("form", _S, "model form chosen (calibrate.forms)", **_ID),
     _c("estimate", _F, "estimate"), _c("stderr", _F, "standard error", **_NONNEG),
-    _c("ci_low", _F, "confidence interval (calibrate.interval), low"),
+    _c("ci_low", _F, "confidence interval (fit.interval), low"),
     _c("ci_high", _F, "confidence interval, high"),
     _c("n_runs", _I, "runs where the term is non-zero", **_NONNEG),
 )
@@ -517,7 +517,7 @@ OUTPUT_COLUMNS["predictions.parquet"] = (
 OUTPUT_COLUMNS["calibrated_frontier.parquet"] = OUTPUT_COLUMNS["frontier.parquet"]
 OUTPUT_COLUMNS["selected_targets.parquet"] = (
     _c("series_id", _S, "series", **_ID), _c("source", _S, "source id"),
-    _c("n_accelerators", _F, "target N (calibrate.extrapolate_n)", checks=[pda.Check.gt(0)],
+    _c("n_accelerators", _F, "target N (compare.extrapolate_n)", checks=[pda.Check.gt(0)],
        nullable=False),
     _c("y_metric", _S, "throughput column"),
     _c("predictor", _S, "selected:<rule>",
