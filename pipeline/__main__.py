@@ -160,6 +160,24 @@ def report(
                out_dir=out, focus=list(focus or []))
 
 
+def _stop_on_special_files() -> None:
+    """The pre-flight check (``pipeline.preflight``): exit 2 naming special files that would
+    make DVC hang, before anything reads the inputs."""
+    from pipeline.config import PROJ_ROOT
+    from pipeline.preflight import problem
+    message = problem(PROJ_ROOT)
+    if message:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=2)
+
+
+@app.command()
+def preflight() -> None:
+    """Stop (exit 2) if a FIFO, socket or device lies under a folder DVC hashes (``dvc repro``
+    would hang on it); ``make report`` and ``.ci/run`` run this first."""
+    _stop_on_special_files()
+
+
 @app.command()
 def validate(
     target: Path = typer.Argument(..., help="a published table (format v1 CSV), a step log, "
@@ -173,6 +191,7 @@ def validate(
     Writes nothing. Exit status 1 when anything would be rejected, 2 on a broken params file.
     """
     from pipeline.ingest import validate as check
+    _stop_on_special_files()
     try:
         loaded = load_params(params)
         load_settings(loaded)

@@ -34,6 +34,8 @@ REJECT_CODES = (
     "conflict",             # log and sidecar disagree (both values named)
     "unreadable",           # I/O error
     "bad_link",             # a symlink that dangles, loops or leads out of the data folder
+    "special_file",         # a FIFO, socket, device or directory where an input file was looked for
+    "phase_change",         # a log whose N, batch or layout changes mid-run
 )
 
 # Fields a parser may set beyond format v1.

@@ -36,8 +36,10 @@ from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
-                                             check_scale, rounding)
+                                             check_params, check_scale, check_shape,
+                                             check_step_time, rounding)
 from pipeline.ingest.records import Record
+from pipeline.numbers import NumberError, parse_number
 from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
                              PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
                              STATUSES)
@@ -147,21 +149,12 @@ def _text(fields: Any, name: str) -> str | None:
 
 
 def _float(fields: Any, name: str) -> float | None:
-    value = fields.get(name)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise Reject("bad_value", f"{name}={_short(value)} is not a number")
-    if isinstance(value, Real):
-        number = float(value)
-    else:
-        try:
-            number = float(str(value).strip())
-        except (ValueError, OverflowError):
-            raise Reject("bad_value", f"{name}={_short(value)} is not a number") from None
-    if not math.isfinite(number):
-        raise Reject("bad_value", f"{name}={_short(value)} is not a finite number")
-    return number
+    """A numeric field through the one number parser (``pipeline.numbers``): never raises on
+    size (a 400-digit integer is a reject, not an OverflowError)."""
+    try:
+        return parse_number(fields.get(name), name)
+    except NumberError as exc:
+        raise Reject(exc.code, str(exc)) from None
 
 
 def _count(fields: Any, name: str, minimum: int) -> int | None:
@@ -369,6 +362,10 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     row["hfu"] = _fraction(f, "hfu")
     given["params_b"] = _positive(f, "params_b")
     given["active_b"] = _positive(f, "active_params_b")
+    for name in ("params_b", "active_b"):
+        if given[name] is not None:
+            check_params(given[name], "params_b" if name == "params_b" else "active_params_b")
+    check_step_time(row["step_time_s"])
 
     has_measure = any(_text(f, m) is not None for m in MEASURES)
     if not has_measure and row["status"] == "ok":
@@ -450,5 +447,6 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
         if row[name] is None and shape.get(name):
             row[name] = int(shape[name])
             derived.append(name)
+    check_shape(row["active_params"], row["n_layers"], row["d_model"])
 
 

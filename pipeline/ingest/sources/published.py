@@ -28,7 +28,7 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
                                             logical_suffix, looks_binary, open_binary, read_error,
                                             shown_path)
-from pipeline.ingest.sources.links import candidates, link_problem
+from pipeline.ingest.sources.links import candidates, entry_problem
 
 __all__ = ["looks_binary", "read_file", "read_published"]
 
@@ -223,10 +223,9 @@ def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Reco
     """Yield Records for every ``*.csv`` (also ``.csv.gz``, ``.csv.zst``) under ``published_dir``
     (recursively, sorted by path)."""
     tables = [p for p in Path(published_dir).rglob("*") if logical_suffix(p) == ".csv"]
-    for path in sorted(candidates(tables)):
-        bad_link = link_problem(path, published_dir)
-        if bad_link:
-            yield Record.reject(logical_stem(path), shown_path(path, root), 0, "", "bad_link",
-                                bad_link)
+    for path in sorted(candidates(tables, directories=True)):
+        problem = entry_problem(path, published_dir)
+        if problem:
+            yield Record.reject(logical_stem(path), shown_path(path, root), 0, "", *problem)
             continue
         yield from read_file(path, root)

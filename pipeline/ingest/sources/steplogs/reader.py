@@ -44,7 +44,7 @@ from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
                                             open_binary, read_error, shown_path)
-from pipeline.ingest.sources.links import candidates, link_problem
+from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
 from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
@@ -82,7 +82,7 @@ def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted."""
     if not logs_dir.is_dir():
         return []
-    return sorted(p for p in candidates(list(logs_dir.rglob("*")))
+    return sorted(p for p in candidates(list(logs_dir.rglob("*")), directories=True)
                   if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
@@ -222,9 +222,9 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     shown = shown_path(path)
-    bad_link = link_problem(path, logs_dir)
-    if bad_link:
-        return ("bad_link", bad_link), None
+    problem = entry_problem(path, logs_dir)
+    if problem:
+        return problem, None
     try:
         side = load_sidecar(path, logs_dir, cache, display=shown_path)
         kind, fmt = sniff(path)

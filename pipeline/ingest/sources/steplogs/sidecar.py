@@ -12,6 +12,12 @@ the strongest (a stronger file's key replaces a weaker one's):
 
 Sidecar values are defaults: a value the log itself prints is used, and a log value that
 differs from a sidecar value rejects the log (``conflict``, both values named).
+
+Values are read as written: no YAML implicit typing at all (YAML 1.1 would make ``series: 010``
+the series "8" and ``system: 1:30`` the number 90). Text keys keep the scalar's text; numeric
+keys go through the one number parser (``pipeline.numbers``), so a 400-digit ``n_accelerators``
+is a ``bad_value`` reject quoting it. ``null``, ``~`` or nothing leaves a key unset. A key given
+twice is a ``malformed_row`` reject naming it and both lines.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
+from pipeline.numbers import NumberError, parse_count, parse_number
+from pipeline.preflight import special_kind
+from pipeline.yaml12 import CORE_NULL, first_duplicate
 from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
@@ -97,10 +106,22 @@ def sidecar_paths(log_path: Path, logs_dir: Path) -> list[Path]:
     candidates = [f / "run.yaml" for f in reversed(folders)]
     candidates += [log_path.with_name(log_path.stem + ".run.yaml"),
                    log_path.with_name(log_path.name + ".yaml")]
-    return [p for p in candidates if p.is_file()]
+    found = []
+    for path in candidates:
+        if path.is_file():
+            found.append(path)
+        elif (kind := special_kind(path, directories=True)) is not None:
+            # Never opened (a FIFO would block), never skipped: the log's metadata is unknown.
+            raise SidecarError("special_file", f"sidecar {path.name} is a {kind}, not a file: "
+                                               "the log's metadata cannot be read")
+        elif path.is_symlink():
+            raise SidecarError("bad_link", f"sidecar {path.name} is a symlink to no readable "
+                                           "file")
+    return found
 
 
 def _check(key: str, value: Any, where: str) -> Any:
+    """One sidecar value (the scalar's text, or None) checked and typed for ``key``."""
     if key in MEASURE_KEYS:
         raise SidecarError("bad_value", f"sidecar {where}: '{key}' is measured, so it comes "
                                         "from the log, not from a sidecar")
@@ -109,20 +130,40 @@ def _check(key: str, value: Any, where: str) -> Any:
                                         "format-v1 column names, see data/raw/logs/README.md)")
     if value is None:
         return None
-    if key in INT_KEYS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"integer, got {short(value)}")
-    elif key in FLOAT_KEYS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"number, got {short(value)}")
-        value = float(value)
-    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be text, got {short(value)}")
-    else:
-        value = str(value)
+    try:
+        if key in INT_KEYS:
+            return parse_count(value, key, 0)
+        if key in FLOAT_KEYS:
+            return parse_number(value, key, 0.0)
+    except NumberError as exc:
+        kind = "integer" if key in INT_KEYS else "number"
+        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
+                                        f"{kind}, got {short(value)} ({exc})") from None
     return value
+
+
+def _scalars(node: Any, where: str) -> dict[str, str | None]:
+    """The top-level mapping of a composed sidecar as {key: text as written, or None}."""
+    if node is None:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "str"}.get(type(node), "value")
+        raise SidecarError("malformed_row", f"sidecar {where}: must be a mapping of column "
+                                            f"names to values, got {kind}")
+    duplicate = first_duplicate(node)
+    if duplicate is not None:
+        raise SidecarError("malformed_row", f"sidecar {where}: {duplicate}")
+    values: dict[str, str | None] = {}
+    for key_node, value_node in node.value:
+        key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else short(key_node)
+        if not isinstance(value_node, yaml.ScalarNode):
+            if key in MEASURE_KEYS or key not in ALLOWED_KEYS:
+                _check(key, None, where)
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a single value "
+                                            f"(line {value_node.start_mark.line + 1})")
+        plain = value_node.style is None
+        values[key] = None if plain and CORE_NULL.match(value_node.value) else value_node.value
+    return values
 
 
 def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -133,7 +174,11 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
         if path.stat().st_size > MAX_SIDECAR_BYTES:
             raise SidecarError("malformed_row", f"sidecar {path}: over {MAX_SIDECAR_BYTES} "
                                                 "bytes; a sidecar is a short mapping")
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SidecarLoader)
+        loader = _SidecarLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+        finally:
+            loader.dispose()
     except (OSError, UnicodeDecodeError) as exc:
         raise SidecarError("unreadable", f"sidecar {path}: {short(exc, 200)}") from exc
     except yaml.YAMLError as exc:
@@ -142,12 +187,7 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
     except (RecursionError, MemoryError) as exc:
         raise SidecarError("malformed_row", f"sidecar {path}: nested too deeply to read "
                                             f"({type(exc).__name__})") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SidecarError("malformed_row", f"sidecar {path}: must be a mapping of column "
-                                            f"names to values, got {type(data).__name__}")
-    checked = {str(k): _check(str(k), v, str(path)) for k, v in data.items()}
+    checked = {k: _check(k, v, str(path)) for k, v in _scalars(node, str(path)).items()}
     checked = {k: v for k, v in checked.items() if v is not None}
     if cache is not None:
         cache[path] = checked
