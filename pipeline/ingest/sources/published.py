@@ -26,8 +26,8 @@ from pathlib import Path
 from pipeline.config import PROJ_ROOT, project_relative
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
-                                            logical_suffix, looks_binary, open_binary, read_error,
-                                            shown_path)
+                                            logical_suffix, looks_binary, open_text_bytes,
+                                            read_error, shown_path, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem
 
 __all__ = ["looks_binary", "read_file", "read_published"]
@@ -90,17 +90,18 @@ def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     rel = project_relative(path, root)
     stem = logical_stem(path)
     try:
-        with open_binary(path) as raw_fh:
+        with open_text_bytes(path) as raw_fh:  # UTF-16/32 with a BOM arrive as UTF-8
             head = raw_fh.read(SNIFF_BYTES)
     except READ_ERRORS as exc:
         yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
         return
     if looks_binary(head):
         yield Record.reject(stem, rel, 0, repr(head[:80]), "binary_file",
-                            "NUL, control or undecodable bytes in the first 64 KiB")
+                            utf16_without_bom(head, path)
+                            or "NUL, control or undecodable bytes in the first 64 KiB")
         return
     try:
-        fh = io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", errors="surrogateescape",
+        fh = io.TextIOWrapper(open_text_bytes(path), encoding="utf-8-sig", errors="surrogateescape",
                               newline="")
     except READ_ERRORS as exc:
         yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))

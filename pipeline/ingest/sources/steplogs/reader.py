@@ -42,8 +42,10 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
-                                            open_binary, read_error, shown_path)
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encoding, line_cut,
+                                            logical_suffix, looks_binary, open_binary,
+                                            open_text_bytes, read_error, shown_path,
+                                            unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -110,17 +112,19 @@ def detect_format(text: str) -> str | None:
 
 
 def sniff(path: Path) -> tuple[str, str | None]:
-    """("binary" | "empty" | "text", detected format) reading only as far as needed."""
-    with open_binary(path, buffering=BUFFER_BYTES) as fh:
+    """("binary" | "empty" | "text", detected format) reading only as far as needed
+    ("binary": the format slot holds what to say when it is UTF-16 without a BOM)."""
+    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
         head = fh.read(SNIFF_BYTES)
         if not head:
             return "empty", None
         if looks_binary(head):
-            return "binary", None
+            return "binary", utf16_without_bom(head, path)
         chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
         while chunk:
-            cut = chunk.rfind(b"\n") + 1 or len(chunk)
-            fmt = detect_format((carry + chunk[:cut]).decode("utf-8", errors="replace"))
+            cut = line_cut(chunk) or len(chunk)
+            fmt = detect_format(unify_line_ends(carry + chunk[:cut]).decode("utf-8",
+                                                                            errors="replace"))
             if fmt:
                 return "text", fmt
             carry = chunk[cut:][-DETECT_BYTES:]
@@ -144,18 +148,20 @@ def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> N
 def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
     """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut).
 
-    The file is read in ``CHUNK_BYTES`` blocks cut at the last newline (the rest is carried
-    into the next block), so memory stays flat whatever the file size; a "line" longer than
+    The file is read in ``CHUNK_BYTES`` blocks cut at the last line end (the rest is carried
+    into the next block), so memory stays flat whatever the file size; ``\r\n`` and a lone
+    ``\r`` are line ends like ``\n`` (``common.unify_line_ends``), and a UTF-16/32 file with
+    a BOM arrives as UTF-8 (``common.open_text_bytes``). A "line" longer than
     ``MAX_LINE_BYTES`` (binary garbage without newlines) is dropped and counted.
     """
     state = ParseState(fmt=fmt)
     parser = FORMATS[fmt].Parser(state)
     counts = state.counts
     lineno, n_chunks, carry = 1, 0, b""
-    with open_binary(path, buffering=BUFFER_BYTES) as fh:
+    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
         while block := fh.read(CHUNK_BYTES):
             data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
+            cut = line_cut(data)
             if not cut:
                 carry = data
                 if len(carry) > MAX_LINE_BYTES:
@@ -163,10 +169,16 @@ def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
                     carry = b""
                 continue
             carry = data[cut:]
-            _feed(parser, data[:cut], lineno, n_chunks < HEADER_CHUNKS, counts)
-            lineno += data.count(b"\n", 0, cut)
+            lines = unify_line_ends(data[:cut])
+            _feed(parser, lines, lineno, n_chunks < HEADER_CHUNKS, counts)
+            lineno += lines.count(b"\n")
             n_chunks += 1
-    if carry:  # the last line has no newline: the file was cut (or never finished)
+    if carry.endswith(b"\r"):  # a final lone CR ends the last line
+        lines = unify_line_ends(carry)
+        _feed(parser, lines, lineno, n_chunks < HEADER_CHUNKS, counts)
+        lineno += lines.count(b"\n") - 1
+        carry = b""
+    elif carry:  # the last line has no line end: the file was cut (or never finished)
         _feed(parser, carry, lineno, n_chunks < HEADER_CHUNKS, counts)
     else:
         lineno -= 1
@@ -194,6 +206,14 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     if cut and not state.counts.get("cut_step_line"):
         notes.append("log ends without a final newline")
     return notes
+
+
+def _encoding_note(path: Path) -> list[str]:
+    """A note when the log was decoded from UTF-16/32 (by its byte-order mark)."""
+    with open_binary(path) as fh:
+        encoding = bom_encoding(fh.read(4))
+    return [f"decoded from {encoding.upper()} (byte-order mark)"] if encoding not in (
+        None, "utf-8") else []
 
 
 def _merge(state: ParseState, side: Any) -> dict[str, Any]:
@@ -235,8 +255,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if kind == "empty":
         return ("truncated_log", "empty file (0 bytes)"), None
     if kind == "binary":
-        return ("binary_file", "NUL, control or non-UTF-8 bytes in the first 64 KiB: not a text "
-                               "log"), None
+        return ("binary_file", fmt or "NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
+                                      "a text log"), None
     if "format" in side.values:
         fmt = side.values["format"]
         if fmt not in FORMATS:
@@ -255,7 +275,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
     steps = steps_rows(shown, fmt, red.columns) if len(state) else None
-    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
+    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut) + _encoding_note(path)
     measures, derived = red.measures, list(red.derived)
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
