@@ -191,17 +191,18 @@ def validate(
     Writes nothing. Exit status 1 when anything would be rejected, 2 on a broken params file.
     """
     from pipeline.ingest import validate as check
+    from pipeline.text import escape_invisible
     _stop_on_special_files()
     try:
         loaded = load_params(params)
         load_settings(loaded)
         if check.is_log_target(target):
             found = check.validate_logs(target, loaded, catalog)
-            typer.echo(check.logs_summary(target, *found))
+            typer.echo(escape_invisible(check.logs_summary(target, *found)))
             failed = bool(found[2])
         else:
             runs, rejects, problems = check.validate_table(target, loaded, catalog)
-            typer.echo(check.summary(target, runs, rejects, problems))
+            typer.echo(escape_invisible(check.summary(target, runs, rejects, problems)))
             failed = bool(rejects or problems)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.io import write_text
+from pipeline.text import escape_invisible
 from pipeline.report.style import STRATEGY_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -111,6 +112,7 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path) -> 
     html = environment(True).get_template("report.html.j2").render(**context, fig=html_figs)
     md = environment(False, markdown=True).get_template("report.md.j2").render(**context, fig=md_figs)
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    write_text(html, paths["html"])
-    write_text(md, paths["md"])
+    # Bidi controls and zero-width characters in any name shown are shown escaped (pipeline.text).
+    write_text(escape_invisible(html), paths["html"])
+    write_text(escape_invisible(md), paths["md"])
     return paths

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -40,6 +40,7 @@ from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, chec
                                              check_step_time, rounding)
 from pipeline.ingest.records import Record
 from pipeline.numbers import NumberError, parse_number
+from pipeline.text import INVISIBLE, strip_invisible
 from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
                              PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
                              STATUSES)
@@ -232,6 +233,24 @@ def _canonical(value: Any) -> str:
     return str(value)
 
 
+def _visible(fields: Any, source: str) -> tuple[Any, list[tuple[str, list[str]]]]:
+    """``fields`` with bidi controls and zero-width characters removed from text values
+    (``pipeline.text``), and which fields had them (name, code points)."""
+    found = []
+    _, points = strip_invisible(source)
+    if points:
+        found.append(("source", points))
+    cleaned = None
+    for name, value in fields.items():
+        if isinstance(value, str) and INVISIBLE.search(value):
+            if cleaned is None:
+                cleaned = dict(fields)
+            cleaned[name], points = strip_invisible(value)
+            if name != "source" or not found:
+                found.append((name, points))
+    return (fields if cleaned is None else cleaned), found
+
+
 # The record -> run conversion ------------------------------------------------------------------
 def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[str, Any]:
     """Return the run row of ``record`` (all ``RUN_COLUMN_NAMES``, plus ``_series``).
@@ -242,7 +261,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     (``_status``), who and what ran (``_identity``), the numbers as given (``_numbers``), the
     chip and its peak (``_chip``), the model (``_model``), then the derived measures.
     """
-    f = record.fields or {}
+    f, invisible = _visible(record.fields or {}, record.source)
+    if invisible:
+        record = replace(record, source=strip_invisible(record.source)[0])
     row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
     derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
     row["status"] = _status(f)
@@ -270,6 +291,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         if not math.isfinite(row[name]):
             raise Reject("out_of_range", f"{name} = {row[name]!r}")
 
+    if invisible:
+        row["notes"] = _note(row["notes"], "invisible characters removed: " + ", ".join(
+            f"{name} ({' '.join(points)})" for name, points in invisible))
     row["strategy_family"] = strategy_family(row["n_accelerators"], row["dp"], row["tp"],
                                              row["pp"], row["zero_stage"], row["strategy"])
     row["scaling"] = parse_scaling(_text(f, "scaling"))

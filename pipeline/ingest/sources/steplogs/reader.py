@@ -49,6 +49,7 @@ from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encodi
 from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
+from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
@@ -269,6 +270,9 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         state, _, cut = parse_file(path, fmt)
     except READ_ERRORS as exc:
         return ("unreadable", f"{shown}: {read_error(exc)}"), None
+    changed = phase_change(state.changes, shown)
+    if changed:
+        return ("phase_change", changed), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:
@@ -276,6 +280,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     red = reduce_steps(state, facts, s)
     steps = steps_rows(shown, fmt, red.columns) if len(state) else None
     notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut) + _encoding_note(path)
+    if red.phase_reject:
+        return ("phase_change", "; ".join(notes)), steps
     measures, derived = red.measures, list(red.derived)
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
