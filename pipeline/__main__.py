@@ -37,14 +37,30 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     """Load params (failing fast on a broken file), then import and run ``module.run``; with
     ``headline = (stage, path)``, write the headline of the metrics it wrote
     (``paths["metrics_path"]``) to ``path``."""
+    from pipeline.interrupts import exit_status, handled_signals, write_failure
+    from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
+    name = module.rsplit(".", 2)[-2 if module.endswith(".stage") else -1]
     try:
-        params = load_params(params_path)
-        load_settings(params)  # the whole file, so any broken field stops any stage
-        stage = importlib.import_module(module)
-        stage.run(params, **paths)
+        with handled_signals():
+            params = load_params(params_path)
+            load_settings(params)  # the whole file, so any broken field stops any stage
+            stage = importlib.import_module(module)
+            stage.run(params, **paths)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    except SnapshotBusy as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=EXIT_BUSY) from exc
+    except BaseException as exc:  # Ctrl-C, SIGTERM (interrupts.Terminated), a failed write
+        code = exit_status(exc)
+        if code is None:
+            raise
+        why = write_failure(exc) or ("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+                                     else "terminated (SIGTERM)") + (
+            ": stopped; every output is its previous version or absent, no partial file left")
+        typer.echo(f"{name}: {why}", err=True)
+        raise typer.Exit(code=code) from None
     if headline[0]:
         import json
 
