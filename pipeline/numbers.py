@@ -58,8 +58,8 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
         if not text:
             return None
         if len(text) > MAX_NUMBER_CHARS:
-            raise NumberError("bad_value", f"{name}={short(value, 40)} is not a number "
-                                           f"({len(text)} characters)")
+            raise NumberError("bad_value", f"{name}={short(value, 40)} has {len(text)} "
+                                           "characters: no number a source prints")
         if text.lower() in _NON_FINITE_WORDS:
             raise NumberError("bad_value", f"{name}={short(value)} is not a finite number")
         if not _DECIMAL.fullmatch(text):
@@ -68,8 +68,8 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
     elif isinstance(value, Real):
         try:
             number = float(value)
-        except OverflowError:
-            number = math.copysign(math.inf, value)
+        except OverflowError:  # an integer beyond a double (copysign would overflow too)
+            number = math.inf if value > 0 else -math.inf
     else:
         raise NumberError("bad_value", f"{name}={short(value)} is not a number")
     if not math.isfinite(number):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -233,21 +233,17 @@ def _canonical(value: Any) -> str:
     return str(value)
 
 
-def _visible(fields: Any, source: str) -> tuple[Any, list[tuple[str, list[str]]]]:
+def _visible(fields: Any) -> tuple[Any, list[tuple[str, list[str]]]]:
     """``fields`` with bidi controls and zero-width characters removed from text values
-    (``pipeline.text``), and which fields had them (name, code points)."""
+    (``pipeline.text``; ``Record`` cleans its source itself), and which fields had them."""
     found = []
-    _, points = strip_invisible(source)
-    if points:
-        found.append(("source", points))
     cleaned = None
     for name, value in fields.items():
         if isinstance(value, str) and INVISIBLE.search(value):
             if cleaned is None:
                 cleaned = dict(fields)
             cleaned[name], points = strip_invisible(value)
-            if name != "source" or not found:
-                found.append((name, points))
+            found.append((name, points))
     return (fields if cleaned is None else cleaned), found
 
 
@@ -261,9 +257,7 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     (``_status``), who and what ran (``_identity``), the numbers as given (``_numbers``), the
     chip and its peak (``_chip``), the model (``_model``), then the derived measures.
     """
-    f, invisible = _visible(record.fields or {}, record.source)
-    if invisible:
-        record = replace(record, source=strip_invisible(record.source)[0])
+    f, invisible = _visible(record.fields or {})
     row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
     derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
     row["status"] = _status(f)

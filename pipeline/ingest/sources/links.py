@@ -50,16 +50,25 @@ def link_problem(path: Path, root: Path) -> str | None:
     return None
 
 
+def special_problem(path: Path) -> str | None:
+    """Why ``path`` itself (not followed) is no file to open: a FIFO, socket, device or
+    directory (None: a regular file or a link)."""
+    kind = special_kind(path, directories=True)
+    if kind is None:
+        return None
+    if kind == "directory":
+        return (f"{path.name}/ is a directory named like an input file: nothing read from it "
+                "as a file (the files inside, if any, are read on their own)")
+    return f"{path.name} is a {kind}, not a regular file: nothing read (save the output to a " \
+           "regular file)"
+
+
 def entry_problem(path: Path, root: Path) -> tuple[str, str] | None:
     """(reject code, detail) for an entry found under ``root`` that may not be read as a file:
     ``special_file`` (FIFO, socket, device, directory) or ``bad_link``; None when it may."""
-    kind = special_kind(path, directories=True)
-    if kind is not None:
-        return "special_file", (f"{path.name} is a {kind}, not a regular file: nothing read "
-                                "(save the output to a regular file)" if kind != "directory"
-                                else f"{path.name}/ is a directory named like an input file: "
-                                     "nothing read from it as a file (the files inside, if "
-                                     "any, are read on their own)")
+    special = special_problem(path)
+    if special is not None:
+        return "special_file", special
     bad_link = link_problem(path, root)
     return ("bad_link", bad_link) if bad_link else None
 

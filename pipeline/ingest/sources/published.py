@@ -28,7 +28,7 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
                                             logical_suffix, looks_binary, open_text_bytes,
                                             read_error, shown_path, utf16_without_bom)
-from pipeline.ingest.sources.links import candidates, entry_problem
+from pipeline.ingest.sources.links import candidates, entry_problem, special_problem
 
 __all__ = ["looks_binary", "read_file", "read_published"]
 
@@ -89,6 +89,10 @@ def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield one Record per data row of one format-v1 CSV file; never raises on bad content."""
     rel = project_relative(path, root)
     stem = logical_stem(path)
+    special = special_problem(Path(path))
+    if special is not None:  # never opened: a FIFO would block the read forever
+        yield Record.reject(stem, rel, 0, "", "special_file", special)
+        return
     try:
         with open_text_bytes(path) as raw_fh:  # UTF-16/32 with a BOM arrive as UTF-8
             head = raw_fh.read(SNIFF_BYTES)
