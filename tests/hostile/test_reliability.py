@@ -244,3 +244,11 @@ def test_whole_corpus_through_the_stage(tmp_path: Path) -> None:
     for cases in expected.values():
         for rel in cases:
             assert any(p.endswith(rel) for p in paths), rel
+
+
+def test_validate_names_the_steps_left_out(outcome: dict[str, Any]) -> None:
+    from pipeline.ingest.validate import logs_summary
+    folder = outcome["root"] / "logs" / "num_negative"
+    found = validate_logs(folder, _params(), CATALOG)
+    text = logs_summary(folder, *found)
+    assert "note: 20 step(s) with a step time <= 0 or above 1e+06 s left out (lines 1, 3," in text
