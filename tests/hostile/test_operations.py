@@ -80,8 +80,9 @@ def whole(path: Path) -> bool:
     return True
 
 
-def stopped(stage: str, how: str, out: Path, at: int = 1) -> subprocess.CompletedProcess:
-    env = dict(os.environ, STOP_WITH=how, STOP_AT=str(at))
+def stopped(stage: str, how: str, out: Path, at: int = 1,
+            on: str = "rename") -> subprocess.CompletedProcess:
+    env = dict(os.environ, STOP_WITH=how, STOP_AT=str(at), STOP_ON=on)
     env.pop("DVC_STAGE", None)
     return subprocess.run([sys.executable, str(DRIVER), *stage_args(stage, out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=900)
@@ -90,36 +91,48 @@ def stopped(stage: str, how: str, out: Path, at: int = 1) -> subprocess.Complete
 EXPECTED = {"sigterm": (143, "terminated (SIGTERM)"), "sigint": (130, "interrupted (Ctrl-C)"),
             "enospc": (1, "no space left on the device writing "),
             "erofs": (1, "read-only file system writing ")}
-CASES = [(stage, "sigterm") for stage in ("ingest", "fit", "theory", "calibrate", "compare",
-                                          "report")]
-CASES += [("ingest", "sigint"), ("report", "sigint"), ("ingest", "enospc"), ("fit", "erofs")]
+# Stopped at an output's rename (the ingest, whose compute before it is seconds) and, in every
+# stage, at its first Parquet read (downstream stages compute for minutes before writing).
+CASES = [("ingest", how, "rename") for how in ("sigterm", "sigint", "enospc", "erofs")]
+CASES += [(stage, "sigterm", "read") for stage in ("fit", "theory", "calibrate", "compare",
+                                                   "report")]
+CASES += [("report", "sigint", "read")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("stage", "how"), CASES)
-def test_stopped_stage_leaves_previous_outputs(tmp_path: Path, stage: str, how: str) -> None:
+@pytest.mark.parametrize(("stage", "how", "on"), CASES)
+def test_stopped_stage_leaves_previous_outputs(tmp_path: Path, stage: str, how: str,
+                                               on: str) -> None:
     before = previous_outputs(tmp_path)
-    proc = stopped(stage, how, tmp_path)
+    proc = stopped(stage, how, tmp_path, on=on)
     code, words = EXPECTED[how]
     assert proc.returncode == code, proc.stderr[-2000:]
     assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert stray(tmp_path) == []
     after = digests(tmp_path)
     changed = {k for k in before if after.get(k) != before[k]}
-    assert changed == set(), changed  # stopped at the first rename: nothing replaced
+    assert changed == set(), changed  # stopped before or at the first rename: nothing replaced
     assert set(after) == set(before)  # and nothing new
+
+
+INGEST_OUTPUTS = ("processed/runs.parquet", "processed/rejects.parquet",
+                  "processed/series.parquet", "processed/steps.parquet",
+                  "processed/power.parquet", "metrics/ingest.json")
 
 
 @pytest.mark.slow
 def test_stopped_after_some_outputs_leaves_each_whole(tmp_path: Path) -> None:
-    """Stopped at the third rename: two outputs are new, the rest previous; all whole."""
-    before = previous_outputs(tmp_path)
+    """Stopped at the third rename: two outputs are new and whole, the others are still the
+    previous ones (here sentinel files, which no stage would write)."""
+    for rel in INGEST_OUTPUTS:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"previous " + rel.encode())
     proc = stopped("ingest", "sigterm", tmp_path, at=3)
     assert proc.returncode == 143, proc.stderr[-2000:]
-    after = digests(tmp_path)
-    changed = sorted(k for k in after if after[k] != before.get(k))
-    assert len(changed) == 2 and stray(tmp_path) == []
-    assert all(whole(tmp_path / k) for k in after)
+    new = [rel for rel in INGEST_OUTPUTS
+           if (tmp_path / rel).read_bytes() != b"previous " + rel.encode()]
+    assert len(new) == 2 and stray(tmp_path) == [], new
+    assert all(whole(tmp_path / rel) for rel in new)
 
 
 def _unshare(script: str) -> subprocess.CompletedProcess | None:
@@ -162,7 +175,7 @@ def test_disk_full_on_a_real_tmpfs(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_read_only_outputs_on_a_real_mount(tmp_path: Path) -> None:
     before = previous_outputs(tmp_path)
-    args = " ".join(f"'{a}'" for a in stage_args("fit", tmp_path))
+    args = " ".join(f"'{a}'" for a in stage_args("ingest", tmp_path))
     script = (f"mount --bind '{tmp_path}' '{tmp_path}' && mount -o remount,bind,ro "
               f"'{tmp_path}' && {sys.executable} -m pipeline {args}; echo rc=$?")
     proc = _unshare(script)
