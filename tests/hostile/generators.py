@@ -102,6 +102,12 @@ def numbers(root: Path) -> dict[str, Expect]:
         run={"step_time_s": 1.0},
         notes=("20 step(s) with a step time <= 0 or above 1e+06 s left out (lines 1, 3, 5, 7, "
                "9, ...)",))
+    w.text("logs/num_inf/run.yaml", SIDECAR)
+    w.text("logs/num_inf/steps.log", "\n".join(_megatron_lines(20) + [
+        MEGATRON.format(i=i, s=64 * i, ms="1e400") for i in (21, 22)]) + "\n")
+    out["logs/num_inf/steps.log"] = Expect(
+        run={"step_time_s": 1.0}, notes=("2 step(s) with a step time <= 0 or above 1e+06 s "
+                                         "left out (lines 21, 22)",))
     w.text("logs/num_zero/run.yaml", SIDECAR)
     w.text("logs/num_zero/steps.jsonl", _jsonl(20) + _jsonl(5, t=0.0, start=21))
     out["logs/num_zero/steps.jsonl"] = Expect(
@@ -204,6 +210,11 @@ def text(root: Path) -> dict[str, Expect]:
             (HEADER + "t,c,GPT-3,175,H100-SXM5-80GB,64,50000\r\n").encode("utf-16"))
     out["published/text_utf16.csv"] = [Expect(run={"n_accelerators": 64,
                                                    "tokens_per_s": 50000.0})]
+    w.bytes("published/text_cr.csv", (HEADER + "t,c,GPT-3,175,H100-SXM5-80GB,64,50000\n"
+                                        "t,c,GPT-3,175,H100-SXM5-80GB,128,90000\n"
+                                        ).replace("\n", "\r").encode())
+    out["published/text_cr.csv"] = [Expect(run={"n_accelerators": 64}),
+                                    Expect(run={"n_accelerators": 128})]
     w.text("published/text_bidi.csv",
            HEADER + "t\u202eb,c,GPT-3,175,H100-SXM5-80GB\u200d,64,50000\n")
     out["published/text_bidi.csv"] = [Expect(run={"source": "tb",

@@ -222,7 +222,8 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
             warm[idx[:w]] = True
         n_warm += w
     steady = used & ~warm & ~nan_loss & np.isfinite(x) & (x > 0)
-    bad_time = used & ~warm & np.isfinite(t) & ((t <= 0) | (t > MAX_STEP_TIME_S))
+    # A printed step time <= 0, infinite or over 10^6 s is no step: counted, never silent.
+    bad_time = used & ~warm & ~np.isnan(t) & ((t <= 0) | (t > MAX_STEP_TIME_S))
     if bad_time.any():
         lines = _arr(st.line, "int64")[bad_time][:5]
         steady &= ~bad_time
