@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from pipeline.config import project_relative
 from pipeline.io import pid_alive
 
 # sysexits.h EX_TEMPFAIL: a temporary failure, the user is invited to retry.
@@ -40,8 +41,7 @@ def _writers(root: Path) -> list[str]:
     except (OSError, ValueError):
         return []
     writes = lock.get("write", {}) if isinstance(lock, dict) else {}
-    return sorted(f"{path} (pid {info.get('pid')}: {str(info.get('cmd', ''))[:80]})"
-                  for path, info in writes.items()
+    return sorted(project_relative(path, root) for path, info in writes.items()
                   if isinstance(info, dict) and isinstance(info.get("pid"), int)
                   and pid_alive(info["pid"]))
 
@@ -72,9 +72,10 @@ def busy(root: Path, processed_dir: Path) -> str | None:
         return None  # outputs that no DVC pipeline of this project writes
     writers = _writers(root)
     if writers:
-        return ("dvc repro is running and rewriting " + "; ".join(writers[:5]) + ": rerun "
-                "`scalewall report` when it has finished (its report stage renders the "
-                "report anyway)")
+        more = f" and {len(writers) - 3} more" if len(writers) > 3 else ""
+        return ("dvc repro is running and rewriting " + ", ".join(writers[:3]) + more
+                + ": rerun `scalewall report` when it has finished (its report stage renders "
+                "the report anyway)")
     stale = _out_of_step(root)
     if stale:
         return ("the stage outputs are from different pipeline runs (" + "; ".join(stale[:5])
