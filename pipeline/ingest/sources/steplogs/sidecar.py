@@ -155,7 +155,15 @@ def _scalars(node: Any, where: str) -> dict[str, str | None]:
         raise SidecarError("malformed_row", f"sidecar {where}: {duplicate}")
     values: dict[str, str | None] = {}
     for key_node, value_node in node.value:
-        key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else short(key_node)
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise SidecarError("bad_value", f"sidecar {where}: a key must be a column name "
+                                            f"(line {key_node.start_mark.line + 1})")
+        key = str(key_node.value)
+        for tagged in (key_node, value_node):  # nothing is constructed, so say what PyYAML would
+            if tagged.tag not in _SidecarLoader.yaml_constructors:
+                raise SidecarError("malformed_row", f"sidecar {where}: not valid YAML (could not "
+                                                    f"determine a constructor for the tag "
+                                                    f"{short(tagged.tag, 200)})")
         if not isinstance(value_node, yaml.ScalarNode):
             if key in MEASURE_KEYS or key not in ALLOWED_KEYS:
                 _check(key, None, where)
