@@ -18,6 +18,7 @@ import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
 from pipeline.contracts import ContractError
+from pipeline.interrupts import exit_status, handled_signals, write_failure
 from pipeline.runner import STAGES, run_stage
 
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
@@ -42,7 +43,6 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     through the runner (or, for a stage with its own entry, import and run ``module.run``); with
     ``headline = (stage, path)``, write the headline of the metrics it wrote
     (``paths["metrics_path"]``) to ``path``."""
-    from pipeline.interrupts import exit_status, handled_signals, write_failure
     from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
     name = module.rsplit(".", 2)[-2 if module.endswith(".stage") else -1]
     try:
