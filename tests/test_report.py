@@ -61,14 +61,19 @@ def test_filters_golden() -> None:
 
 def test_html_self_contained(out: dict) -> None:
     html = (out["reports"] / "report.html").read_text(encoding="utf-8")
-    assert "<script" not in html.lower()
+    # scripts: the Vega libraries and the charts' specs, inline, none loaded from anywhere
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+    assert scripts and not [a for a, _ in scripts if "src=" in a]
+    assert {a.strip() for a, _ in scripts} == {"", 'type="application/json" id="spec-scaling_efficiency"'}
+    assert "vegaEmbed" in scripts[-1][1]
+    html = re.sub(r"<script[^>]*>.*?</script>", "", html, flags=re.S)
     # no external request of any kind: every src is a data: URI, no link/import/url() to http
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) >= len(FIGURES) and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert not re.search(r"(src|href)=\"(https?:)?//", html)
     assert "@import" not in html and "url(" not in html and "<link" not in html
     for h in SECTIONS:
-        assert f">{h}</h2>" in html
+        assert f"<h2>{h}</h2>" in html
 
 
 def test_every_figure_decodes(out: dict) -> None:
