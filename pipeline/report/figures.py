@@ -14,16 +14,15 @@ from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
+from pipeline.fit.contract import MULTIPLES_OF_N_MAX
 from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, CONTEXT_GREY, MARKERS,
                                    MAX_SERIES, STRATEGY_COLOURS, STRATEGY_NAMES, band, context,
                                    end_labels, family_colour, new_figure, note, save, tag)
-from pipeline.schema import MULTIPLES_OF_N_MAX
+from pipeline.vocab import SHARE_SLOTS
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
 # the theory's decomposition, in stacking order
-SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in ("compute", "hbm", "net_tp", "net_dp", "net_pp",
-                                                   "net_ep", "bubble", "latency", "other",
-                                                   "unexplained")}
+SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in SHARE_SLOTS}
 SCENARIO_STYLES = ("-", "--", "-.", ":")
 # A law's curve is drawn at most this far past the largest measured N: the fit stage's
 # furthest prediction (fits.parquet ``*_at_<m>x_n_max``).
@@ -428,7 +427,7 @@ def gap(data: ReportData, out: Path, limit: int, focus_runs: frozenset[str] = fr
     if c.empty or "share_compute" not in c or c["share_compute"].notna().sum() == 0:
         note(ax, "no runs with both a measured MFU and a theory bound")
         return save(fig, out / "gap.png")
-    g = c[c["share_compute"].notna() & (c["share_unexplained"] >= 0)]
+    g = c[c["share_compute"].notna() & (c["share_residual"] >= 0)]
     per_source = max(1, limit // max(g["source"].nunique(), 1))
     mine = g[g["run_id"].isin(focus_runs)]
     mine = mine.sort_values("n_accelerators").groupby("series_id", dropna=False).tail(1)
