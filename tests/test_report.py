@@ -133,7 +133,11 @@ def test_findings_follow_changed_data(out: dict, tmp_path: Path) -> None:
 def test_deterministic_bytes(out: dict, tmp_path: Path) -> None:
     report_run(load_params(), processed_dir=out["processed"], metrics_dir=out["metrics"],
                out_dir=tmp_path)
-    for rel in ["report.html", "report.md"] + [f"figures/{f}.png" for f in FIGURES]:
+    tables = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "tables").glob("*.csv"))
+    assert "tables/extrapolation.csv" in tables
+    for rel in (["report.html", "report.md", "plots/report_scaling.csv", "plots/report_frontier.csv"]
+                + [f"figures/{f}.png" for f in FIGURES] + [f"figures/{f}.audit.json" for f in FIGURES]
+                + tables):
         assert (tmp_path / rel).read_bytes() == (out["reports"] / rel).read_bytes(), rel
 
 

@@ -277,7 +277,7 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
     """MFU against the accelerator's compute-to-bandwidth ratio (peak FLOP/s over HBM B/s):
     every run faint, each family's median with its interquartile range bold, and the fit
     stage's partial slope drawn through the overall medians."""
-    fig, ax = new_figure(1, 4.2)
+    fig, ax = new_figure(1, 4.8)
     c = data.comparison
     col = "flops_per_hbm_byte"
     if c.empty or col not in c or c[col].notna().sum() == 0:
@@ -323,43 +323,48 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
     # (set after the log scale, which resets formatters)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper right")
+    # under the axes: inside, it hid the best H100 runs
+    ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return save(fig, out / "hardware.png")
 
 
-def power_cost(data: ReportData, out: Path) -> Path:
+def power_cost(data: ReportData, out: Path, highlight: int = 6) -> Path:
     """Tokens per accelerator-hour against N: what an accelerator-hour buys as the job grows
-    (best run per model and N; one line per model, coloured by accelerator family; families
-    beyond ``MAX_SERIES`` grey). Energy per token is the energy figure's (MLPerf power)."""
+    (best run per source, model, family and N). The ``highlight`` lines over the widest range
+    of N are coloured by accelerator family and labelled at their end; the rest are grey.
+    Energy per token is the energy figure's (MLPerf power)."""
     c = data.comparison
     col = "tokens_per_accelerator_hour"
-    fig, ax = new_figure(1, 4.0)
+    fig, ax = new_figure(1, 4.4)
     g = c[c[col].notna()] if col in c else c.iloc[0:0]
     if g.empty:
         note(ax, "no run reports tokens per accelerator-hour")
         return save(fig, out / "power_cost.png")
     best = best_per_point(g, col)
-    counts = best["accelerator_family"].value_counts()
-    shown = sorted(counts.sort_values(ascending=False, kind="stable").index[:MAX_SERIES])
+    lines = []
     for (src, model, fam), h in best.groupby(["source", "model", "accelerator_family"], sort=True):
         h = h.sort_values("n_accelerators")
+        span = float(h["n_accelerators"].iloc[-1] / h["n_accelerators"].iloc[0])
+        lines.append((-span, -len(h), src, model, fam, h))
+    lines.sort(key=lambda t: t[:4])
+    chosen = {(t[2], t[3], t[4]) for t in lines[:min(highlight, MAX_SERIES)] if t[0] < -1}
+    labels = []
+    for _, _, src, model, fam, h in lines:
         style = "o-" if len(h) > 1 else "o"
-        if fam in shown:
-            tag(ax.plot(h["n_accelerators"], h[col], style, ms=3.5, lw=1, alpha=0.8,
-                        color=family_colour(fam)), f"family:{fam}")
+        if (src, model, fam) in chosen:
+            key, colour = f"{src}|{model}|{fam}", family_colour(fam)
+            tag(ax.plot(h["n_accelerators"], h[col], style, ms=3.5, lw=1.3, color=colour,
+                        zorder=3), key)
+            labels.append((float(h["n_accelerators"].iloc[-1]), float(h[col].iloc[-1]),
+                           f"{_model_name(model, 20)} ({fam}, {src.split('_')[0]})", key, colour))
         else:
-            context(ax.plot(h["n_accelerators"], h[col], style, ms=3, lw=0.8,
-                            color=CONTEXT_GREY))
-    for fam in shown:
-        tag(ax.plot([], [], "o-", color=family_colour(fam), label=f"{fam} ({counts[fam]})"),
-            f"family:{fam}")
-    if len(counts) > len(shown):
-        context(ax.plot([], [], "o-", color=CONTEXT_GREY, label="other families"))
+            context(ax.plot(h["n_accelerators"], h[col], style, ms=2.5, lw=0.7,
+                            color=CONTEXT_GREY, zorder=1))
     ax.set(xscale="log", yscale="log", xlabel="accelerators N",
            ylabel="tokens per accelerator-hour",
            title="tokens per accelerator-hour against N (best per model and N)")
-    ax.legend(frameon=False, ncol=2, title="accelerator family (points)", title_fontsize=7)
-    return save(fig, out / "power_cost.png")
+    end_labels(ax, labels)
+    return save(fig, out / "power_cost.png", right=0.72)
 
 
 def frontier(data: ReportData, out: Path, scenarios: list[str],

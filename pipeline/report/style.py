@@ -251,7 +251,7 @@ def audit(fig: plt.Figure) -> list[dict[str, object]]:
             named = key in legend_keys \
                 or (gid.startswith("series:") and gid[7:] in labels)
             series[key] = series.get(key, False) or named
-        if series or n_context:
+        if series or n_context or widest:
             panels.append({"title": ax.get_title(), "series": len(series),
                            "labelled": sum(series.values()), "context": n_context,
                            "widest_band": round(widest, 3)})
