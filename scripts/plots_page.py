@@ -59,8 +59,13 @@ def template(kind: str, colour: str) -> dict:
         "title": {"text": "<DVC_METRIC_TITLE>", "anchor": "middle"},
     }
     colour_spec = {"field": colour, "type": "nominal"}
+    if colour == "accelerator_family":  # the report's colours (pipeline/report/style.py)
+        from pipeline.report.style import FAMILY_COLOURS
+
+        colour_spec["scale"] = {"domain": list(FAMILY_COLOURS),
+                                "range": list(FAMILY_COLOURS.values())}
     if kind == "lines":
-        enc = {"x": log_x, "y": {**unit_y, "scale": {"zero": True}}, "color": colour_spec,
+        enc = {"x": {**log_x, "scale": {"type": "log", "nice": False}}, "y": {**unit_y, "scale": {"zero": True}}, "color": colour_spec,
                "detail": {"field": "label", "type": "nominal"},
                "shape": {"field": "label", "type": "nominal", "title": "series"},
                "tooltip": [{"field": "label"}, {"field": x}, {"field": y}]}
@@ -84,7 +89,7 @@ def template(kind: str, colour: str) -> dict:
                       {"calculate": f"datum['{y}'] / datum['{x}']", "as": "ratio"}],
         "facet": {"column": {"field": RATIO_PANEL[colour], "type": "nominal"}},
         "spec": {"width": 220, "height": 280,
-                 "mark": {"type": "boxplot", "extent": [0.05, 0.95], "outliers": False},
+                 "mark": {"type": "boxplot", "extent": 1.5, "outliers": False},
                  "encoding": {"x": {"field": colour, "type": "nominal"}, "y": ratio,
                               "color": colour_spec}},
     }

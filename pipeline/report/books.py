@@ -88,7 +88,9 @@ class FigureBook:
                f'data-figure="{escape(name)}">')
         chart = self.charts.get(name)
         if chart is not None:
-            spec = json.dumps(chart, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
+            # as JSON escapes, "<", ">" and "&" cannot end the script element or open a tag
+            spec = (json.dumps(chart, sort_keys=True, separators=(",", ":"))
+                    .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
             body = (f'<div class="vchart" id="chart-{escape(name)}" data-chart="{escape(name)}">'
                     f'</div><script type="application/json" id="spec-{escape(name)}">{spec}'
                     f'</script><details class="png"><summary>static image</summary>{img}'
