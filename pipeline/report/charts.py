@@ -70,7 +70,7 @@ def scaling_efficiency(d: ReportData, limit: int, focus: tuple[str, ...] = ()
          "scale": {"type": "log", "nice": False, "padding": 12},
          "axis": {"grid": False, "tickCount": 6}}
     y = {"field": "efficiency", "type": "quantitative", "title": "efficiency",
-         "scale": {"domain": [0, round(1.05 * top, 3)], "clamp": True},
+         "scale": {"domain": [0, round(1.05 * top, 3)]},
          "axis": {"format": "%", "tickCount": 6}}
     hover = {"name": "hover", "select": {"type": "point", "fields": ["series"],
                                          "on": "pointerover", "clear": "pointerout"}}
