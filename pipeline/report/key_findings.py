@@ -50,15 +50,17 @@ def scaling_finding(d: ReportData) -> dict[str, Any] | None:
           .sort_values(["size", "median"], ascending=[False, False]).head(3))
     parts = [f"{source_name(src)} {pct(r['median'])}" for src, r in by.iterrows()]
     text = ("With a fixed global batch, per-accelerator throughput falls a median "
-            f"{pct(strong['loss'].median())} per doubling of N over {len(strong)} series ("
+            f"{pct(strong['loss'].median())} per doubling of N ("
             + ", ".join(parts) + ")")
     if len(weak):
         text += f"; with a batch growing with N, {pct(weak['loss'].median())}"
     return {"id": "scaling", "text": text + ".", "figure": "scaling_efficiency",
             "section": "series", "value": float(strong["loss"].median()),
             "caption": "Efficiency (per-accelerator throughput relative to the series' smallest "
-                       "N) against N; coloured: the series spanning the widest N per source, "
-                       "grey: all others."}
+                       f"N) against N, {len(strong)} strong- and {len(weak)} weak-scaling "
+                       "series; coloured: those spanning the widest N per source, grey: all "
+                       "others. The loss per doubling assumes it compounds evenly from a "
+                       "series' smallest to its largest N; the median is over series."}
 
 
 def ceiling_finding(d: ReportData, theory: dict[str, Any]) -> dict[str, Any] | None:
