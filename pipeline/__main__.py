@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
+from pipeline.threads import stage_threads
 
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
 # for one hostile sidecar), and they are no help to a user.
@@ -41,7 +42,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
         params = load_params(params_path)
         load_settings(params)  # the whole file, so any broken field stops any stage
         stage = importlib.import_module(module)
-        stage.run(params, **paths)
+        with stage_threads(module.split(".")[1]):  # after the import: BLAS is loaded by then
+            stage.run(params, **paths)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
@@ -32,6 +31,7 @@ from pipeline.laws.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.laws.nls import fit_law
 from pipeline.laws.result import FitResult, predict_frame
 from pipeline.laws.series import SeriesPoints, measured_figures, series_points
+from pipeline.laws.workers import map_in_order
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
                "n_at_threshold", "next_doubling_gain", *multiple_columns())
@@ -160,43 +160,52 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
     return extra
 
 
-def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
-             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
-    """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
-    laws' curves on the extrapolation grid."""
+def _one_series(task: tuple[pd.Series, pd.DataFrame, dict[str, Any]]
+                ) -> tuple[list[dict], list[dict], list[dict], pd.DataFrame, list[pd.DataFrame]]:
+    """One series: its fit rows, extrapolation rows (chosen scale, other scale), efficiency
+    curve and laws' curves. A function of the series alone (``workers.map_in_order``)."""
+    srow, runs, cfg = task
     law_curves: list[pd.DataFrame] = []
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
     other_rows: list[dict] = []
-    curves: list[pd.DataFrame] = []
-    other_scale = next(sc for sc in SCALES if sc != cfg["scale"])
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
-    no_runs = runs.iloc[0:0]
-    for _, srow in tqdm(series.iterrows(), total=len(series), desc="fit", unit="series",
-                        disable=None):
-        points = series_points(by_series.get(srow["series_id"], no_runs), srow)
-        measured, curve = measured_figures(points)
-        curves.append(curve)
-        ident = dict(series_id=points.series_id, source=srow.get("source"),
-                     scaling=srow.get("scaling"),
-                     n_min=int(points.n.min()) if points.n.size else None,
-                     n_max=int(points.n.max()) if points.n.size else None)
-        grid = (extrapolation_grid(float(points.n.min()), cfg["targets"], cfg["curve_points"])
-                if np.unique(points.n).size >= 2 else None)
-        for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
-                              min_distinct_n=cfg["min_distinct_n"],
-                              peak_beyond=cfg["peak_beyond"], curve_n=grid,
-                              curves_out=law_curves, threshold=cfg["threshold"]):
-            fit_rows.append({**ident, **row, **measured})
-        if points.n_distinct < cfg["extra_min_distinct_n"]:
-            continue
+    points = series_points(runs, srow)
+    measured, curve = measured_figures(points)
+    ident = dict(series_id=points.series_id, source=srow.get("source"),
+                 scaling=srow.get("scaling"),
+                 n_min=int(points.n.min()) if points.n.size else None,
+                 n_max=int(points.n.max()) if points.n.size else None)
+    grid = (extrapolation_grid(float(points.n.min()), cfg["targets"], cfg["curve_points"])
+            if np.unique(points.n).size >= 2 else None)
+    for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
+                          min_distinct_n=cfg["min_distinct_n"],
+                          peak_beyond=cfg["peak_beyond"], curve_n=grid,
+                          curves_out=law_curves, threshold=cfg["threshold"]):
+        fit_rows.append({**ident, **row, **measured})
+    if points.n_distinct >= cfg["extra_min_distinct_n"]:
         source = str(srow.get("source"))
         extra_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
                                          scale=cfg["scale"], interval=cfg["interval"])
         if cfg["score_other_scale"]:
+            other_scale = next(sc for sc in SCALES if sc != cfg["scale"])
             other_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
                                              scale=other_scale, interval=cfg["interval"])
-    return fit_rows, extra_rows, other_rows, curves, law_curves
+    return fit_rows, extra_rows, other_rows, curve, law_curves
+
+
+def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any], workers: int = 1
+             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
+    """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
+    laws' curves on the extrapolation grid, series by series (``workers`` processes)."""
+    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
+    no_runs = runs.iloc[0:0]
+    tasks = [(srow, by_series.get(srow["series_id"], no_runs), cfg)
+             for _, srow in series.iterrows()]
+    done = map_in_order(_one_series, tasks, workers)
+    fit_rows = [row for d in done for row in d[0]]
+    extra_rows = [row for d in done for row in d[1]]
+    other_rows = [row for d in done for row in d[2]]
+    return fit_rows, extra_rows, other_rows, [d[3] for d in done], [c for d in done for c in d[4]]
 
 
 def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
@@ -224,7 +233,8 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
     series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
-    fit_rows, extra_rows, other_rows, curves, law_curves = _collect(runs, series, cfg)
+    fit_rows, extra_rows, other_rows, curves, law_curves = _collect(
+        runs, series, cfg, settings(params, "fit").workers)
     fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
