@@ -27,8 +27,12 @@ def _reference_points(runs: pd.DataFrame, series: pd.DataFrame, targets: Sequenc
                       points: int) -> list[tuple[str, dict, np.ndarray]]:
     """(series_id, reference run, N grid) for every series with one model and >= 2 N."""
     refs = []
+    # each series' runs found once (a mask over all runs per series would cost series x runs)
+    runs_of = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
+    no_runs = runs.iloc[0:0]
     for s in series.sort_values("series_id").itertuples():
-        g = series_runs(runs, s.series_id, y_column(runs, s.y_metric))
+        g = series_runs(runs_of.get(s.series_id, no_runs), s.series_id,
+                        y_column(runs, s.y_metric))
         n_levels = np.unique(g["n_accelerators"].to_numpy(float))
         if n_levels.size < 2 or g["params"].nunique(dropna=False) > 1:
             continue
