@@ -98,7 +98,7 @@ def test_bounds_in_chunks_equal_bounds_at_once(params, catalog, monkeypatch) -> 
 @pytest.mark.slow
 def test_fit_over_worker_processes_writes_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
     """``fit.workers`` processes (the pool used even for few series) write what one does."""
-    from pipeline.laws import workers
+    from pipeline.fit import workers
     from tests.test_laws_stage import PARAMS as FIT_PARAMS
     from tests.test_laws_stage import _run
 
