@@ -136,10 +136,32 @@ def _groups(logs: list[tuple[str, str, Path, int, int]]) -> list[list[tuple]]:
     return groups
 
 
-def _with_run_id(part: pa.Table, run_id: str, schema: pa.Schema) -> pa.Table:
-    arrays = [pa.array([run_id] * part.num_rows, field.type) if field.name == "run_id"
-              else part.column(field.name).cast(field.type) for field in schema]
+def _with_run_id(part: pa.Table, run_id: str | pa.Array, schema: pa.Schema) -> pa.Table:
+    """``part`` with its ``run_id`` (one for all rows, or one per row) in ``schema``."""
+    ids = pa.array([run_id] * part.num_rows, schema.field("run_id").type) if isinstance(
+        run_id, str) else run_id
+    arrays = [ids if field.name == "run_id" else part.column(field.name).cast(field.type)
+              for field in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _gathered(group: list[tuple], schema: pa.Schema) -> pa.Table:
+    """The rows of a group of small logs, in the group's order, as one table: each file read
+    once and its rows taken by index (a table per log would cost ~1 kB per column chunk, more
+    than the rows of a 30-step log)."""
+    files = list(dict.fromkeys(log[2] for log in group))
+    tables, offset = [], {}
+    for file in files:
+        offset[file] = sum(t.num_rows for t in tables)
+        with pa.memory_map(str(file)) as source:
+            tables.append(ipc.open_file(source).read_all())
+    index = np.concatenate([np.arange(offset[f] + start, offset[f] + start + n)
+                            for _, _, f, start, n in group])
+    rows = pa.concat_tables(tables).take(pa.array(index))
+    counts = [log[4] for log in group]
+    ids = pa.array(np.repeat(np.array([log[0] for log in group], dtype=object), counts),
+                   schema.field("run_id").type)
+    return _with_run_id(rows.combine_chunks(), ids, schema)
 
 
 def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: Path,
@@ -161,20 +183,14 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
     rows = 0
     with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema, **PARQUET_OPTIONS) as writer:
         for group in _groups(logs):
-            parts = []
-            for file in dict.fromkeys(log[2] for log in group):  # each file mapped once
+            if len(group) == 1:  # one log (maybe of millions of rows): zero-copy slices
+                run_id, _, file, start, n = group[0]
                 with pa.memory_map(str(file)) as source:
-                    table = ipc.open_file(source).read_all()
-                    parts += [(log, table.slice(log[3], log[4])) for log in group
-                              if log[2] == file]
-            parts.sort(key=lambda part: part[0][:2])
-            pieces = [_with_run_id(part.slice(start, SLICE_ROWS), run_id, schema)
-                      for (run_id, *_), part in parts
-                      for start in range(0, part.num_rows, SLICE_ROWS)]
-            if len(group) > 1:  # small logs: one row group
-                pieces = [pa.concat_tables(pieces)]
-            for piece in pieces:
-                writer.write_table(piece)
+                    table = ipc.open_file(source).read_all().slice(start, n)
+                    for first in range(0, n, SLICE_ROWS):
+                        writer.write_table(_with_run_id(table.slice(first, SLICE_ROWS), run_id,
+                                                        schema))
+            else:
+                writer.write_table(_gathered(group, schema))
             rows += sum(log[4] for log in group)
-            del parts, pieces, table
     return rows
