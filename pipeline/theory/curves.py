@@ -45,22 +45,33 @@ def series_ceilings(runs: pd.DataFrame, series: pd.DataFrame, catalog: Any,
                     params: Mapping[str, Any], targets: Sequence[int], points: int
                     ) -> pd.DataFrame:
     """``CURVE_COLUMNS`` rows: each series' ceiling at every N of its extrapolation grid."""
-    rows = []
     refs = _reference_points(runs, series, targets, points)
-    for sid, ref, grid in refs:
-        n_ref = float(ref["n_accelerators"])
-        for i, n in enumerate(grid):
-            row = dict(ref, n_accelerators=float(n), dp=np.nan, run_id=f"{sid}|{i:04d}")
-            if ref.get("scaling") == "weak" and np.isfinite(ref.get("global_batch_tokens") or np.nan):
-                row["global_batch_tokens"] = float(ref["global_batch_tokens"]) * n / n_ref
-            rows.append(row)
-    if not rows:
+    if not refs:
         return pd.DataFrame({"series_id": pd.Series(dtype=object),
                              "n_accelerators": pd.Series(dtype=float),
                              "bound_mfu": pd.Series(dtype=float)})
-    bounds = compute_bounds(pd.DataFrame(rows), catalog, params).set_index("run_id")["bound_mfu"]
+    bounds = compute_bounds(_grid_runs(refs), catalog, params).set_index("run_id")["bound_mfu"]
     frames = [pd.DataFrame({"series_id": sid, "n_accelerators": grid,
                             "bound_mfu": bounds.reindex([f"{sid}|{i:04d}" for i in
                                                          range(len(grid))]).to_numpy(float)})
               for sid, _, grid in refs]
     return pd.concat(frames, ignore_index=True)[list(CURVE_COLUMNS)]
+
+
+def _grid_runs(refs: list[tuple[str, dict, np.ndarray]]) -> pd.DataFrame:
+    """Each series' reference run repeated at every N of its grid (``dp`` left to the search,
+    a weak series' batch grown with N), built by repeating rows: one dict per grid point would
+    hold the run's ~100 fields 400,000 times at 16x the shipped data."""
+    base = pd.DataFrame([ref for _, ref, _ in refs])
+    sizes = [len(grid) for _, _, grid in refs]
+    frame = base.loc[base.index.repeat(sizes)].reset_index(drop=True)
+    n = np.concatenate([grid for _, _, grid in refs]).astype(float)
+    n_ref = frame["n_accelerators"].to_numpy(float)
+    frame["n_accelerators"] = n
+    frame["dp"] = np.nan
+    frame["run_id"] = [f"{sid}|{i:04d}" for sid, _, grid in refs for i in range(len(grid))]
+    if "global_batch_tokens" in frame:
+        batch = pd.to_numeric(frame["global_batch_tokens"], errors="coerce").to_numpy(float)
+        weak = (frame.get("scaling") == "weak").to_numpy(bool) & np.isfinite(batch) & (batch != 0)
+        frame.loc[weak, "global_batch_tokens"] = batch[weak] * n[weak] / n_ref[weak]
+    return frame
