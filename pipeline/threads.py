@@ -21,6 +21,8 @@ from threadpoolctl import threadpool_limits
 # Threads a stage's BLAS may use; a stage not named uses DEFAULT_BLAS_THREADS.
 DEFAULT_BLAS_THREADS = 1
 STAGE_BLAS_THREADS: dict[str, int] = {}
+# What OpenBLAS, MKL and OpenMP read when they load.
+_ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def blas_threads(stage: str) -> int:
@@ -33,9 +35,18 @@ def blas_threads(stage: str) -> int:
 
 @contextlib.contextmanager
 def stage_threads(stage: str) -> Iterator[int]:
-    """Run the body with the BLAS libraries loaded so far limited to ``blas_threads(stage)``
-    threads: enter it once the stage's modules are imported (numpy's and scipy's BLAS are
-    loaded with them). Worker processes forked meanwhile keep the limit."""
+    """Run the body with BLAS limited to ``blas_threads(stage)`` threads: the libraries loaded
+    so far through threadpoolctl, those loaded meanwhile through their environment variables.
+    Worker processes started meanwhile keep the limit."""
     n = blas_threads(stage)
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield n
+    saved = {k: os.environ.get(k) for k in _ENV}
+    os.environ.update({k: str(n) for k in _ENV})  # read by a BLAS loaded meanwhile (scipy's)
+    try:
+        with threadpool_limits(limits=n, user_api="blas"):
+            yield n
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
