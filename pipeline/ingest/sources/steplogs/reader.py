@@ -25,6 +25,7 @@ the run's ``notes``.
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -42,10 +43,9 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encoding, line_cut,
-                                            logical_suffix, looks_binary, open_binary,
-                                            open_text_bytes, read_error, shown_path,
-                                            unify_line_ends, utf16_without_bom)
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, line_cut, logical_suffix,
+                                            looks_binary, open_text_bytes, read_error,
+                                            shown_path, unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -62,6 +62,9 @@ DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
 BUFFER_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 26
+# Logs read as one task: a batch of small logs is one round trip to a worker and one steps
+# file, not one each.
+BATCH_FILES, BATCH_BYTES = 64, 1 << 22
 # Start-up facts (argument and config dumps) are looked for in the first chunks only.
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
@@ -112,25 +115,30 @@ def detect_format(text: str) -> str | None:
     return best
 
 
-def sniff(path: Path) -> tuple[str, str | None]:
-    """("binary" | "empty" | "text", detected format) reading only as far as needed
-    ("binary": the format slot holds what to say when it is UTF-16 without a BOM)."""
+def sniff(path: Path) -> tuple[str, str | None, bytes | None, str | None]:
+    """("binary" | "empty" | "text", detected format, the whole file when the first read held
+    it all, the encoding it was decoded from by its byte-order mark) reading only as far as
+    needed ("binary": the format slot holds what to say when it is UTF-16 without a BOM). A
+    small log (most of a fleet's) is thus read once: ``parse_file`` takes those bytes (UTF-8,
+    line ends not yet unified) instead of opening the file again."""
     with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
+        encoding = fh.raw.source_encoding
         head = fh.read(SNIFF_BYTES)
         if not head:
-            return "empty", None
+            return "empty", None, None, encoding
         if looks_binary(head):
-            return "binary", utf16_without_bom(head, path)
+            return "binary", utf16_without_bom(head, path), None, encoding
         chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
+        whole = chunk if len(chunk) < DETECT_BYTES else None
         while chunk:
             cut = line_cut(chunk) or len(chunk)
             fmt = detect_format(unify_line_ends(carry + chunk[:cut]).decode("utf-8",
                                                                             errors="replace"))
             if fmt:
-                return "text", fmt
+                return "text", fmt, whole, encoding
             carry = chunk[cut:][-DETECT_BYTES:]
             chunk = fh.read(CHUNK_BYTES)
-        return "text", None
+        return "text", None, whole, encoding
 
 
 def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> None:
@@ -146,8 +154,9 @@ def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> N
     parser.feed_chunk(text, lineno, header)
 
 
-def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
-    """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut).
+def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseState, int, bool]:
+    """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut);
+    ``whole``: the file's bytes, already read (``sniff``), parsed instead of reopening it.
 
     The file is read in ``CHUNK_BYTES`` blocks cut at the last line end (the rest is carried
     into the next block), so memory stays flat whatever the file size; ``\r\n`` and a lone
@@ -159,7 +168,7 @@ def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
     parser = FORMATS[fmt].Parser(state)
     counts = state.counts
     lineno, n_chunks, carry = 1, 0, b""
-    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
+    with io.BytesIO(whole) if whole is not None else open_text_bytes(path, BUFFER_BYTES) as fh:
         while block := fh.read(CHUNK_BYTES):
             data = carry + block if carry else block
             cut = line_cut(data)
@@ -209,10 +218,8 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     return notes
 
 
-def _encoding_note(path: Path) -> list[str]:
+def _encoding_note(encoding: str | None) -> list[str]:
     """A note when the log was decoded from UTF-16/32 (by its byte-order mark)."""
-    with open_binary(path) as fh:
-        encoding = bom_encoding(fh.read(4))
     return [f"decoded from {encoding.upper()} (byte-order mark)"] if encoding not in (
         None, "utf-8") else []
 
@@ -242,13 +249,16 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
 def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
-    shown = shown_path(path)
+    def display(p: Path) -> str:
+        return shown_path(p, folders=cache)
+
+    shown = display(path)
     problem = entry_problem(path, logs_dir)
     if problem:
         return problem, None
     try:
-        side = load_sidecar(path, logs_dir, cache, display=shown_path)
-        kind, fmt = sniff(path)
+        side = load_sidecar(path, logs_dir, cache, display=display)
+        kind, fmt, whole, encoding = sniff(path)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     except READ_ERRORS as exc:
@@ -267,7 +277,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
                 + "); set 'format:' in a sidecar to force one"), None
     try:
-        state, _, cut = parse_file(path, fmt)
+        state, _, cut = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:
         return ("unreadable", f"{shown}: {read_error(exc)}"), None
     changed = phase_change(state.changes, shown)
@@ -279,7 +289,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
     steps = steps_rows(shown, fmt, red.columns) if len(state) else None
-    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut) + _encoding_note(path)
+    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut) + _encoding_note(encoding)
     if red.phase_reject:
         return ("phase_change", "; ".join(notes)), steps
     measures, derived = red.measures, list(red.derived)
@@ -345,16 +355,42 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_task(args: tuple[Path, Path, Settings, Path | None],
-               cache: dict | None = None) -> tuple[Any, dict[str, Any] | str | None]:
-    """One log, in a worker or not; with ``out`` its rows go to that file (its name returned)
-    instead of travelling back."""
-    path, logs_dir, s, out = args
-    result, steps = _read_guarded(path, logs_dir, s, {} if cache is None else cache)
-    if out is not None and steps is not None:
-        write_steps(steps, out)
-        return result, out.name
-    return result, steps
+# A worker process's memo of folder listings, sidecars and resolved folders (``read_one``'s
+# ``cache``), emptied when the worker starts (``_fresh_worker``).
+_WORKER_CACHE: dict = {}
+
+
+def _fresh_worker() -> None:
+    _WORKER_CACHE.clear()
+
+
+def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
+    """``order`` cut into batches of at most ``BATCH_FILES`` logs and ``BATCH_BYTES`` bytes (a
+    large log goes alone)."""
+    batches: list[list[int]] = []
+    size = 0
+    for i in order:
+        if not batches or len(batches[-1]) >= BATCH_FILES or size + sizes[i] > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(i)
+        size += sizes[i]
+    return batches
+
+
+def _read_batch(batch: tuple[list[Path], Path, Settings, Path | None],
+                cache: dict | None = None) -> list[tuple[Any, dict[str, Any] | str | None]]:
+    """Some logs, in a worker or not; with ``out`` their rows go to that one file (its name
+    returned in place of each log's rows) instead of travelling back."""
+    paths, logs_dir, s, out = batch
+    cache = _WORKER_CACHE if cache is None else cache
+    outcomes = [_read_guarded(path, logs_dir, s, cache) for path in paths]
+    if out is None:
+        return outcomes
+    rows = [steps for _, steps in outcomes if steps is not None]
+    if rows:
+        write_steps(rows, out)
+    return [(result, None if steps is None else out.name) for result, steps in outcomes]
 
 
 def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
@@ -364,10 +400,11 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
     time; the result does not depend on it. Without ``steps_dir`` the rows of all logs come
     back in one DataFrame (``STEP_COLUMNS``; memory grows with the steps). With it, each log's
-    rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
+    rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it, one file per
+    batch of logs (see
     ``pipeline.ingest.sources.steplogs.store``), each Record's ``meta["steps_file"]`` names its file
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
-    memory then stays that of the largest single log, whatever their number. ``paths`` reads
+    memory then stays that of the largest log or batch, whatever their number. ``paths`` reads
     those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
     s = settings(params)
@@ -379,20 +416,31 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
         steps_dir.mkdir(parents=True, exist_ok=True)
         for old in steps_dir.glob("*.arrow"):
             old.unlink()  # files of an earlier run must not mix with this one's
-    tasks = [(p, logs_dir, s, None if steps_dir is None else steps_dir / f"{i:06d}.arrow")
-             for i, p in enumerate(paths)]
-    if workers > 1 and len(paths) > 1:
-        # Largest files first, so no worker is left with a big one while the others idle.
-        order = sorted(range(len(tasks)), key=lambda i: (-_size(paths[i]), i))
-        with ProcessPoolExecutor(max_workers=min(workers, len(paths))) as pool:
-            futures = {i: pool.submit(_read_task, tasks[i]) for i in order}
-            outcomes = [futures.pop(i).result() for i in range(len(tasks))]
+    sizes = [_size(p) for p in paths]
+    parallel = workers > 1 and len(paths) > 1
+    # In parallel, largest files first, so no worker is left with a big one while the others
+    # idle; small ones go in batches (one round trip to a worker and one steps file per batch).
+    order = sorted(range(len(paths)), key=lambda i: (-sizes[i], i)) if parallel else range(
+        len(paths))
+    batches = _batches(list(order), sizes)
+    tasks = [([paths[i] for i in b], logs_dir, s,
+              None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
+    if parallel:
+        with ProcessPoolExecutor(max_workers=min(workers, len(paths)),
+                                 initializer=_fresh_worker) as pool:
+            done = list(pool.map(_read_batch, tasks))
     else:
         cache: dict = {}
-        outcomes = [_read_task(t, cache) for t in tasks]
+        done = [_read_batch(t, cache) for t in tasks]
+    outcomes: list[Any] = [None] * len(paths)
+    for batch, results in zip(batches, done):
+        for i, outcome in zip(batch, results):
+            outcomes[i] = outcome
+    del done
     records = []
+    folders: dict = {}
     for path, (result, steps) in zip(paths, outcomes):
-        shown = shown_path(path)
+        shown = shown_path(path, folders=folders)
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             meta = {"format": fmt}
