@@ -23,6 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # Controlled vocabularies ---------------------------------------------------------------------
 SOURCE_KINDS = ("published", "mlperf", "log")
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32", "tf32")
+# Activation recomputation of a run's schedule (``recompute``): none, selective (attention core
+# only, Korthikanti et al. 2022) or full (every layer's forward replayed in the backward).
+RECOMPUTE_MODES = ("none", "selective", "full")
+# Optional schedule columns of published tables and step-log sidecars (format v1 allows them
+# after the v1 columns; empty = the source does not state it).
+SCHEDULE_COLUMNS = ("recompute", "virtual_pipeline", "sequence_parallel")
 # Other spellings of those precisions (after lower-casing), accepted by the ingest and by the
 # catalog's peak lookup alike.
 PRECISION_ALIASES: dict[str, str] = {
@@ -96,6 +102,9 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ep", _I, "expert-parallel degree"),
     ("zero_stage", _I, "ZeRO stage; FSDP = 3"),
     ("micro_batch", _I, "sequences per microbatch"),
+    ("recompute", _S, "activation recomputation: none | selective | full (null: not stated)"),
+    ("virtual_pipeline", _I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
+    ("sequence_parallel", _B, "Megatron sequence parallelism on the TP group (null: not stated)"),
     ("global_batch_tokens", _F, "tokens per optimizer step"),
     ("strategy", _S, "strategy as published (free text)"),
     ("strategy_family", _S, "coarse family, see STRATEGY_FAMILIES"),
@@ -161,7 +170,7 @@ _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_param
              "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
-          "power_measurement": POWER_MEASUREMENTS}
+          "power_measurement": POWER_MEASUREMENTS, "recompute": RECOMPUTE_MODES}
 _FRACTIONS = ("mfu", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
 # The switches' estimate may be 0 W (null when no switch log was submitted).
@@ -185,12 +194,14 @@ def _run_column(name: str, arrow_type: object) -> pda.Column:
         checks.append(pda.Check.in_range(0, 3))
     elif name in _ZERO_OK:
         checks.append(pda.Check.ge(0))
+    elif kind == "bool":
+        pass
     elif kind in ("double", "int64"):
         # Every other number of a run is a positive count or a positive SI quantity.
         checks.append(pda.Check.gt(0))
     if name == "run_id":
         checks.append(pda.Check.str_matches(r"^[0-9a-f]{16}$"))
-    dtype = {"string": str, "double": float, "int64": "Int64"}[kind]
+    dtype = {"string": str, "double": float, "int64": "Int64", "bool": "boolean"}[kind]
     return pda.Column(dtype, checks=checks, nullable=name not in _REQUIRED,
                       unique=name == "run_id", coerce=False)
 
@@ -458,16 +469,19 @@ OUTPUT_COLUMNS["frontier_energy.parquet"] = (
 CALIBRATED_SHARES = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble",
                      "latency", "overhead", "residual")
 CALIBRATION_GROUPS = ("efficiency", "efficiency_fixed", "source_effect", "residual_sd",
-                      "between_source_sd")
+                      "between_source_sd", "interval", "constant")
 # predictors of predictions.parquet: the naive rules, the calibrated model, the recommended
 # rule, the hardware family's median MFU (source holdout) and the fit stage's laws
 PREDICTORS = ("naive_linear", "naive_loglinear", "calibrated", "selected", "family_median",
               *LAW_NAMES)
 _HOLDOUT = r"^(largest_k[0-9]+|source)$"
 OUTPUT_COLUMNS["calibration.parquet"] = (
-    _c("parameter", _S, "term of the model, or source (source_effect)", **_ID),
+    _c("parameter", _S, "<family>.<parameter> (efficiency; family 'production' = the "
+                        "population), source (source_effect, residual_sd), family (interval: "
+                        "conformal log half-width), or constant name", **_ID),
     _c("group", _S, "efficiency | efficiency_fixed | source_effect | residual_sd | "
-                    "between_source_sd", checks=[pda.Check.isin(list(CALIBRATION_GROUPS))],
+                    "between_source_sd | interval | constant",
+       checks=[pda.Check.isin(list(CALIBRATION_GROUPS))],
        nullable=False),
     _c("form", _S, "model form chosen (calibrate.forms)", **_ID),
     _c("estimate", _F, "estimate"), _c("stderr", _F, "standard error", **_NONNEG),
