@@ -29,9 +29,11 @@ docs/theory.md §11.
   (v per stage), tokens x d x w / tp (scatter/gather over the TP ranks).
 - t_DP: ZeRO-0 an all-reduce of the local gradients, ZeRO-1/2 a reduce-scatter plus the
   parameter all-gather, ZeRO-3 two all-gathers and a reduce-scatter, in the framework's
-  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency). W is the last microbatch's backward (ZeRO 0-2: the
-  reduction of earlier microbatches' gradients waits for accumulation to finish) or the whole
-  step's compute (ZeRO-3 prefetches the next layer's parameters during the current one).
+  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency). W is the last
+  microbatch's backward for the gradient reduction (ZeRO 0-2: earlier microbatches' gradients
+  wait for accumulation to finish), the first microbatch's forward for ZeRO-1/2's parameter
+  all-gather, or the whole step's compute for ZeRO-3 (it prefetches the next layer's
+  parameters during the current one).
 - t_opt: Adam's pass over the rank's optimizer shard at HBM bandwidth, ``OPTIMIZER_BYTES``
   per parameter. c0: the family's fixed seconds per step (data loading, logging, launch gaps).
 """
@@ -39,6 +41,7 @@ docs/theory.md §11.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -103,6 +106,19 @@ class Machine:
     launch_s: float
     ideal: bool = False               # links at spec, no latency, GEMMs at peak
 
+    @cached_property
+    def cluster_masks(self) -> dict[str, np.ndarray]:
+        """Rows of each network (computed once per machine: the step function asks often)."""
+        names, codes = np.unique(self.cluster.astype(str), return_inverse=True)
+        return {str(n): codes == i for i, n in enumerate(names)}
+
+    def per_cluster(self, value) -> np.ndarray:
+        """An array with ``value(cluster)`` on each cluster's rows."""
+        out = np.empty(self.cluster.size)
+        for name, mask in self.cluster_masks.items():
+            out[mask] = value(name)
+        return out
+
 
 @dataclass(frozen=True)
 class Theta:
@@ -133,18 +149,14 @@ def _inside(size: np.ndarray, stride: np.ndarray, domain: np.ndarray) -> np.ndar
 def _eff_up(mach: Machine, collective: str) -> np.ndarray:
     if mach.ideal:
         return np.ones(mach.cluster.size)
-    table = {c: mach.network.up_efficiency(c, collective) for c in set(mach.cluster.tolist())}
-    return np.array([table[c] for c in mach.cluster], dtype=float)
+    return mach.per_cluster(lambda c: mach.network.up_efficiency(c, collective))
 
 
 def _eff_out(mach: Machine, collective: str, nodes: np.ndarray) -> np.ndarray:
     if mach.ideal:
         return np.ones(mach.cluster.size)
-    out = np.ones(mach.cluster.size)
-    for c in set(mach.cluster.tolist()):
-        mine = mach.cluster == c
-        out[mine] = mach.network.out_efficiency(c, collective, nodes[mine])
-    return out
+    return mach.per_cluster(
+        lambda c: float(mach.network.out_efficiency(c, collective, np.ones(1))[0]))
 
 
 def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarray,
@@ -159,11 +171,8 @@ def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarr
     p_out = size / p_in
     up_bw, out_bw = _f(mach.scaleup_bytes_per_s), _f(mach.scaleout_bytes_per_s)
     alpha_up = 0.0 if mach.ideal else mach.scaleup_latency_s
-    if mach.ideal:
-        alpha_out = np.zeros(size.size)
-    else:
-        hops = {c: mach.network.hop_latency(c) for c in set(mach.cluster.tolist())}
-        alpha_out = np.array([hops[c] for c in mach.cluster], dtype=float)
+    alpha_out = (np.zeros(size.size) if mach.ideal
+                 else mach.per_cluster(mach.network.hop_latency))
     if collective == "p2p":
         out = p_out > 1.0
         e = np.where(out, _eff_out(mach, collective, np.full(size.size, 2.0)),
@@ -257,9 +266,17 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
     t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
     t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
-    t_dp = np.where(zero >= 3, 2.0 * t_ag + t_rs, np.where(zero >= 1, t_ag + t_rs, t_ar))
-    window = np.where(zero >= 3, t_comp, BACKWARD_SHARE * t_comp / m)
-    dp_exposed = np.maximum(0.0, t_dp - _f(th.dp_overlap) * window)
+    phi = _f(th.dp_overlap)
+    last_bwd = BACKWARD_SHARE * t_comp / m
+    first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
+    dp_exposed = np.select(
+        [zero >= 3, zero >= 1],
+        # ZeRO-3: gathers prefetched and gradients reduced layer by layer within the step
+        [np.maximum(0.0, 2.0 * t_ag + t_rs - phi * t_comp),
+         # ZeRO-1/2: the reduce-scatter behind the last backward, the parameter all-gather
+         # behind the next step's first forward
+         np.maximum(0.0, t_rs - phi * last_bwd) + np.maximum(0.0, t_ag - phi * first_fwd)],
+        np.maximum(0.0, t_ar - phi * last_bwd))
 
     shard = np.where(zero >= 1, local / dp, local)
     t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)

@@ -4,7 +4,7 @@ the Playbook), the candidate forms, and the ``StepModel`` and ``calibration.parq
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,14 +37,15 @@ class Data:
         return ft._subset(self.rows, mask)
 
 
-def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool) -> StepModel:
+def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool,
+               aspect_ratio: float) -> StepModel:
     """A StepModel without fitted values (the hardware side only)."""
     return StepModel(theta={}, population=np.array([1.0, 1.0, 1.0, 0.0, 0.0, 1.0]), source_effect={},
                      interval_q={}, catalog=catalog, gemm=load_gemm(catalog_dir),
                      network=load_network(catalog_dir, catalog.hardware),
                      kernel_latency_s=float(latency["kernel_latency_s"]),
                      scaleup_latency_s=float(latency["scaleup_latency_s"]),
-                     attention_flops=attention_flops)
+                     attention_flops=attention_flops, aspect_ratio=aspect_ratio)
 
 
 def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
@@ -59,7 +60,7 @@ def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
     pp = pd.to_numeric(runs["pp"], errors="coerce").to_numpy(float, na_value=np.nan)
     has_layout = (tp >= 1) | (pp >= 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ideal_mach = Machine(**{**rows.machine.__dict__, "ideal": True})
+        ideal_mach = replace(rows.machine, ideal=True)
         ideal = step_components(rows.config, ideal_mach, Theta.ideal(len(runs)))
         flop = ideal["model_flop_per_rank"]
         log_t = np.log(flop / (rows.peak_flops_per_s * measured))
@@ -118,9 +119,12 @@ def fit_forms(data: Data, forms: dict[str, list[str]], criterion: str, *, em_rou
     prod = data.fit & ~data.playbook
     n = int(prod.sum())
     table, fits = [], {}
+    first = next(iter(forms))
     for name, params in forms.items():
+        # a comparison form (criterion 'first') needs its likelihood, not converged variances
+        rounds = em_rounds if criterion != "first" or name == first else min(em_rounds, 2)
         g = ft.fit_group(data.subset(prod), data.log_t[prod], playbook=False,
-                         em_rounds=em_rounds, free=tuple(params), balance=balance)
+                         em_rounds=rounds, free=tuple(params), balance=balance)
         fits[name] = g
         th = np.array([g.theta(f) for f in data.rows.family[prod]])
         u = np.array([g.u.get(s, 0.0) for s in data.rows.source[prod]])
@@ -152,7 +156,8 @@ def step_model(fitted: Fitted, base: StepModel, interval_q: dict[str, float]) ->
                      catalog=base.catalog, gemm=base.gemm, network=base.network,
                      kernel_latency_s=base.kernel_latency_s,
                      scaleup_latency_s=base.scaleup_latency_s,
-                     attention_flops=base.attention_flops, residual_sd=sd)
+                     attention_flops=base.attention_flops, residual_sd=sd,
+                     aspect_ratio=base.aspect_ratio)
 
 
 def _natural_ci(z: np.ndarray, cov: np.ndarray, level: float, held: set[int]

@@ -18,7 +18,7 @@ as a prior so a source with 1-3 runs keeps a finite weight), sigma_u likewise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -112,8 +112,10 @@ def _subset(rows: Rows, mask: np.ndarray) -> Rows:
     """Rows restricted to ``mask`` (every per-row array of config and machine)."""
     def cut(obj):
         values = {}
-        for k, v in obj.__dict__.items():
-            values[k] = v[mask] if isinstance(v, np.ndarray) and v.shape[:1] == mask.shape else v
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            values[f.name] = v[mask] if isinstance(v, np.ndarray) and v.shape[:1] == mask.shape \
+                else v
         return replace(obj, **values)
     return Rows(config=cut(rows.config), machine=cut(rows.machine), family=rows.family[mask],
                 source=rows.source[mask], ok=rows.ok[mask],
@@ -144,10 +146,12 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
     n_src = np.bincount(s_idx, minlength=S)
     weight = np.sqrt((n_src.mean() / n_src[s_idx]) ** balance)
 
+    off = P + (F * P if use_delta else 0)   # where the source effects start in x
+
     def unpack(x):
         z_pop = x[:P]
-        delta = x[P:P + F * P].reshape(F, P) if use_delta else np.zeros((F, P))
-        u = x[P + F * P:] if use_u else np.zeros(S)
+        delta = x[P:off].reshape(F, P) if use_delta else np.zeros((F, P))
+        u = x[off:] if use_u else np.zeros(S)
         return z_pop, delta, u
 
     held = [j for j, p in enumerate(PARAMETERS) if p not in free]
@@ -186,7 +190,7 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             for i, f in enumerate(fams):
                 x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop
         if use_u:
-            x[P + F * P:] = [start.u.get(s, 0.0) for s in sources]
+            x[off:] = [start.u.get(s, 0.0) for s in sources]
     rounds = 1 if fixed_sigma is not None else em_rounds
     n = log_t.size
     res = None

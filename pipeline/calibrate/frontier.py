@@ -20,7 +20,7 @@ from pipeline.calibrate.critical_path import COMPONENTS, Config, Machine, Theta,
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER, gemm_max_efficiency
 from pipeline.calibrate.step import StepModel
 from pipeline.theory.cost import COMPONENTS as THEORY_COMPONENTS
-from pipeline.theory.cost import StepCost, step_cost
+from pipeline.theory.cost import StepCost
 from pipeline.theory.frontier import headline
 from pipeline.theory.search import search
 
@@ -53,7 +53,6 @@ class CalibratedStep:
         return 1.0 / (eta * float(self.theta[0])), 0.0, 0.0
 
     def step_cost(self, hw, shape, layout, batch_tokens, const) -> StepCost:
-        ideal = step_cost(hw, shape, layout, batch_tokens, const)
         arrays = np.broadcast_arrays(
             _f(shape.params), _f(shape.active_params), _f(shape.expert_fraction),
             _f(shape.top_k), _f(shape.n_layers), _f(shape.d_model), _f(batch_tokens),
@@ -97,10 +96,15 @@ class CalibratedStep:
 
         def r(name):
             return parts[name].reshape(shape_)
-        return replace(ideal, t_step_s=t, utilization=ideal.t_compute_s / t, binding=binding,
-                       t_net_tp_s=r("tp_comm") + r("cp_comm"), t_net_dp_s=r("dp_comm"),
-                       t_net_pp_s=r("pp_p2p"), t_net_ep_s=r("ep_comm"), t_bubble_s=r("bubble"),
-                       t_hbm_s=r("optimizer"), t_latency_s=r("fixed"))
+        t_compute = (parts["model_flop_per_rank"] / peak).reshape(shape_)
+        return StepCost(t_compute_s=t_compute, t_hbm_s=r("optimizer"),
+                        t_net_tp_s=r("tp_comm") + r("cp_comm"), t_net_dp_s=r("dp_comm"),
+                        t_net_pp_s=r("pp_p2p"), t_net_ep_s=r("ep_comm"), t_bubble_s=r("bubble"),
+                        t_latency_s=r("fixed") + r("kernel_overhead"), t_step_s=t,
+                        utilization=t_compute / t, binding=binding,
+                        n_accelerators=(dp * ep * tp * pp).reshape(shape_),
+                        microbatch_tokens=(batch / (dp * ep * m)).reshape(shape_),
+                        tau_layer_s=np.zeros(shape_))
 
 
 def _percentiles(values: list[float]) -> list[float]:

@@ -36,7 +36,8 @@ from pipeline.calibrate.targets import selected_targets
 from pipeline.catalog import load_catalog
 from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
-from pipeline.schema import CALIBRATED_SHARES, check_metrics, check_output
+from pipeline.calibrate.contract import CALIBRATED_SHARES
+from pipeline.schema import check_metrics, check_output
 from pipeline.theory.frontier import flop_grid, frontier_frame
 from pipeline.theory.scenarios import baseline_constants, load_scenarios
 
@@ -239,7 +240,8 @@ def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, o
     extrapolation = pd.read_parquet(processed_dir / "extrapolation.parquet")
     _, _, _, latency = baseline_constants(params)
     attention = bool(settings(params, "ingest").attention_flops)
-    base = bare_model(catalog, catalog_dir, latency, attention)
+    base = bare_model(catalog, catalog_dir, latency, attention,
+                      settings(params, "theory").bounds.aspect_ratio)
 
     data = load_data(runs, base)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
@@ -250,7 +252,7 @@ def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, o
     half[PLAYBOOK] = playbook_half_width(data, fitted, cfg.interval)
     constants = {"kernel_latency_s": base.kernel_latency_s,
                  "scaleup_latency_s": base.scaleup_latency_s,
-                 "attention_flops": float(attention)}
+                 "attention_flops": float(attention), "aspect_ratio": base.aspect_ratio}
     model = step_model(fitted, base, half)
     table = calibration_table(fitted, model, cfg.interval, constants)
     cal_runs = in_sample(data, fitted, model, cfg.interval)

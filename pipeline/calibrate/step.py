@@ -18,7 +18,7 @@ interval never exceed the ideal ceiling (which never exceeds 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -32,12 +32,12 @@ from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Ma
 from pipeline.calibrate.hardware import Network, gemm_max_efficiency, load_gemm, load_network
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
+from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
 
 __all__ = ["StepModel", "load_model", "predict", "COMPONENTS", "PARAMETERS"]
 
-# Stand-ins where a layout row does not give a field (the same as theory.bounds' defaults).
+# Stand-in where a layout row gives no sequence length (theory.bounds' default).
 DEFAULT_SEQ_LEN = 2048.0
-ASPECT_RATIO = 128.0
 LEVEL = 0.95
 
 
@@ -58,6 +58,7 @@ class StepModel:
     scaleup_latency_s: float
     attention_flops: bool = True
     residual_sd: dict[str, float] = field(default_factory=dict)
+    aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
 
     def family_theta(self, family: str) -> np.ndarray:
         return self.theta.get(family, self.population)
@@ -76,15 +77,15 @@ def _text(frame: pd.DataFrame, name: str) -> np.ndarray:
     return frame[name].astype(object).where(frame[name].notna(), None).to_numpy()
 
 
-def _shape(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(n_layers, d_model, whether both were stated): missing ones from the parameter count at
-    d/L = 128 with N = 12 L d^2 (theory.bounds' rule)."""
+def _shape(frame: pd.DataFrame, aspect_ratio: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n_layers, d_model, whether both were stated): missing ones by the project's one rule
+    (pipeline/shapes.py)."""
     active = np.where(_num(frame, "active_params") > 0, _num(frame, "active_params"),
                       _num(frame, "params"))
     d_stated, l_stated = _num(frame, "d_model"), _num(frame, "n_layers")
-    d = np.where(d_stated > 0, d_stated, np.cbrt(ASPECT_RATIO * active / 12.0))
-    layers = np.where(l_stated > 0, l_stated, np.maximum(np.round(d / ASPECT_RATIO), 1.0))
-    return layers, d, (d_stated > 0) & (l_stated > 0)
+    shape = complete_shape(active, l_stated, d_stated, _num(frame, "pp", 1.0), aspect_ratio)
+    return shape.n_layers, shape.d_model, (d_stated > 0) & (l_stated > 0)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,10 @@ class Rows:
 
 def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
     acc = _text(frame, "accelerator")
-    precision = np.array([p if isinstance(p, str) else "bf16" for p in _text(frame, "precision")],
-                         dtype=object)
+    # the precision stated, else the one the ingest rated the run's peak at, else bf16
+    precision = np.array([p if isinstance(p, str) else q if isinstance(q, str) else "bf16"
+                          for p, q in zip(_text(frame, "precision"),
+                                          _text(frame, "peak_precision"))], dtype=object)
     cols = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleout_bytes_per_s",
             "scaleup_domain_size")
     specs, peaks = {}, {}
@@ -135,11 +138,10 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     dp = _num(layouts, "dp")
     dp = np.where(dp >= 1, dp, np.maximum(n / (tp * pp * cp), 1.0))
     seq = _num(layouts, "seq_len", DEFAULT_SEQ_LEN)
-    micro = _num(layouts, "micro_batch", 1.0)
-    batch = _num(layouts, "global_batch_tokens")
-    batch = np.where(batch > 0, batch, dp * micro * seq)
-    m = np.maximum(np.round(batch / (dp * micro * seq)), 1.0)
-    layers, d, stated = _shape(layouts)
+    micro = stated_or(_num(layouts, "micro_batch"), 1.0)
+    batch, _ = batch_tokens(_num(layouts, "global_batch_tokens"), dp, micro, seq, pp)
+    m = microbatches(batch, dp, micro, seq)
+    layers, d, stated = _shape(layouts, model.aspect_ratio)
     params = _num(layouts, "params")
     active = np.where(_num(layouts, "active_params") > 0, _num(layouts, "active_params"), params)
     attn = attention_flop_per_token(layers, d, seq)
@@ -192,7 +194,7 @@ def evaluate(rows: Rows, theta: Theta, source_effect: np.ndarray | None = None
         scale = np.exp(source_effect)
         parts = {k: v * scale if k in COMPONENTS or k == "step_time_s" else v
                  for k, v in parts.items()}
-    ideal_mach = Machine(**{**rows.machine.__dict__, "ideal": True})
+    ideal_mach = replace(rows.machine, ideal=True)
     ideal = step_components(rows.config, ideal_mach, Theta.ideal(rows.ok.size))
     parts["ideal_step_time_s"] = ideal["step_time_s"]
     return parts
@@ -275,5 +277,6 @@ def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -
         network=load_network(catalog_dir, catalog.hardware),
         kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
         attention_flops=bool(const.get("attention_flops", 1.0)),
+        aspect_ratio=float(const.get("aspect_ratio", 128.0)),
         residual_sd={str(r.parameter): float(r.estimate)
                      for r in group("residual_sd").itertuples()})

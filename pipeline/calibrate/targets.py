@@ -11,16 +11,18 @@ scaled by sd (1 + log2(n / n_max)).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
-from pipeline.calibrate.critical_path import Machine, Theta, step_components
+from pipeline.calibrate.critical_path import Theta, step_components
 from pipeline.calibrate.estimate import Data, Fitted
 from pipeline.calibrate.holdout import predicted_log_time, within_series_sd
 from pipeline.calibrate.step import StepModel, rows_of
-from pipeline.laws.series import series_points
+from pipeline.fit.series import series_points
 
 
 def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
@@ -55,7 +57,7 @@ def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         lt = ft.log_step_time(rows, fitted.theta_rows(rows.family)) \
             + fitted.source_effect(rows.source)
-        ideal = step_components(rows.config, Machine(**{**rows.machine.__dict__, "ideal": True}),
+        ideal = step_components(rows.config, replace(rows.machine, ideal=True),
                                 Theta.ideal(len(frame)))
         mfu = np.minimum(ideal["model_flop_per_rank"] / rows.peak_flops_per_s * np.exp(-lt),
                          ideal["model_flop_per_rank"] / (rows.peak_flops_per_s

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.ingest.core.derive import Reject
-from pipeline.schema import RECOMPUTE_MODES
+from pipeline.vocab import RECOMPUTE_MODES
 from pipeline.bounded import short
 
 # Spellings seen in framework flags and papers: Megatron's --recompute-granularity
