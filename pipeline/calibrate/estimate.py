@@ -12,7 +12,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from pipeline.calibrate import fitting as ft
-from pipeline.calibrate.critical_path import PARAMETERS, Machine, Theta, step_components
+from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
 from pipeline.calibrate.families import PLAYBOOK
 from pipeline.calibrate.hardware import load_gemm, load_network
 from pipeline.calibrate.step import Rows, StepModel, rows_of

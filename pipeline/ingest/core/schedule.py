@@ -8,6 +8,7 @@ named; nothing is guessed. The model's defaults for unstated values live with th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pipeline.ingest.core.derive import Reject
@@ -49,9 +50,9 @@ def parse_virtual_pipeline(fields: Any) -> int | None:
         return None
     try:
         number = float(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise Reject("bad_value", f"virtual_pipeline={short(text, 40)} is not a number") from None
-    if not (number == number and number >= 1 and number == int(number) and number < 2**31):
+    if not (math.isfinite(number) and number >= 1 and number < 2**31 and number == int(number)):
         raise Reject("out_of_range", f"virtual_pipeline={short(text, 40)} is not an integer >= 1")
     return int(number)
 
