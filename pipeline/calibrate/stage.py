@@ -12,7 +12,6 @@ and ``reports/plots/calibrate_predictions.csv``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -32,12 +31,10 @@ from pipeline.calibrate.frontier import calibrated_frontier, utilization_at
 from pipeline.calibrate.ranking import ranking_summary, ranking_table
 from pipeline.calibrate.settings import CalibrateRun, load_settings
 from pipeline.calibrate.step import StepModel, evaluate, frame_of, theta_of
-from pipeline.calibrate.targets import selected_targets
-from pipeline.catalog import load_catalog
-from pipeline.config import settings
-from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.calibrate.contract import CALIBRATED_SHARES
-from pipeline.schema import check_metrics, check_output
+from pipeline.calibrate.targets import selected_targets
+from pipeline.config import Settings, settings
+from pipeline.runner import Inputs, Result, run_stage
 from pipeline.theory.frontier import flop_grid, frontier_frame
 from pipeline.theory.scenarios import baseline_constants, load_scenarios
 
@@ -221,27 +218,22 @@ def mfu_above_one(cal_runs: pd.DataFrame, pred: pd.DataFrame) -> dict:
                 calibrated_above_ceiling=above_ceiling)
 
 
-def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, theory_metrics: Path | None = None) -> None:
-    """Stage entry point (see ``pipeline/__main__.py``)."""
+def compute(inputs: Inputs, s: Settings) -> Result:
+    """The calibrate stage (declared in pipeline/calibrate/contract.py)."""
     # one BLAS thread: the solves are small and dense; more threads only contend on a shared box
     with threadpool_limits(limits=1):
-        _run(params, processed_dir=Path(processed_dir), catalog_dir=Path(catalog_dir),
-             out_dir=Path(out_dir), metrics_path=Path(metrics_path), plots_dir=Path(plots_dir),
-             theory_metrics=theory_metrics)
+        return _compute(inputs, s)
 
 
-def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, out_dir: Path,
-         metrics_path: Path, plots_dir: Path, theory_metrics: Path | None) -> None:
-    cfg = load_settings(params)
-    catalog = load_catalog(catalog_dir)
-    runs = pd.read_parquet(processed_dir / "runs.parquet")
-    series = pd.read_parquet(processed_dir / "series.parquet")
-    extrapolation = pd.read_parquet(processed_dir / "extrapolation.parquet")
-    _, _, _, latency = baseline_constants(params)
-    attention = bool(settings(params, "ingest").attention_flops)
-    base = bare_model(catalog, catalog_dir, latency, attention,
-                      settings(params, "theory").bounds.aspect_ratio)
+def _compute(inputs: Inputs, s: Settings) -> Result:
+    cfg = load_settings(s)
+    catalog = inputs.catalog
+    runs, series = inputs["runs.parquet"], inputs["series.parquet"]
+    extrapolation = inputs["extrapolation.parquet"]
+    _, _, _, latency = baseline_constants(s)
+    attention = bool(s.ingest.attention_flops)
+    base = bare_model(catalog, Path(catalog.directory), latency, attention,
+                      s.theory.bounds.aspect_ratio)
 
     data = load_data(runs, base)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
@@ -257,20 +249,10 @@ def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, o
     table = calibration_table(fitted, model, cfg.interval, constants)
     cal_runs = in_sample(data, fitted, model, cfg.interval)
     tab = scores.predictor_table(pred)
-    ideal = (json.loads(Path(theory_metrics).read_text(encoding="utf-8"))
-             if theory_metrics is not None and Path(theory_metrics).exists() else {})
-    front_rows, front = frontier(params, catalog, model, fitted, cfg, ideal)
+    front_rows, front = frontier(s, catalog, model, fitted, cfg, inputs.metrics.get("theory", {}))
     beyond = selected_targets(runs, series, data, fitted, model, pred,
-                              sorted(settings(params, "compare").extrapolate_n), cfg.interval)
+                              sorted(s.compare.extrapolate_n), cfg.interval)
     ranks = ranking_table(cal_runs, runs, PLAYBOOK_SOURCE)
-
-    for name, out in (("calibration", table), ("calibrated_forms", fitted.forms),
-                      ("calibrated", cal_runs), ("predictions", pred),
-                      ("calibrated_frontier", front_rows), ("selected_targets", beyond)):
-        write_parquet(check_output(f"{name}.parquet", out), out_dir / f"{name}.parquet")
-    write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
-                       ["holdout", "predictor", "actual", "predicted"]],
-              Path(plots_dir) / "calibrate_predictions.csv", significant=6)
     fit_set = data.runs.loc[data.fit, "source"]
     g = fitted.production
     metrics = {
@@ -284,8 +266,8 @@ def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, o
         "schedule_defaults": data.rows.defaults,
         "in_sample": _in_sample_metrics(cal_runs),
         "predictors": tab.to_dict(orient="records"),
-        "targets": dict(scores.targets(tab, pred=pred, seed=cfg.seed),
-                        source_holdout=source_targets(pred), largest_k=largest_targets(tab),
+        "against_naive": scores.against_naive(tab, pred=pred, seed=cfg.seed),
+        "targets": dict(source_holdout=source_targets(pred), largest_k=largest_targets(tab),
                         mfu_above_one=mfu_above_one(cal_runs, pred),
                         ranking=ranking_summary(ranks)),
         "interval_half_width_log": half,
@@ -294,4 +276,16 @@ def _run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, o
         "interval_method": cfg.interval_method.model_dump(),
         "parameter_names": list(PARAMETERS),
     }
-    write_json(check_metrics("calibrate", metrics), metrics_path)
+    frames = {"calibration.parquet": table, "calibrated_forms.parquet": fitted.forms,
+              "calibrated.parquet": cal_runs, "predictions.parquet": pred,
+              "calibrated_frontier.parquet": front_rows, "selected_targets.parquet": beyond}
+    plots = {"calibrate_predictions.csv": pred.loc[pred["predictor"].isin(
+        ["selected", "naive_linear"]), ["holdout", "predictor", "actual", "predicted"]]}
+    return Result(frames=frames, metrics=metrics, plots=plots)
+
+
+def run(params: Mapping[str, Any], **paths: Path) -> dict[str, Any]:
+    """Run the calibrate stage through the runner (``processed_dir``, ``catalog_dir``,
+    ``out_dir``, ``metrics_path``, ``plots_dir``, ``metrics_dir`` for theory.json); returns its
+    metrics."""
+    return run_stage("calibrate", params, **paths)
