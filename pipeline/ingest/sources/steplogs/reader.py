@@ -63,11 +63,12 @@ MAX_LINE_BYTES = 1 << 26
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
 CHECKED = ("n_accelerators", "tp", "pp", "cp", "ep", "dp", "zero_stage", "seq_len", "n_layers",
-           "d_model", "micro_batch", "params_b", "precision", "accelerator")
+           "d_model", "micro_batch", "params_b", "precision", "accelerator", "recompute",
+           "virtual_pipeline", "sequence_parallel")
 RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params_b", "n_layers",
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
-            "accelerators_per_node", "system")
+            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel")
 
 
 def settings(params: dict) -> Settings:
@@ -187,7 +188,10 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
               "unparsed_step_lines": "step-like line(s) that did not parse skipped",
               "cut_step_line": "last step line cut mid-line (no newline) skipped",
               "progress_bar_redraws": "progress-bar redraw(s) of the same step collapsed",
-              "validation_lines": "validation line(s) ignored"}
+              "validation_lines": "validation line(s) ignored",
+              "progress_bar_rate_steps": "step(s) timed by the progress bar's rate (s/it, a "
+                                         "moving average over recent steps, not the step's own "
+                                         "time)"}
     notes = [f"{state.counts[k]} {label}" for k, label in labels.items() if state.counts.get(k)]
     notes += [f"log states {k.split(':', 1)[1]} more than once with different values; first "
               "kept" for k in sorted(state.counts) if k.startswith("fact_changed:")]
@@ -257,6 +261,13 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     steps = steps_rows(shown, fmt, red.columns) if len(state) else None
     notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
     measures, derived = red.measures, list(red.derived)
+    for key, value in red.implied.items():
+        facts.setdefault(key, value)
+    for key, how in {**state.derivations, **red.implied_how}.items():
+        if key in side.values and key not in state.facts and key not in red.implied:
+            continue  # the sidecar's value was used
+        derived.append(key)
+        notes.append(f"{key} {how}")
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
             measures, extra, note = hf_trainer.summary_measures(state, facts, s)

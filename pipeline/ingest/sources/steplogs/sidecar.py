@@ -26,11 +26,13 @@ from pipeline.bounded import cap, short
 from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
-            "cp", "ep", "zero_stage", "accelerators_per_node")
+            "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
-            "series", "status", "notes", "system", "format")
-ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
+            "series", "status", "notes", "system", "format", "recompute")
+BOOL_KEYS = ("sequence_parallel",)
+ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS + BOOL_KEYS)
+RECOMPUTE_MODES = ("none", "selective", "full")
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
 MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
@@ -113,6 +115,13 @@ def _check(key: str, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
                                             f"integer, got {short(value)}")
+    elif key in BOOL_KEYS:
+        if not isinstance(value, bool):
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be true or false, "
+                                            f"got {short(value)}")
+    elif key == "recompute" and str(value).lower() not in RECOMPUTE_MODES:
+        raise SidecarError("bad_value", f"sidecar {where}: 'recompute' must be one of "
+                                        f"{', '.join(RECOMPUTE_MODES)}, got {short(value)}")
     elif key in FLOAT_KEYS:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
