@@ -268,7 +268,7 @@ def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: n
         ratio = tps / per_chip
         if round(ratio) >= 1 and abs(ratio - round(ratio)) <= N_RATIO_TOLERANCE * ratio:
             red.implied["n_accelerators"] = n = int(round(ratio))
-            red.implied_how["n_accelerators"] = (f"tokens/s {tps:.6g} / tokens/s per chip "
+            red.implied_how["n_accelerators"] = (f"from tokens/s {tps:.6g} / tokens/s per chip "
                                                  f"{per_chip:.6g} = {ratio:.4g}")
     if not math.isfinite(tps) and n:
         tps = _median(cols["tokens_per_s_per_accelerator"][steady]) * n

@@ -43,7 +43,8 @@ _PARAMS_RE = re.compile(r"Number of trainable parameters = ([\d,]+)")
 _DICT_MARKERS = ("'loss': ", '"loss": ', "train_samples_per_second")
 BLOCK_MARKER = "***** train metrics *****"
 # One line of the block: ``  train_runtime            = 0:00:27.21`` (after any logger prefix).
-_BLOCK_LINE_RE = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*)\s+=\s+(\S+)\s*$")
+# Runtimes of a day or more print as ``1 day, 2:03:04.50``, so a value may hold spaces.
+_BLOCK_LINE_RE = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*)\s+=\s+(\S(?:.*\S)?)\s*$")
 _RUNTIME_RE = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 _SETUP_MARKERS = ("Total train batch size", "Total optimization steps",
                   "Number of trainable parameters")
@@ -136,7 +137,8 @@ class Parser:
         found: dict[int, str] = {}
         for marker in _DICT_MARKERS:
             for lineno, line in lines_with(text, marker, first_lineno, counts):
-                found[lineno] = line
+                if "{" in line:  # the block's ``train_samples_per_second = ...`` is no dict
+                    found[lineno] = line
         for lineno in sorted(found):
             self._dict(found[lineno], lineno)
         if self.in_block or BLOCK_MARKER in text:

@@ -209,7 +209,7 @@ class Parser(StepParser):
                 st.fact("virtual_pipeline", layers // (pp * int_or_none(per_stage[0])),
                         per_stage[1])
                 st.derivations["virtual_pipeline"] = (
-                    "num_layers / pipeline_model_parallel_size / "
+                    "from num_layers / pipeline_model_parallel_size / "
                     "num_layers_per_virtual_pipeline_stage")
         elif vpp or per_stage:
             st.fact("virtual_pipeline", 1, (vpp or per_stage)[1])

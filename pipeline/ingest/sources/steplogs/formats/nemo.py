@@ -173,5 +173,5 @@ class Parser(StepParser):
     def finish(self) -> None:
         if self.devices and self.nodes:
             self.state.fact("n_accelerators", self.devices * self.nodes, 0)
-            self.state.derivations["n_accelerators"] = (f"trainer.devices {self.devices} x "
+            self.state.derivations["n_accelerators"] = (f"from trainer.devices {self.devices} x "
                                                         f"trainer.num_nodes {self.nodes}")
