@@ -9,7 +9,6 @@ hand from the lines in the fixture.
 from __future__ import annotations
 
 import datetime
-import math
 import statistics
 from pathlib import Path
 

@@ -200,26 +200,43 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     return notes
 
 
-def _merge(state: ParseState, side: Any) -> dict[str, Any]:
-    """Log facts over sidecar defaults; raises SidecarError('conflict') on disagreement."""
-    facts = dict(side.values)
+def conflicts(state: ParseState, side: Any) -> list[str]:
+    """Every fact on which the log and its sidecars disagree, each naming both values."""
+    found = []
     for key, value in state.facts.items():
         if key in CHECKED and key in side.values and not same_value(key, value,
                                                                     side.values[key]):
-            raise SidecarError("conflict", f"{key}: log says {short(value)} (line "
-                                           f"{state.fact_lines.get(key, 0)}), sidecar "
-                                           f"{side.origin[key]} says {short(side.values[key])}")
-        if key == "model" and key in facts:
-            continue  # the sidecar's name is the one the catalog knows
-        facts[key] = value
-    if "global_batch_tokens" in side.values and "batch_samples" in facts and "seq_len" in facts:
-        log_gbt = facts["batch_samples"] * facts["seq_len"]
+            found.append(f"{key}: log says {short(value)} (line "
+                         f"{state.fact_lines.get(key, 0)}), sidecar {side.origin[key]} says "
+                         f"{short(side.values[key])}")
+    batch, seq = state.facts.get("batch_samples"), state.facts.get("seq_len",
+                                                                   side.values.get("seq_len"))
+    if "global_batch_tokens" in side.values and batch and seq:
+        log_gbt = batch * seq
         if not same_value("global_batch_tokens", log_gbt, side.values["global_batch_tokens"]):
-            raise SidecarError("conflict", f"global_batch_tokens: log says {log_gbt:g} (batch "
-                               f"{facts['batch_samples']} x seq {facts['seq_len']}), sidecar "
-                               f"{side.origin['global_batch_tokens']} says "
-                               f"{side.values['global_batch_tokens']:g}")
+            found.append(f"global_batch_tokens: log says {log_gbt:g} (batch {batch} x seq "
+                         f"{seq}), sidecar {side.origin['global_batch_tokens']} says "
+                         f"{side.values['global_batch_tokens']:g}")
+    return found
+
+
+def merged_facts(state: ParseState, side: Any) -> dict[str, Any]:
+    """Log facts over sidecar defaults (the sidecar's model name is kept: the catalog knows
+    it); conflicts are not checked here."""
+    facts = dict(side.values)
+    for key, value in state.facts.items():
+        if key == "model" and key in facts:
+            continue
+        facts[key] = value
     return facts
+
+
+def _merge(state: ParseState, side: Any) -> dict[str, Any]:
+    """``merged_facts``; raises SidecarError('conflict') naming every disagreement."""
+    found = conflicts(state, side)
+    if found:
+        raise SidecarError("conflict", "; ".join(found))
+    return merged_facts(state, side)
 
 
 def read_one(path: Path, logs_dir: Path, s: Settings,
