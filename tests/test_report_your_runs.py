@@ -80,7 +80,7 @@ def test_rejected_logs_carry_reason_and_fix():
     d = _data([], rejects=rejects)
     got = rejected_logs(d, [])
     assert [r["path"] for r in got] == ["data/raw/logs/a/t4.log", "data/raw/logs/x.log"]
-    assert "`scalewall validate data/raw/logs/a/t4.log`" in got[0]["fix"]
+    assert "(scalewall validate data/raw/logs/a/t4.log prints every one" in got[0]["fix"]
     assert "scalewall validate data/raw/logs/x.log" in got[1]["fix"]  # unknown code: generic
     assert [r["code"] for r in rejected_logs(d, ["fernandez2024"])] == ["unit_slip"]
     assert set(FIXES) >= {"missing_required", "unknown_accelerator", "conflict",

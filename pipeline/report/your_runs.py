@@ -27,15 +27,15 @@ from pipeline.report.focus import SIZE_FACTOR, _decomposition, _num, focus_secti
 PUBLISHED_RUNS_SHOWN = 3
 # What to do about a log rejected with each code (the reason itself says what was wrong).
 FIXES = {
-    "missing_required": "add the missing keys to the log's run.yaml; `scalewall validate {path}` "
-                        "prints every one with an example value",
-    "unknown_accelerator": "write a catalog id or alias as `accelerator:` "
+    "missing_required": "add the missing keys to the log's run.yaml (scalewall validate {path} "
+                        "prints every one with an example value)",
+    "unknown_accelerator": "write a catalog id or alias as the sidecar's accelerator "
                            "(data/catalog/accelerator_aliases.csv)",
     "conflict": "the log and run.yaml disagree: fix or delete the sidecar key (the log's value "
                 "is usually right)",
     "too_few_steps": "log more steps past warm-up, or lower ingest.logs.min_steady_steps",
     "truncated_log": "the log is cut short or empty: use the complete file",
-    "not_a_run": "no step lines of a known format: set `format:` in run.yaml, or convert the log "
+    "not_a_run": "no step lines of a known format: set format in run.yaml, or convert the log "
                  "to the generic JSONL format (data/raw/logs/README.md)",
     "no_measure": "the log prints no step time or throughput the ingest can read",
     "bad_value": "a sidecar value has the wrong type or an unknown key: see the reason",
@@ -137,7 +137,7 @@ def rejected_logs(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
     for r in rej[mask].sort_values(["path", "line"]).itertuples():
         reason = str(r.reason)
         code = reason.split(":", 1)[0].strip()
-        fix = FIXES.get(code, "see the reason; `scalewall validate {path}` checks the log")
+        fix = FIXES.get(code, "see the reason; scalewall validate {path} checks the log")
         out.append({"path": r.path, "code": code, "reason": reason,
                     "fix": fix.format(path=r.path)})
     return out
