@@ -49,7 +49,7 @@ def test_single_run_has_measures_ceiling_and_closest_published_runs():
             _run("p70b", "pub", "published", 64, params=70e9),           # other size
             _run("a100", "pub", "published", 64, family="A100")]         # other family
     d = _data(runs, comparison=[{"run_id": "mine", "bound_mfu": 0.62, "share_compute": 0.5,
-                                 "share_unexplained": 0.5}],
+                                 "share_residual": 0.5}],
               alone=[{"path": "data/raw/logs/mine.log", "reason": "alone: no log at another N"}])
     (s,) = single_runs(d, [])
     assert (s["path"], s["n"], s["step_time_s"], s["mfu"]) == ("data/raw/logs/mine.log", 64, 2.6,
@@ -109,10 +109,10 @@ def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_pat
     reject with its fix; ``--focus`` on the lone run's source shows it too."""
     from typer.testing import CliRunner
 
-    from pipeline import compare
+    from pipeline.compare import stage as compare
     from pipeline.__main__ import app
     from pipeline.ingest import stage as ingest_stage
-    from pipeline.laws import stage as fit_stage
+    from pipeline.fit import stage as fit_stage
     from pipeline.report import stage as report_stage
     from pipeline.theory import stage as theory_stage
 

@@ -302,3 +302,34 @@ def test_n_from_tokens_per_second_ratio(n, per_chip, tmp_path_factory):
     else:
         assert records[0].fields["n_accelerators"] == round(whole / chip)
         assert abs(records[0].fields["n_accelerators"] - n) <= max(1, 0.02 * n)
+
+
+def test_schedule_columns_reach_runs_parquet(tmp_path):
+    """recompute, virtual_pipeline and sequence_parallel from the argument dump are run
+    columns (the performance model reads them); a bad sidecar value is a reject naming it."""
+    import shutil
+
+    import pandas as pd
+
+    from pipeline.config import PROJ_ROOT, load_params
+    from pipeline.ingest import stage as ingest_stage
+
+    logs = tmp_path / "logs" / "c"
+    logs.mkdir(parents=True)
+    shutil.copy(REAL / "megatron_args" / "qwen2_0p5b_n2.log", logs / "a.log")
+    (logs / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nparams_b: 0.63\n")
+    (logs / "b.log").write_text((REAL / "nemo2" / "bionemo_esm2.log").read_text())
+    (logs / "b.log.yaml").write_text("n_accelerators: 1\nrecompute: sometimes\n")
+    params = load_params()
+    params["ingest"]["mlperf_roots"] = []
+    (tmp_path / "published").mkdir()
+    out = tmp_path / "processed"
+    ingest_stage.run(params, published_dir=tmp_path / "published", logs_dir=tmp_path / "logs",
+                     catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=out,
+                     metrics_path=tmp_path / "ingest.json")
+    runs = pd.read_parquet(out / "runs.parquet")
+    (r,) = runs.itertuples()
+    assert (r.recompute, r.virtual_pipeline, r.sequence_parallel) == ("selective", 1, False)
+    assert r.model == "unnamed 0.63B" and "model" in r.derived.split(";")
+    rejects = pd.read_parquet(out / "rejects.parquet")
+    assert rejects["reason"].str.contains("'recompute' must be one of none, selective, full").any()

@@ -1,12 +1,12 @@
-"""One ``Record`` -> one run row (a dict of ``schema.RUN_COLUMNS``) or a reject reason.
+"""One ``Record`` -> one run row (a dict of ``ingest/contract.py: RUN_COLUMNS``) or a reject reason.
 
 Checks, in order (the first failure is the reject reason, ``"<code>: <detail>"``):
 
 * a ``record_kind`` other than ``run`` (claims, statistics, microbenchmarks) -> ``not_a_run``;
-* ``status`` in ``schema.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
+* ``status`` in ``vocab.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
 * required fields present: source, model (for a step log, params_b instead: the run is then
-  named ``unnamed <params_b>B``), accelerator, n_accelerators, params_b (or from the model catalog) and one
-  measure -- except runs with status oom/error/aborted/no_run_stop, which
+  named ``unnamed <params_b>B``), accelerator, n_accelerators, params_b (or from the model
+  catalog) and one measure -- except runs with status oom/error/aborted/no_run_stop, which
   are kept with no measure;
 * numbers parse and are finite (``bad_value``); counts are integers in range, throughputs and
   times are > 0 (``out_of_range``); MFU/HFU in (0, 1], a value in (1, 100] is a percentage given
@@ -39,9 +39,9 @@ from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
                                              check_scale, rounding)
 from pipeline.ingest.records import Record
-from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
-                             PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
-                             STATUSES)
+from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
+from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES,
+                            RECOMPUTE_MODES, SCALINGS, SOURCE_KINDS, STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
@@ -57,7 +57,8 @@ _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerato
              "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
-           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
+           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0,
+           "virtual_pipeline": 1}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -361,6 +362,7 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
         if name in f:
             row[name] = _count(f, name, minimum)
     check_layout(row["n_accelerators"], {k: row[k] for k in ("tp", "pp", "cp", "dp", "ep")})
+    _schedule(f, row)
     if row["zero_stage"] is not None and row["zero_stage"] > 3:
         raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
     for name in _POSITIVE:
@@ -379,6 +381,20 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     if not has_measure and row["status"] == "ok":
         raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
     return given
+
+
+def _schedule(f: dict[str, Any], row: dict[str, Any]) -> None:
+    """The schedule a step log states: recomputation mode and sequence parallelism (the
+    virtual-pipeline count is a count, above)."""
+    if "recompute" in f:
+        row["recompute"] = _vocab(_text(f, "recompute"), RECOMPUTE_MODES, "recompute", {})
+    value = f.get("sequence_parallel")
+    if value is not None:
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise Reject("bad_value", f"sequence_parallel={_short(value)} is not true or false")
+        row["sequence_parallel"] = value
 
 
 def _power(f: dict[str, Any], row: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Sidecar metadata for step logs: what a log does not say (accelerator, N, model, layout).
 
 A sidecar is a YAML mapping whose keys are published format-v1 column names
-(ARCHITECTURE.md), e.g. ``accelerator: H100-SXM5-80GB``, ``n_accelerators: 64``,
+(data/raw/published/README.md), e.g. ``accelerator: H100-SXM5-80GB``, ``n_accelerators: 64``,
 ``model: llama3-8b``, ``tp: 2``, plus ``format:`` to force a parser. Files, from the weakest to
 the strongest (a stronger file's key replaces a weaker one's):
 
@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
-from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
+from pipeline.vocab import RECOMPUTE_MODES
+from pipeline.ingest.contract import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline")
@@ -32,7 +33,6 @@ STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision
             "series", "status", "notes", "system", "format", "recompute")
 BOOL_KEYS = ("sequence_parallel",)
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS + BOOL_KEYS)
-RECOMPUTE_MODES = ("none", "selective", "full")
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
 MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
