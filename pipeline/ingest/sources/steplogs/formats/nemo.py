@@ -91,7 +91,9 @@ class Parser(StepParser):
                 self._cfg(m.group(1), m.group(2), lineno)
         if self.feed_steps(text, first_lineno):
             self.header = False
-        if "reduced_train_loss=" in text:
+        # Bars without the timing callback: only where some bar redraw lacks the timing field
+        # (a chunk of timed redraws is not scanned twice).
+        if text.count("reduced_train_loss=") > text.count("train_step_timing in s="):
             for lineno, line in lines_with(text, "reduced_train_loss=", first_lineno):
                 if "train_step_timing in s" in line:
                     continue  # read above, with its own timing
