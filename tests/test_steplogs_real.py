@@ -333,3 +333,38 @@ def test_schedule_columns_reach_runs_parquet(tmp_path):
     assert r.model == "unnamed 0.63B" and "model" in r.derived.split(";")
     rejects = pd.read_parquet(out / "rejects.parquet")
     assert rejects["reason"].str.contains("'recompute' must be one of none, selective, full").any()
+
+
+@FUZZ
+@given(step=st.integers(1, 10**7), ms=st.floats(0.1, 1e6), tflops=st.floats(0.01, 5000),
+       loss=st.floats(0.001, 100), sps=st.floats(0.001, 1e5))
+def test_gpt_neox_line_round_trip(step, ms, tflops, loss, sps):
+    line = (f" samples/sec: {sps:.3f} | iteration {step:8d}/ 10000000 | elapsed time per "
+            f"iteration (ms): {ms:.1f} | learning rate: 2.111E-06 | approx flops per GPU: "
+            f"{tflops:.1f}TFLOPS | lm_loss: {loss:.6E} | number of skipped iterations:   0 | "
+            "number of nan iterations:   0 |\n")
+    st_ = ParseState(fmt="megatron")
+    megatron.Parser(st_).feed_chunk(line, 1, False)
+    assert list(st_.step) == [step]
+    assert st_.cols["step_time_s"][0] == pytest.approx(float(f"{ms:.1f}") / 1000)
+    assert st_.cols["tflops_per_accelerator"][0] == pytest.approx(float(f"{tflops:.1f}"))
+    assert st_.cols["loss"][0] == pytest.approx(float(f"{loss:.6E}"))
+
+
+@FUZZ
+@given(repeats=st.lists(st.integers(1, 8), min_size=1, max_size=30))
+def test_unprefixed_rank_repeats_are_one_step_each(repeats):
+    """Step k printed repeats[k] times in a row (ranks without a prefix): one step each, the
+    rest set aside, never a restart."""
+    from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
+    st_ = ParseState(fmt="torchtitan")
+    line = 0
+    for k, times in enumerate(repeats, start=1):
+        for _ in range(times):
+            line += 1
+            st_.add(k, line, step_time_s=1.0, loss=2.0)
+    red = reduce_steps(st_, {}, Settings(0, 0.5, 1, 0.05))
+    assert red.n_steady == len(repeats)
+    assert int(red.columns["segment"].max()) == 0  # no restart
+    extra = sum(repeats) - len(repeats)
+    assert (f"{extra} repeated line(s)" in " ".join(red.notes)) == (extra > 0)
