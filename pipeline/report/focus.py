@@ -160,8 +160,12 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
         meas = curves[(curves["series_id"] == sid) & (curves["kind"] == "measured")] \
             if not curves.empty else curves
         eff = dict(zip(meas["n_accelerators"], meas["efficiency"])) if len(meas) else {}
+        comp = d.comparison
+        ceiling = dict(zip(comp["run_id"], comp["bound_mfu"])) \
+            if not comp.empty and "bound_mfu" in comp else {}
         points = [{"n": _num(r.n_accelerators), "step_time_s": _num(r.step_time_s),
                    "tokens_per_s": _num(r.tokens_per_s), "mfu": _num(r.mfu),
+                   "ceiling_mfu": _num(ceiling.get(r.run_id)),
                    "efficiency": _num(eff.get(float(r.n_accelerators)))}
                   for r in mine.itertuples()]
         family = mine["accelerator_family"].iloc[0]
