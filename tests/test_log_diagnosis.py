@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pipeline.__main__ import app
@@ -120,3 +122,34 @@ def test_params_b_alone_names_an_unnamed_model_run(tmp_path):
     code, out = _cli(log.parent)
     assert code == 0, out
     assert "model unnamed 0.63B" in out and "derived: " in out
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("binary.log", "binary file"), ("empty.log", "empty file"),
+    ("unknown.txt", "no step lines of a known format"), ("too_few.log", "too_few_steps")])
+def test_logs_no_sidecar_can_fix_say_so(catalog, name, problem):
+    nasty = Path(__file__).parent / "fixtures" / "logs" / "nasty"
+    d = diagnose(nasty / name, nasty.parent, PARAMS, catalog)
+    assert d.problem and problem in d.problem
+
+
+def test_a_corrupt_gzip_is_a_problem_not_a_crash(tmp_path, catalog):
+    log = tmp_path / "logs" / "c" / "train.log.gz"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 40)
+    d = diagnose(log, tmp_path / "logs", PARAMS, catalog)
+    assert d.problem and d.problem.startswith("unreadable")
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(blob=st.binary(max_size=4000), sidecar=st.sampled_from(
+    ["", "accelerator: H100\n", "n_accelerators: 8\nrecompute: full\n", ": [\n", "tp: x\n"]))
+def test_diagnose_never_raises(tmp_path_factory, catalog, blob, sidecar):
+    folder = tmp_path_factory.mktemp("fz") / "c"
+    folder.mkdir()
+    (folder / "run.yaml").write_text(sidecar)
+    (folder / "x.log").write_bytes(blob)
+    d = diagnose(folder / "x.log", folder.parent, PARAMS, catalog)
+    assert d.problem is not None or d.fmt is not None
+    assert all(n.key and n.example for n in d.needs)

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.bounded import short
+from pipeline.ingest.sources.common import READ_ERRORS, read_error
+from pipeline.ingest.sources.links import link_problem
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.reader import (FORMATS, conflicts, merged_facts, parse_file,
                                                      settings, sniff)
@@ -33,6 +35,8 @@ from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar
 EXAMPLES = {"accelerator": "H100-SXM5-80GB", "n_accelerators": "8", "model": "llama3-8b",
             "params_b": "8.03", "seq_len": "4096", "global_batch_tokens": "1048576",
             "precision": "bf16"}
+PARSER_ERRORS = (RecursionError, MemoryError, ValueError, TypeError, IndexError, KeyError,
+                 OverflowError)
 SHOWN_FACTS = ("accelerator", "n_accelerators", "model", "params_b", "seq_len", "batch_samples",
                "global_batch_tokens", "precision", "tp", "pp", "cp", "dp", "recompute",
                "virtual_pipeline", "sequence_parallel")
@@ -67,14 +71,18 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
     catalog, ``display`` names files."""
     path = Path(path)
     out = Diagnosis(path=display(path))
+    bad_link = link_problem(path, logs_dir)
+    if bad_link:
+        out.problem = f"bad_link: {bad_link}"
+        return out
     try:
         side = load_sidecar(path, logs_dir, display=display)
         kind, fmt = sniff(path)
     except SidecarError as exc:
         out.problem = f"{exc.code}: {exc.detail}"
         return out
-    except OSError as exc:
-        out.problem = f"unreadable: {short(exc, 200)}"
+    except READ_ERRORS as exc:
+        out.problem = f"unreadable: {read_error(exc)}"
         return out
     fmt = side.values.get("format", fmt)
     if kind != "text" or fmt not in FORMATS:
@@ -82,7 +90,14 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
                        "no step lines of a known format (set 'format:' in the sidecar)")
         return out
     out.fmt = fmt
-    state, _, _ = parse_file(path, fmt)
+    try:
+        state, _, _ = parse_file(path, fmt)
+    except READ_ERRORS as exc:
+        out.problem = f"unreadable: {read_error(exc)}"
+        return out
+    except PARSER_ERRORS as exc:  # the ingest's reject says so too (reader._read_guarded)
+        out.problem = f"malformed_row: the parser failed on this file ({type(exc).__name__})"
+        return out
     out.conflicts = conflicts(state, side)
     facts = merged_facts(state, side)
     s = settings(params)
