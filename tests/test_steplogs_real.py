@@ -66,7 +66,7 @@ def test_every_fixture_has_an_origin_and_a_format():
     found = sorted(str(p.relative_to(REAL)) for p in REAL.rglob("*.log"))
     assert found == sorted(ORIGINS)
     for name in found:
-        kind, fmt = sniff(REAL / name)
+        kind, fmt, _ = sniff(REAL / name)
         assert kind == "text" and fmt is not None, name
 
 

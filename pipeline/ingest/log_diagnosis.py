@@ -77,7 +77,7 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
         return out
     try:
         side = load_sidecar(path, logs_dir, display=display)
-        kind, fmt = sniff(path)
+        kind, fmt, whole = sniff(path)
     except SidecarError as exc:
         out.problem = f"{exc.code}: {exc.detail}"
         return out
@@ -91,7 +91,7 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
         return out
     out.fmt = fmt
     try:
-        state, _, _ = parse_file(path, fmt)
+        state, _, _ = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:
         out.problem = f"unreadable: {read_error(exc)}"
         return out
