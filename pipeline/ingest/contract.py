@@ -78,6 +78,9 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("virtual_pipeline", I, "model chunks per pipeline stage (interleaved schedule; 1: none)"),
     ("sequence_parallel", B, "Megatron-style sequence parallelism on"),
     ("micro_batch", I, "sequences per microbatch"),
+    ("recompute", S, "activation recomputation: none | selective | full (null: not stated)"),
+    ("virtual_pipeline", I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
+    ("sequence_parallel", B, "Megatron sequence parallelism on the TP group (null: not stated)"),
     ("global_batch_tokens", F, "tokens per optimizer step"),
     ("strategy", S, "strategy as published (free text)"),
     ("strategy_family", S, "coarse family, see STRATEGY_FAMILIES"),
@@ -144,7 +147,7 @@ _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_param
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
           "recompute": RECOMPUTE_MODES,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
-          "power_measurement": POWER_MEASUREMENTS}
+          "power_measurement": POWER_MEASUREMENTS, "recompute": RECOMPUTE_MODES}
 _FRACTIONS = ("mfu", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
 # The switches' estimate may be 0 W (null when no switch log was submitted).

@@ -1,0 +1,282 @@
+"""The calibrated step time of any table of layouts: the one entry point the fit, the per-run
+decomposition, the frontier and the planner share.
+
+- :func:`load_model` reads what the calibrate stage wrote (``calibration.parquet``) and the
+  hardware catalog; it never refits.
+- :func:`predict` takes runs.parquet-style rows (params, active_params, n_layers, d_model,
+  seq_len, accelerator, n_accelerators, accelerators_per_node, precision, dp, tp, pp, cp, ep,
+  zero_stage, micro_batch, global_batch_tokens, recompute, virtual_pipeline,
+  sequence_parallel, optionally framework_family and source) and returns, row-aligned, the
+  step time with its interval, MFU with its interval, the ideal ceiling, the binding component
+  and one ``<component>_s`` column per component of :mod:`pipeline.calibrate.critical_path`.
+
+Intervals: the conformal half-width the stage measured for the row's family (leave-source-out
+for production families, docs/theory.md §11.5), at ``interval`` = 0.95; other levels scale it
+by the normal quantile ratio. The fast end is clipped at the ideal step time, so MFU and its
+interval never exceed the ideal ceiling (which never exceeds 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from pipeline.calibrate import families as fam
+from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Machine, Theta,
+                                              binding_of, step_components)
+from pipeline.calibrate.hardware import Network, gemm_max_efficiency, load_gemm, load_network
+from pipeline.catalog import Catalog, load_catalog
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
+from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
+
+__all__ = ["StepModel", "load_model", "predict", "COMPONENTS", "PARAMETERS"]
+
+# Stand-in where a layout row gives no sequence length (theory.bounds' default).
+DEFAULT_SEQ_LEN = 2048.0
+LEVEL = 0.95
+
+
+@dataclass
+class StepModel:
+    """Fitted family parameters (natural units, order ``PARAMETERS``), the production
+    population values, source effects (log step time), residual sds, conformal half-widths
+    (log) per family at ``LEVEL``, and the constants and catalog the step function needs."""
+
+    theta: dict[str, np.ndarray]
+    population: np.ndarray
+    source_effect: dict[str, float]
+    interval_q: dict[str, float]
+    catalog: Catalog
+    gemm: dict[tuple[str, str], float]
+    network: Network
+    kernel_latency_s: float
+    scaleup_latency_s: float
+    attention_flops: bool = True
+    residual_sd: dict[str, float] = field(default_factory=dict)
+    aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
+
+    def family_theta(self, family: str) -> np.ndarray:
+        return self.theta.get(family, self.population)
+
+
+def _num(frame: pd.DataFrame, name: str, default: float = np.nan) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), default)
+    values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isfinite(values), values, default)
+
+
+def _text(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), None, dtype=object)
+    return frame[name].astype(object).where(frame[name].notna(), None).to_numpy()
+
+
+def _shape(frame: pd.DataFrame, aspect_ratio: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n_layers, d_model, whether both were stated): missing ones by the project's one rule
+    (pipeline/shapes.py)."""
+    active = np.where(_num(frame, "active_params") > 0, _num(frame, "active_params"),
+                      _num(frame, "params"))
+    d_stated, l_stated = _num(frame, "d_model"), _num(frame, "n_layers")
+    shape = complete_shape(active, l_stated, d_stated, _num(frame, "pp", 1.0), aspect_ratio)
+    return shape.n_layers, shape.d_model, (d_stated > 0) & (l_stated > 0)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Layout rows turned into step-function inputs, with what the caller needs beside."""
+
+    config: Config
+    machine: Machine
+    family: np.ndarray
+    source: np.ndarray
+    ok: np.ndarray           # rows with everything the step function needs
+    n_accelerators: np.ndarray
+    peak_flops_per_s: np.ndarray
+    defaults: list[str]
+
+
+def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
+    acc = _text(frame, "accelerator")
+    # the precision stated, else the one the ingest rated the run's peak at, else bf16
+    precision = np.array([p if isinstance(p, str) else q if isinstance(q, str) else "bf16"
+                          for p, q in zip(_text(frame, "precision"),
+                                          _text(frame, "peak_precision"))], dtype=object)
+    cols = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleout_bytes_per_s",
+            "scaleup_domain_size")
+    specs, peaks = {}, {}
+    for a, p in set(zip(acc.tolist(), precision.tolist())):
+        if a in catalog.hardware.index:
+            spec = catalog.spec(a)
+            specs[a] = [float(spec.get(c) or np.nan) for c in cols]
+            peaks[(a, p)] = catalog.peak_flops_per_s(a, p)[0] or np.nan
+            peaks[(a, "16")] = catalog.peak_flops_per_s(a, "bf16")[0] or np.nan
+    nan4 = [np.nan] * 4
+    table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(frame), 4)
+    out = {c: table[:, i] for i, c in enumerate(cols)}
+    out["peak"] = np.array([peaks.get((a, p), np.nan) for a, p in zip(acc, precision)], float)
+    peak16 = np.array([peaks.get((a, "16"), np.nan) for a in acc], float)
+    out["peak16"] = np.where(np.isfinite(peak16), np.minimum(peak16, out["peak"]), out["peak"])
+    out["accelerator"], out["precision"] = acc, precision
+    return out
+
+
+def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
+    """Step-function inputs of runs.parquet-style rows (module docstring for the columns)."""
+    n_rows = len(layouts)
+    hw = _hardware(layouts, model.catalog)
+    family = fam.family_of(layouts)
+    n = _num(layouts, "n_accelerators")
+    tp, pp, cp = (np.maximum(_num(layouts, k, 1.0), 1.0) for k in ("tp", "pp", "cp"))
+    ep = np.maximum(_num(layouts, "ep", 1.0), 1.0)
+    dp = _num(layouts, "dp")
+    dp = np.where(dp >= 1, dp, np.maximum(n / (tp * pp * cp), 1.0))
+    seq = _num(layouts, "seq_len", DEFAULT_SEQ_LEN)
+    micro = stated_or(_num(layouts, "micro_batch"), 1.0)
+    batch, _ = batch_tokens(_num(layouts, "global_batch_tokens"), dp, micro, seq, pp)
+    m = microbatches(batch, dp, micro, seq)
+    layers, d, stated = _shape(layouts, model.aspect_ratio)
+    params = _num(layouts, "params")
+    active = np.where(_num(layouts, "active_params") > 0, _num(layouts, "active_params"), params)
+    attn = attention_flop_per_token(layers, d, seq)
+    # the model FLOP as the ingest counts them: attention only where the shape is stated
+    counted = np.where(stated & model.attention_flops, attn, 0.0)
+    flop_per_token = FLOP_PER_PARAM_PER_TOKEN * active + counted
+    zero = np.where(_num(layouts, "zero_stage") >= 0, _num(layouts, "zero_stage"), 0.0)
+    rec, v, sp, used = fam.schedule(layouts, family, tp)
+    v = np.where(pp > 1, v, 1.0)
+    expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
+    reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
+    cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
+                 top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
+                 microbatch_tokens=micro * seq / cp, microbatches=m,
+                 flop_per_token=flop_per_token, counted_attention_flop_per_token=counted,
+                 attention_flop_per_token=attn, dp=dp, tp=tp,
+                 pp=pp, cp=cp, ep=ep, zero_stage=zero, recompute=rec, virtual_pipeline=v,
+                 sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
+                 gather_bucket_bytes=gather_bucket)
+    per_node = _num(layouts, "accelerators_per_node")
+    domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
+    eta = gemm_max_efficiency(model.gemm, hw["accelerator"], hw["precision"])
+    mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
+                   hbm_bytes_per_s=hw["hbm_bytes_per_s"],
+                   domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
+                   scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
+                   cluster=fam.cluster_of(layouts), network=model.network,
+                   scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s)
+    # scale-out bandwidth matters only for groups that leave the domain
+    needs_out = n > domain
+    ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
+          & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
+          & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
+    return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
+                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used)
+
+
+def theta_of(model: StepModel, family: np.ndarray) -> Theta:
+    table = np.array([model.family_theta(f) for f in family],
+                     dtype=float).reshape(-1, len(PARAMETERS))
+    return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
+
+
+def evaluate(rows: Rows, theta: Theta, source_effect: np.ndarray | None = None
+             ) -> dict[str, np.ndarray]:
+    """Step components at ``theta`` (and a source effect in log time, spread over the
+    components in proportion) and the ideal step time."""
+    parts = step_components(rows.config, rows.machine, theta)
+    if source_effect is not None:
+        scale = np.exp(source_effect)
+        parts = {k: v * scale if k in COMPONENTS or k == "step_time_s" else v
+                 for k, v in parts.items()}
+    ideal_mach = replace(rows.machine, ideal=True)
+    ideal = step_components(rows.config, ideal_mach, Theta.ideal(rows.ok.size))
+    parts["ideal_step_time_s"] = ideal["step_time_s"]
+    return parts
+
+
+def _z_ratio(interval: float) -> float:
+    return float(norm.ppf(0.5 + interval / 2) / norm.ppf(0.5 + LEVEL / 2))
+
+
+def interval_half_width(model: StepModel, family: np.ndarray, interval: float) -> np.ndarray:
+    q = model.interval_q
+    base = q.get("production", np.nan)
+    return np.array([q.get(f, base) for f in family], dtype=float) * _z_ratio(interval)
+
+
+def frame_of(parts: Mapping[str, np.ndarray], half: np.ndarray, ok: np.ndarray
+             ) -> pd.DataFrame:
+    """predict()'s columns from step components and a log half-width."""
+    t = parts["step_time_s"]
+    ideal = parts["ideal_step_time_s"]
+    flop_rate = parts["model_flop_per_rank"]
+    low = np.maximum(t * np.exp(-half), ideal)
+    high = t * np.exp(half)
+    t = np.maximum(t, ideal)
+    peak = parts["peak"]
+    mfu = flop_rate / (peak * t)
+    out = pd.DataFrame({
+        "step_time_s": t, "step_time_low_s": low, "step_time_high_s": high,
+        "mfu": mfu, "mfu_low": flop_rate / (peak * high), "mfu_high": flop_rate / (peak * low),
+        "ceiling_mfu": flop_rate / (peak * ideal),
+        "binding": binding_of(parts),
+        **{f"{k}_s": parts[k] for k in COMPONENTS},
+    })
+    out.loc[~ok, [c for c in out.columns if c != "binding"]] = np.nan
+    out.loc[~ok, "binding"] = None
+    return out
+
+
+def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> pd.DataFrame:
+    """Row-aligned step time, MFU, their intervals, the ideal ceiling, the binding component
+    and the components (module docstring). Rows the catalog cannot cost (unknown accelerator,
+    a missing bandwidth the layout needs) get NaN and binding None."""
+    rows = rows_of(layouts.reset_index(drop=True), model)
+    theta = theta_of(model, rows.family)
+    known = np.array([model.source_effect.get(s, 0.0) if isinstance(s, str) else 0.0
+                      for s in rows.source])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parts = evaluate(rows, theta, known)
+        parts["peak"] = rows.peak_flops_per_s
+        out = frame_of(parts, interval_half_width(model, rows.family, interval), rows.ok)
+    out.index = layouts.index
+    return out
+
+
+# -- reading the stage's outputs ----------------------------------------------------------------
+def load_model(processed: Path, catalog: Path) -> StepModel:
+    """The model calibrate wrote to ``processed/calibration.parquet``, with the catalog."""
+    table = pd.read_parquet(Path(processed) / "calibration.parquet")
+    return model_from_table(table, load_catalog(catalog), Path(catalog))
+
+
+def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -> StepModel:
+    def group(name: str) -> pd.DataFrame:
+        return table[table["group"] == name]
+
+    theta: dict[str, np.ndarray] = {}
+    for g in ("efficiency", "efficiency_fixed"):
+        for row in group(g).itertuples(index=False):
+            family, param = str(row.parameter).split(".", 1)
+            theta.setdefault(family, np.full(len(PARAMETERS), np.nan))[
+                PARAMETERS.index(param)] = float(row.estimate)
+    population = theta.pop("production")
+    const = {str(r.parameter): float(r.estimate) for r in group("constant").itertuples()}
+    return StepModel(
+        theta=theta, population=population,
+        source_effect={str(r.parameter): float(r.estimate)
+                       for r in group("source_effect").itertuples()},
+        interval_q={str(r.parameter): float(r.estimate) for r in group("interval").itertuples()},
+        catalog=catalog, gemm=load_gemm(catalog_dir),
+        network=load_network(catalog_dir, catalog.hardware),
+        kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
+        attention_flops=bool(const.get("attention_flops", 1.0)),
+        aspect_ratio=float(const.get("aspect_ratio", 128.0)),
+        residual_sd={str(r.parameter): float(r.estimate)
+                     for r in group("residual_sd").itertuples()})
