@@ -32,10 +32,6 @@ SCALINGS = (*SCALINGS_STATED, "unknown")
 # them as runs); `aborted` / `no_run_stop` are MLPerf runs that did not reach a result.
 STATUSES = ("ok", "oom", "error", "aborted", "no_run_stop")
 
-# Activation recomputation of a run's schedule (Megatron-LM's --recompute-granularity; `none`:
-# activations kept).
-RECOMPUTE_MODES = ("none", "selective", "full")
-
 # Where MLPerf power was measured: at the wall (AC) or after the power supplies (DC).
 POWER_MEASUREMENTS = ("AC", "DC")
 

@@ -74,9 +74,6 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("cp", I, "context-parallel degree"),
     ("ep", I, "expert-parallel degree"),
     ("zero_stage", I, "ZeRO stage; FSDP = 3"),
-    ("recompute", S, "activation recomputation: none, selective or full (RECOMPUTE_MODES)"),
-    ("virtual_pipeline", I, "model chunks per pipeline stage (interleaved schedule; 1: none)"),
-    ("sequence_parallel", B, "Megatron-style sequence parallelism on"),
     ("micro_batch", I, "sequences per microbatch"),
     ("recompute", S, "activation recomputation: none | selective | full (null: not stated)"),
     ("virtual_pipeline", I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
@@ -145,7 +142,6 @@ STEPS_SCHEMA = pa.schema([pa.field(n, t) for n, t in STEP_COLUMNS])
 _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_params", "accelerator",
              "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
-          "recompute": RECOMPUTE_MODES,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
           "power_measurement": POWER_MEASUREMENTS, "recompute": RECOMPUTE_MODES}
 _FRACTIONS = ("mfu", "hfu")

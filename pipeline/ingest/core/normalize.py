@@ -41,8 +41,8 @@ from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, chec
 from pipeline.ingest.core.schedule import parse_schedule
 from pipeline.ingest.records import Record
 from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
-from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES,
-                            RECOMPUTE_MODES, SCALINGS, SOURCE_KINDS, STATUSES)
+from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES, SCALINGS,
+                            SOURCE_KINDS, STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
@@ -58,8 +58,7 @@ _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerato
              "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
-           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0,
-           "virtual_pipeline": 1}
+           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -363,7 +362,6 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
         if name in f:
             row[name] = _count(f, name, minimum)
     check_layout(row["n_accelerators"], {k: row[k] for k in ("tp", "pp", "cp", "dp", "ep")})
-    _schedule(f, row)
     if row["zero_stage"] is not None and row["zero_stage"] > 3:
         raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
     parse_schedule(f, row)
@@ -383,20 +381,6 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     if not has_measure and row["status"] == "ok":
         raise Reject("no_measure", "no throughput, utilization, step time or time-to-train")
     return given
-
-
-def _schedule(f: dict[str, Any], row: dict[str, Any]) -> None:
-    """The schedule a step log states: recomputation mode and sequence parallelism (the
-    virtual-pipeline count is a count, above)."""
-    if "recompute" in f:
-        row["recompute"] = _vocab(_text(f, "recompute"), RECOMPUTE_MODES, "recompute", {})
-    value = f.get("sequence_parallel")
-    if value is not None:
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            value = value.strip().lower() == "true"
-        if not isinstance(value, bool):
-            raise Reject("bad_value", f"sequence_parallel={_short(value)} is not true or false")
-        row["sequence_parallel"] = value
 
 
 def _power(f: dict[str, Any], row: dict[str, Any]) -> None:
