@@ -14,6 +14,7 @@ from pipeline.config import PROJ_ROOT, load_params
 from pipeline.report.data import ReportData
 from pipeline.report.findings import data_section
 from pipeline.report.your_runs import FIXES, closest_published_runs, rejected_logs, single_runs
+from pipeline.schema import empty_frame
 from test_e2e_logs import megatron_log
 
 REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
@@ -136,17 +137,17 @@ def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_pat
     catalog = PROJ_ROOT / "data" / "catalog"
     ingest_stage.run(params, published_dir=tmp_path / "published", logs_dir=logs,
                      catalog_dir=catalog, out_dir=out, metrics_path=metrics / "ingest.json")
-    fit_stage.run(params, runs_path=out / "runs.parquet", series_path=out / "series.parquet",
-                  out_dir=out, metrics_path=metrics / "fit.json", plots_dir=tmp_path / "plots")
-    theory_stage.run(params, runs_path=out / "runs.parquet", series_path=out / "series.parquet",
-                     catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
+    fit_stage.run(params, processed_dir=out, out_dir=out, metrics_path=metrics / "fit.json", plots_dir=tmp_path / "plots")
+    theory_stage.run(params, processed_dir=out, catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
                      plots_dir=tmp_path / "plots")
+    # compare without calibrate (too few runs to calibrate): no selected target
+    empty_frame("selected_targets.parquet").to_parquet(out / "selected_targets.parquet")
     compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
                              out_dir=tmp_path / "reports")
     md = paths["md"].read_text()
-    section = md[md.index("## Your runs"):md.index("## Summary")]
+    section = md[md.index("## Your runs"):md.index("## Key findings")]
     assert "Your runs in no scaling series" in section
     row = next(line for line in section.splitlines() if line.startswith("| ") and
                "single/train.log" in line)
@@ -167,5 +168,5 @@ def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_pat
         "--focus", "logs/single", "--params", str(tmp_path / "params.yaml")])
     assert result.exit_code == 0, result.output
     focused = (again / "report.md").read_text()
-    focused = focused[focused.index("## Your runs"):focused.index("## Summary")]
+    focused = focused[focused.index("## Your runs"):focused.index("## Key findings")]
     assert "single/train.log" in focused and "Your runs in no scaling series" in focused
