@@ -202,5 +202,14 @@ def validate(
     raise typer.Exit(code=1 if failed else 0)
 
 
+@app.command()
+def metrics(headline_dir: Path = typer.Option(Path("reports/headline"), "--headline-dir",
+                                              help="the stages' headline files")) -> None:
+    """The headline figures of every stage (what ``dvc metrics show`` prints), each key with
+    its meaning."""
+    from pipeline.headline import legend_lines
+    typer.echo("\n".join(legend_lines(headline_dir)))
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())

@@ -56,6 +56,27 @@ def _calibrate(m: dict[str, Any]) -> dict[str, Any]:
 
 PICK = {"ingest": _ingest, "fit": _fit, "theory": _theory, "compare": _compare,
         "calibrate": _calibrate}
+# What each headline key means: ``scalewall metrics`` prints it under the table, since DVC's
+# column names must stay short for ``dvc metrics show`` to fit a terminal.
+LEGEND = {
+    "ingest": {"runs": "runs from every source (published tables, MLPerf, your logs)",
+               "rejects": "records that did not become runs (rejects.parquet, with reasons)",
+               "series": "scaling series: runs of one source differing only in N"},
+    "fit": {"fitted": "series with at least one law fitted",
+            "law": "the default law (best held-out error)",
+            "heldout_ape": "the default law's error on held-out largest N: mean over k of the "
+                           "median absolute relative error (0.25 = 25 %)",
+            "e_tok_x2": "energy per token multiplies by this per doubling of N (power-measured "
+                        "series)"},
+    "theory": {"knee_flop": "training FLOP where the baseline scenario's returns begin to fall",
+               "wall_flop": "training FLOP at the baseline scenario's latency wall"},
+    "compare": {"eff_at_n_max": "median strong-scaling efficiency at each series' largest N",
+                "n_at_threshold": "median N where a series' fitted law falls to the threshold "
+                                  "efficiency (compare.efficiency_threshold)"},
+    "calibrate": {"sel_ape": "median absolute relative error of the selected predictor's MFU "
+                             "on each series' largest N held out (0.5 = 50 %)",
+                  "sel_cov": "share of those held-out runs inside its 95% interval"},
+}
 
 
 def _short(value: Any) -> Any:
@@ -108,3 +129,16 @@ def summary_line(stage: str, m: dict[str, Any]) -> str | None:
                 f"ceiling), {m.get('n_series')} series; median strong-scaling efficiency at the "
                 f"largest N " + (f"{eff:.0%}" if isinstance(eff, float) else "n/a"))
     return None
+
+
+def legend_lines(headline_dir: Path) -> list[str]:
+    """Each stage's headline figures with what every key means (``scalewall metrics``)."""
+    lines = []
+    for stage, keys in LEGEND.items():
+        path = Path(headline_dir) / f"{stage}.json"
+        values = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        lines.append(f"{stage} ({path.as_posix()}{'' if values else ': not written yet'})")
+        width = max(len(k) for k in keys)
+        lines += [f"  {k:<{width}}  {values.get(k, '-')!s:>10}  {meaning}"
+                  for k, meaning in keys.items()]
+    return lines

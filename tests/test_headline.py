@@ -88,3 +88,24 @@ def test_shipped_headlines_follow_their_contracts() -> None:
         assert check_headline(stage, shipped) == shipped
         detail = json.loads((PROJ_ROOT / "reports" / "metrics" / f"{stage}.json").read_text())
         assert headline(stage, detail) == shipped
+
+
+def test_every_headline_key_has_a_legend_entry():
+    """``scalewall metrics`` explains every column ``dvc metrics show`` prints."""
+    from pipeline.headline import LEGEND, PICK
+    for stage, pick in PICK.items():
+        assert set(pick({})) == set(LEGEND[stage]), stage
+
+
+def test_metrics_command_prints_values_with_meanings(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipeline.__main__ import app
+    (tmp_path / "fit.json").write_text(json.dumps({"fitted": 3, "law": "amdahl",
+                                                   "heldout_ape": 0.25, "e_tok_x2": None}))
+    out = CliRunner().invoke(app, ["metrics", "--headline-dir", str(tmp_path)]).output
+    line = next(x for x in out.splitlines() if x.strip().startswith("heldout_ape"))
+    assert "0.25" in line and "held-out largest N" in line
+    assert "ingest (" in out and "not written yet" in out

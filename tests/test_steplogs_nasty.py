@@ -166,8 +166,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 21 fixture logs, 15 of them runs, 125 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (21, 15, 125)
+    # the comparison is over real work: 36 fixture logs (15 excerpts of real output), 23 of
+    # them runs, 206 step rows
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 23, 206)
 
 
 def test_steps_dir_holds_the_same_rows_one_file_per_log(tmp_path):

@@ -7,6 +7,9 @@
   ``EXAMPLES`` of each. Progress goes to a terminal's stderr.
 * A step log, or a folder of them: per log the parser chosen, the run (N, accelerator, model,
   step time, throughput), the sidecar files and the values they set, or the reject reason; then
+  everything at once (``pipeline.ingest.log_diagnosis``): each value read with where it came
+  from (log line, sidecar, derivation), every log-sidecar conflict, every missing field as the
+  sidecar line to add with an example, and the measures that cannot be derived and why; then
   the series those logs form and the logs that join none, with the reason. A folder under
   ``data/raw/logs`` is read with that folder's sidecars and campaigns; a folder elsewhere is
   read as one campaign (the topmost folder above it holding a ``run.yaml``, else the folder).
@@ -28,6 +31,7 @@ from tqdm import tqdm
 from pipeline.config import project_relative
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.lint import field_problem, run_problem, table_problems
+from pipeline.ingest.log_diagnosis import Diagnosis, diagnose, render
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.published import read_file
 from pipeline.ingest.sources.steplogs.reader import LOG_SUFFIXES, find_logs, read_logs
@@ -156,18 +160,23 @@ def logs_root(path: Path) -> Path:
 
 def validate_logs(path: Path, params: dict[str, Any], catalog_dir: Path
                   ) -> tuple[list[Record], list[dict[str, Any]], list[dict[str, Any]],
-                             list[dict[str, Any]], list[dict[str, Any]]]:
-    """(log records, runs, rejects, series, logs in no series) of one log or a folder."""
+                             list[dict[str, Any]], list[dict[str, Any]], dict[str, Diagnosis]]:
+    """(log records, runs, rejects, series, logs in no series, diagnosis by shown path) of
+    one log or a folder."""
     path = Path(path).resolve()
     options, _ = read_options(params)
     root = logs_root(path)
     files = find_logs(path) if path.is_dir() else [path]
     records, _ = read_logs(root, params, paths=files)
-    runs, rejects, read = convert(iter(records), load_catalog(Path(catalog_dir)), options)
+    catalog = load_catalog(Path(catalog_dir))
+    runs, rejects, read = convert(iter(records), catalog, options)
     check_accounting(read, runs, rejects)
     runs.sort(key=lambda r: r["run_id"])
     series = assign_series(runs)
-    return records, runs, rejects, series, why_alone(runs, series)
+    diagnoses = {}
+    for file, rec in zip(files, records):
+        diagnoses[rec.path] = diagnose(file, root, params, catalog, display=project_relative)
+    return records, runs, rejects, series, why_alone(runs, series), diagnoses
 
 
 def _sidecar_text(log: Path, root: Path) -> str:
@@ -196,7 +205,8 @@ def _data_notes(notes: str | None) -> list[str]:
 
 def logs_summary(path: Path, records: list[Record], runs: list[dict[str, Any]],
                  rejects: list[dict[str, Any]], series: list[dict[str, Any]],
-                 alone: list[dict[str, Any]]) -> str:
+                 alone: list[dict[str, Any]], diagnoses: dict[str, Diagnosis] | None = None
+                 ) -> str:
     """Per log: parser, run or reject, sidecar values; then series and logs in no series."""
     root = logs_root(path)
     run_by_path = {r["_path"]: r for r in runs}
@@ -220,6 +230,10 @@ def logs_summary(path: Path, records: list[Record], runs: list[dict[str, Any]],
                          f"source {row['source']}, series {row['series_id']}")
             lines += [f"    note: {n}" for n in _data_notes(row.get("notes"))]
         lines.append(f"    {_sidecar_text(log, root)}")
+        if row is not None and row.get("derived"):
+            lines.append(f"    derived: {row['derived'].replace(';', ', ')}")
+        if diagnoses and rec.path in diagnoses:
+            lines += render(diagnoses[rec.path])
     for s in series:
         lines.append(f"  series {s['series_id']}: {s['scaling']}, {s['n_points']} logs, "
                      f"N={s['n_min']}..{s['n_max']} ({s['n_distinct']} values)")

@@ -16,7 +16,7 @@ from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
 from pipeline.report.render import band
-from pipeline.report.focus import focus_section
+from pipeline.report.your_runs import your_runs_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
 # as uninformative rather than quoted as if it constrained anything (the figures' rule too).
@@ -46,12 +46,16 @@ def data_section(d: ReportData) -> dict[str, Any]:
     if runs.empty:
         return out
     out["n_sources"] = int(runs["source"].nunique())
+    listed = set(ser["series_id"]) if not ser.empty else set()
     out["families"] = sorted(runs["accelerator_family"].dropna().unique())
     for src, g in runs.groupby("source", sort=True):
         cites = sorted(g["citation"].dropna().unique())
         out["sources"].append({
             "source": src, "kind": g["source_kind"].dropna().iloc[0] if g["source_kind"].notna().any() else "",
-            "runs": len(g), "ok": len(_ok(g)), "series": int(g["series_id"].nunique()),
+            # listed series only (two N or more), as in "Your runs": a lone run's own
+            # series_id is no series
+            "runs": len(g), "ok": len(_ok(g)),
+            "series": int(g.loc[g["series_id"].isin(listed), "series_id"].nunique()),
             "accelerators": ", ".join(sorted(g["accelerator_family"].dropna().unique())),
             "n_max": int(g["n_accelerators"].max()) if g["n_accelerators"].notna().any() else None,
             "citation": "; ".join(c if len(c) <= 70 else c[:69] + "…" for c in cites[:2])
@@ -421,4 +425,4 @@ def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
             "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
             "calibration": calibration.section(d),
             "missing": d.missing,
-            "mine": focus_section(d, cfg.get("focus", []))}
+            "mine": your_runs_section(d, cfg.get("focus", []))}

@@ -5,8 +5,9 @@
 series the section gives the measured efficiency against N, the prediction to 4x and 16x the
 largest measured N with its interval (``predict_multiples``), where the step time goes at the
 largest N (the theory's decomposition in ``comparison.parquet``), and published series of the
-same accelerator family and a model of similar size to compare with. ``focus_figure`` draws it;
-the other figures mark the same series and runs (``focus_ids``).
+same accelerator family and a model of similar size to compare with (each run in no series and
+each log that became a reject: ``pipeline.report.your_runs``). ``focus_figure`` draws it; the
+other figures mark the same series and runs (``focus_ids``).
 """
 
 from __future__ import annotations
@@ -159,8 +160,12 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
         meas = curves[(curves["series_id"] == sid) & (curves["kind"] == "measured")] \
             if not curves.empty else curves
         eff = dict(zip(meas["n_accelerators"], meas["efficiency"])) if len(meas) else {}
+        comp = d.comparison
+        ceiling = dict(zip(comp["run_id"], comp["bound_mfu"])) \
+            if not comp.empty and "bound_mfu" in comp else {}
         points = [{"n": _num(r.n_accelerators), "step_time_s": _num(r.step_time_s),
                    "tokens_per_s": _num(r.tokens_per_s), "mfu": _num(r.mfu),
+                   "ceiling_mfu": _num(ceiling.get(r.run_id)),
                    "efficiency": _num(eff.get(float(r.n_accelerators)))}
                   for r in mine.itertuples()]
         family = mine["accelerator_family"].iloc[0]
@@ -173,9 +178,7 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
             "decomposition": _decomposition(d, mine["run_id"].iloc[-1]),
             "published": _published_alike(d, family, params if pd.notna(params) else None,
                                           set(series_ids))})
-    alone = d.metrics.get("ingest", {}).get("logs_without_series", {})
     return {"focus": list(focus), "series": entries, "n_runs": len(run_ids),
-            "alone": alone.get("logs", []) if not focus else [],
             "interval": interval, "multiples": list(MULTIPLES)}
 
 

@@ -4,8 +4,9 @@ Checks, in order (the first failure is the reject reason, ``"<code>: <detail>"``
 
 * a ``record_kind`` other than ``run`` (claims, statistics, microbenchmarks) -> ``not_a_run``;
 * ``status`` in ``vocab.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
-* required fields present: source, model, accelerator, n_accelerators, params_b (or from the
-  model catalog) and one measure -- except runs with status oom/error/aborted/no_run_stop, which
+* required fields present: source, model (for a step log, params_b instead: the run is then
+  named ``unnamed <params_b>B``), accelerator, n_accelerators, params_b (or from the model
+  catalog) and one measure -- except runs with status oom/error/aborted/no_run_stop, which
   are kept with no measure;
 * numbers parse and are finite (``bad_value``); counts are integers in range, throughputs and
   times are > 0 (``out_of_range``); MFU/HFU in (0, 1], a value in (1, 100] is a percentage given
@@ -343,8 +344,12 @@ def _identity(f: dict[str, Any], record: Record, row: dict[str, Any],
     for name in _TEXT:
         if name in f:
             row[name] = _text(f, name)
-    if row["model"] is None:
-        raise Reject("missing_required", "model")
+    # A user's own log may name no model: its parameter count (with the shape) is enough.
+    # A published row always names what it measured.
+    if row["model"] is None and (kind != "log" or _text(f, "params_b") is None):
+        raise Reject("missing_required", "model" + (
+            " (a model id of data/catalog/models.csv, or params_b with the shape: n_layers, "
+            "d_model, seq_len)" if kind == "log" else ""))
     if kind == "published" and row["citation"] is None:
         raise Reject("missing_required", "citation (a published table says where in its source "
                                          "each row comes from)")
@@ -443,6 +448,9 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
            active_b: float | None, derived: list[str]) -> None:
     """Model id, parameter counts and shape: as given, else from the model catalog."""
     params = params_b * BILLION if params_b is not None else None
+    if row["model"] is None:  # params_b with the shape is enough; the name says it is unnamed
+        row["model"] = f"unnamed {params_b:g}B"
+        derived.append("model")
     model_id = catalog.model(row["model"], params)
     row["model_id"] = model_id
     shape = catalog.shape(model_id) if model_id is not None else {}

@@ -180,8 +180,11 @@ def why_alone(rows: list[dict[str, Any]], table: list[dict[str, Any]]
 
 def _alone_reason(row: dict[str, Any], group: list[dict[str, Any]],
                   logs: list[dict[str, Any]]) -> str:
+    if not _eligible(row) and row.get("step_time_s") is not None:
+        return ("no_measure: a step time but no tokens per step, so no throughput to compare "
+                "across N (set seq_len, or global_batch_tokens, in the sidecar)")
     if not _eligible(row):
-        return "no_measure: no throughput, step time or time-to-train"
+        return "no_measure: no throughput or time-to-train"
     if len({r["n_accelerators"] for r in group}) > 1:
         return "no_common_measure: its series' runs share no throughput measure"
     if len(group) > 1:

@@ -216,6 +216,9 @@ class ParseState:
     fact_lines: dict[str, int] = field(default_factory=dict)
     counts: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    # How a fact that the log implies but does not print was worked out (fact -> explanation);
+    # such facts are named in the run's ``derived``.
+    derivations: dict[str, str] = field(default_factory=dict)
     # Formats that print no step time get it from timestamps (see steplogs.reduce_steps).
     step_time_from_wall: bool = False
     # The latest value of each fact, and each change of one (see ``fact``).

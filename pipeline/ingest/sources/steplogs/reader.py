@@ -69,11 +69,12 @@ BATCH_FILES, BATCH_BYTES = 64, 1 << 22
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
 CHECKED = ("n_accelerators", "tp", "pp", "cp", "ep", "dp", "zero_stage", "seq_len", "n_layers",
-           "d_model", "micro_batch", "params_b", "precision", "accelerator")
+           "d_model", "micro_batch", "params_b", "precision", "accelerator", "recompute",
+           "virtual_pipeline", "sequence_parallel")
 RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params_b", "n_layers",
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
-            "accelerators_per_node", "system")
+            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel")
 
 
 def settings(params: dict) -> Settings:
@@ -209,7 +210,10 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
               "unparsed_step_lines": "step-like line(s) that did not parse skipped",
               "cut_step_line": "last step line cut mid-line (no newline) skipped",
               "progress_bar_redraws": "progress-bar redraw(s) of the same step collapsed",
-              "validation_lines": "validation line(s) ignored"}
+              "validation_lines": "validation line(s) ignored",
+              "progress_bar_rate_steps": "step(s) timed by the progress bar's rate (s/it, a "
+                                         "moving average over recent steps, not the step's own "
+                                         "time)"}
     notes = [f"{state.counts[k]} {label}" for k, label in labels.items() if state.counts.get(k)]
     notes += [f"log states {k.split(':', 1)[1]} more than once with different values; first "
               "kept" for k in sorted(state.counts) if k.startswith("fact_changed:")]
@@ -224,26 +228,43 @@ def _encoding_note(encoding: str | None) -> list[str]:
         None, "utf-8") else []
 
 
-def _merge(state: ParseState, side: Any) -> dict[str, Any]:
-    """Log facts over sidecar defaults; raises SidecarError('conflict') on disagreement."""
-    facts = dict(side.values)
+def conflicts(state: ParseState, side: Any) -> list[str]:
+    """Every fact on which the log and its sidecars disagree, each naming both values."""
+    found = []
     for key, value in state.facts.items():
         if key in CHECKED and key in side.values and not same_value(key, value,
                                                                     side.values[key]):
-            raise SidecarError("conflict", f"{key}: log says {short(value)} (line "
-                                           f"{state.fact_lines.get(key, 0)}), sidecar "
-                                           f"{side.origin[key]} says {short(side.values[key])}")
-        if key == "model" and key in facts:
-            continue  # the sidecar's name is the one the catalog knows
-        facts[key] = value
-    if "global_batch_tokens" in side.values and "batch_samples" in facts and "seq_len" in facts:
-        log_gbt = facts["batch_samples"] * facts["seq_len"]
+            found.append(f"{key}: log says {short(value)} (line "
+                         f"{state.fact_lines.get(key, 0)}), sidecar {side.origin[key]} says "
+                         f"{short(side.values[key])}")
+    batch, seq = state.facts.get("batch_samples"), state.facts.get("seq_len",
+                                                                   side.values.get("seq_len"))
+    if "global_batch_tokens" in side.values and batch and seq:
+        log_gbt = batch * seq
         if not same_value("global_batch_tokens", log_gbt, side.values["global_batch_tokens"]):
-            raise SidecarError("conflict", f"global_batch_tokens: log says {log_gbt:g} (batch "
-                               f"{facts['batch_samples']} x seq {facts['seq_len']}), sidecar "
-                               f"{side.origin['global_batch_tokens']} says "
-                               f"{side.values['global_batch_tokens']:g}")
+            found.append(f"global_batch_tokens: log says {log_gbt:g} (batch {batch} x seq "
+                         f"{seq}), sidecar {side.origin['global_batch_tokens']} says "
+                         f"{side.values['global_batch_tokens']:g}")
+    return found
+
+
+def merged_facts(state: ParseState, side: Any) -> dict[str, Any]:
+    """Log facts over sidecar defaults (the sidecar's model name is kept: the catalog knows
+    it); conflicts are not checked here."""
+    facts = dict(side.values)
+    for key, value in state.facts.items():
+        if key == "model" and key in facts:
+            continue
+        facts[key] = value
     return facts
+
+
+def _merge(state: ParseState, side: Any) -> dict[str, Any]:
+    """``merged_facts``; raises SidecarError('conflict') naming every disagreement."""
+    found = conflicts(state, side)
+    if found:
+        raise SidecarError("conflict", "; ".join(found))
+    return merged_facts(state, side)
 
 
 def read_one(path: Path, logs_dir: Path, s: Settings,
@@ -293,6 +314,13 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if red.phase_reject:
         return ("phase_change", "; ".join(notes)), steps
     measures, derived = red.measures, list(red.derived)
+    for key, value in red.implied.items():
+        facts.setdefault(key, value)
+    for key, how in {**state.derivations, **red.implied_how}.items():
+        if key in side.values and key not in state.facts and key not in red.implied:
+            continue  # the sidecar's value was used
+        derived.append(key)
+        notes.append(f"{key} {how}")
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:
             measures, extra, note = hf_trainer.summary_measures(state, facts, s)

@@ -3,6 +3,8 @@
 Order of work, per log:
 1. Ranks: when launcher prefixes show several ranks, the rank with the most step lines is
    kept (ties: the lowest); the others' rows stay in ``steps.parquet`` with ``used`` false.
+   Consecutive lines of the kept rank with the same step number are one step printed by
+   several ranks without a prefix: the first is kept, the repeats are set aside and counted.
 2. Restarts: a step number not above the previous one starts a new segment (a job resumed
    from a checkpoint into the same file); each segment has its own warm-up.
 3. Step time: printed where the format prints it; else from the wall-clock stamps (torchtitan):
@@ -38,6 +40,9 @@ from pipeline.ingest.sources.steplogs.phases import final_batch_phase
 MAX_STEP_TIME_S = 1e6
 
 CLOCK_JUMP_FACTOR = 20.0
+# Whole-job over per-chip tokens/s must be this close to an integer to give N: nanotron prints
+# both in 3 significant digits (22.8K / 11.4K), so their ratio is off by up to ~1 %.
+N_RATIO_TOLERANCE = 0.02
 
 
 @dataclass
@@ -58,6 +63,10 @@ class Reduced:
     measures: dict[str, float] = field(default_factory=dict)
     derived: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Facts the steps imply (``n_accelerators`` from whole-job over per-chip tokens/s), with
+    # how each was worked out.
+    implied: dict[str, Any] = field(default_factory=dict)
+    implied_how: dict[str, str] = field(default_factory=dict)
     n_steady: int = 0
     # The per-step batch changes in steady state and no phase can be kept (phases.py).
     phase_reject: bool = False
@@ -165,6 +174,14 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         used = rank == kept
         notes.append(f"lines of ranks {', '.join(map(str, ranks.tolist()))} interleaved: kept "
                      f"rank {kept} ({int(used.sum())} steps), set aside {int((~used).sum())}")
+    # Ranks that print without a launcher prefix (torchtitan under plain torchrun) repeat each
+    # step line once per rank, one after another: the repeats are one step, not restarts.
+    kept_idx = np.flatnonzero(used)
+    repeats = kept_idx[1:][step[kept_idx[1:]] == step[kept_idx[:-1]]]
+    if len(repeats):
+        used[repeats] = False
+        notes.append(f"{len(repeats)} repeated line(s) of the same step (ranks printing without "
+                     "a prefix) set aside")
     # One rank (the usual log): index with a slice, a view, not a copy of every column.
     sel: Any = slice(None) if used.all() else used
     seg = np.zeros(len(step), dtype=np.int64)
@@ -262,6 +279,14 @@ def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: n
     n = facts.get("n_accelerators")
     seq = facts.get("seq_len")
     tps = _median(cols["tokens_per_s"][steady])
+    per_chip = _median(cols["tokens_per_s_per_accelerator"][steady])
+    if not n and math.isfinite(tps) and per_chip > 0:
+        # nanotron prints both; their ratio is the chip count, to the 3 digits they print.
+        ratio = tps / per_chip
+        if round(ratio) >= 1 and abs(ratio - round(ratio)) <= N_RATIO_TOLERANCE * ratio:
+            red.implied["n_accelerators"] = n = int(round(ratio))
+            red.implied_how["n_accelerators"] = (f"from tokens/s {tps:.6g} / tokens/s per chip "
+                                                 f"{per_chip:.6g} = {ratio:.4g}")
     if not math.isfinite(tps) and n:
         tps = _median(cols["tokens_per_s_per_accelerator"][steady]) * n
         red.derived += ["tokens_per_s"] if math.isfinite(tps) else []

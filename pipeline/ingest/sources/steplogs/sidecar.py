@@ -30,17 +30,19 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
+from pipeline.vocab import RECOMPUTE_MODES
 from pipeline.ingest.contract import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 from pipeline.numbers import NumberError, parse_count, parse_number
 from pipeline.preflight import special_kind
 from pipeline.yaml12 import CORE_NULL, first_duplicate
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
-            "cp", "ep", "zero_stage", "accelerators_per_node")
+            "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
-            "series", "status", "notes", "system", "format")
-ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS)
+            "series", "status", "notes", "system", "format", "recompute")
+BOOL_KEYS = ("sequence_parallel",)
+ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS + BOOL_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
 MEASURE_KEYS = (*PUBLISHED_MEASURES, *PUBLISHED_ENERGY, "derived")
@@ -165,6 +167,18 @@ def _check(key: str, value: Any, where: str) -> Any:
         kind = "integer" if key in INT_KEYS else "number"
         raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
                                         f"{kind}, got {short(value)} ({exc})") from None
+    text = str(value).strip().lower()
+    if key in BOOL_KEYS:
+        # YAML 1.2 core booleans only (no yes/no/on/off): the value is kept as written.
+        if text not in ("true", "false"):
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be true or false, "
+                                            f"got {short(value)}")
+        return text == "true"
+    if key == "recompute":
+        if text not in RECOMPUTE_MODES:
+            raise SidecarError("bad_value", f"sidecar {where}: 'recompute' must be one of "
+                                            f"{', '.join(RECOMPUTE_MODES)}, got {short(value)}")
+        return text
     return value
 
 

@@ -7,8 +7,10 @@ timer message read the same in the older copies and forks checked):
   MemAllocated={}GB, MaxMemAllocated={}GB`` through the ``[%(asctime)s] [%(levelname)s]
   [%(filename)s:%(lineno)d:%(funcName)s]`` formatter of ``deepspeed/utils/logging.py``. The
   engine builds the timer with ``batch_size=train_batch_size()``, the global batch, so
-  ``CurrSamplesPerSec`` is whole-job samples per second over that optimizer step. Older
-  releases print ``SamplesPerSec=`` instead.
+  ``CurrSamplesPerSec`` is whole-job samples per second over that optimizer step. Releases
+  0.7-0.8 (2022) print ``{epoch}/{step}, RunningAvgSamplesPerSec={}, CurrSamplesPerSec={}, ...``
+  (deepspeedai/DeepSpeed#2629 shows 0.7.7's); before 0.6 (2021-22), ``{epoch}/{step},
+  SamplesPerSec={}`` alone, the running average since the start (deepspeedai/DeepSpeed#1825).
 - ``deepspeed/profiling/flops_profiler/profiler.py``, ``print_model_profile()``: a block headed
   ``DeepSpeed Flops Profiler`` / ``Profile Summary at step {k}:`` with ``world size:``,
   ``FLOPS per GPU = 3 * fwd flops per GPU / iter latency:  {x} TFLOPS``, ``iter latency:`` and
@@ -43,7 +45,8 @@ _FAST_RE = re.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:|(\d+): )?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] "
     r"\[INFO\] \[[^\]\n]*\] epoch=\d+/micro_step=\d+/global_step=(\d+), "
     r"RunningAvgSamplesPerSec=[^,\n]*, CurrSamplesPerSec=([^,\s]+),([^\n]*)$", re.MULTILINE)
-_OLD_TPUT_RE = re.compile(r"\b(\d+)/(\d+), SamplesPerSec=(" + NUM + r")")
+_OLD_TPUT_RE = re.compile(r"\b(\d+)/(\d+), (?:RunningAvgSamplesPerSec=" + NUM
+                          + r", Curr)?SamplesPerSec=(" + NUM + r")")
 _STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 _CFG_RE = re.compile(r"\]\s+([a-z_][a-z0-9_]*) \.*\s*(\S.*?)\s*$")
 _PROFILE_RE = re.compile(r"^(world size|iter latency|samples/second|"

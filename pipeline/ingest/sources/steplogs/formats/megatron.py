@@ -13,6 +13,9 @@ the same fields without the throughput. Megatron-DeepSpeed (microsoft/Megatron-D
 ``megatron/training.py``) prints no time stamp, adds `` consumed tokens``, `` actual seqlen`` (read
 as ``seq_len``), `` samples per second``, `` tokens per gpu per second (tgs)`` and
 `` TFLOPs: {:.2f}``, read here as the per-GPU TFLOP/s it is.
+EleutherAI gpt-neox (``megatron/training.py``, ``training_log``) prints the same line after
+`` samples/sec: {:.3f} |`` with `` approx flops per GPU: {x}TFLOPS`` and ``lm_loss`` (read as
+TFLOP/s per GPU and the loss; deepspeedai/DeepSpeed#3742 shows one, 2023).
 The argument dump is ``_print_args`` in ``megatron/training/arguments.py``: between
 ``---- arguments ----`` and ``---- end of arguments ----``, lines ``  {name} {dots} {value}``.
 
@@ -21,7 +24,13 @@ Read: step = iteration; ``step_time_s`` = elapsed ms / 1000 (Megatron averages i
 ``lm loss`` (else the first ``* loss`` key); ``batch_samples`` = global batch size; NaN loss
 when the loss prints as ``NAN`` or ``number of nan iterations`` > 0; wall clock from the stamp.
 Facts: ``tp, pp, cp, ep, dp, n_accelerators`` (``world_size``), ``seq_len, n_layers, d_model,
-micro_batch, zero_stage``, ``batch_samples`` and ``precision`` (``bf16``/``fp16``/``fp8``).
+micro_batch, zero_stage``, ``batch_samples`` and ``precision`` (``bf16``/``fp16``/``fp8`` flags,
+else ``params_dtype``: named in ``derived``). The schedule: ``recompute`` from
+``recompute_granularity`` (``selective``/``full``; ``None``: ``none``; older trees'
+``recompute_activations True`` is selective and ``checkpoint_activations True`` full),
+``virtual_pipeline`` (model chunks per pipeline stage) from
+``virtual_pipeline_model_parallel_size``, else ``num_layers / pp /
+num_layers_per_virtual_pipeline_stage``, 1 when both print ``None``, and ``sequence_parallel``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.ingest.sources.steplogs.base import (
-    NAN, ParseState, int_or_none, iso_seconds, iso_seconds_many, precision_from_flags, rank_of,
+    NAN, NUM, ParseState, int_or_none, iso_seconds, iso_seconds_many, precision_from_flags, rank_of,
     regex_lines, sole_match, to_float,
 )
 from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
@@ -43,7 +52,9 @@ _STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]")
 _FIELDS_RE = re.compile(r"\| (elapsed time per iteration \(ms\)|throughput per GPU \(TFLOP/s/GPU\)|"
                         r"TFLOPs|tokens per gpu per second \(tgs\)|global batch size|lm loss|"
-                        r"number of nan iterations|actual seqlen): *([^|]*)")
+                        r"lm_loss|approx flops per GPU|number of nan iterations|actual seqlen): "
+                        r"*([^|]*)")
+_TFLOPS_UNIT_RE = re.compile(r"^\s*(" + NUM + r")\s*TFLOPS\s*$")
 _ANY_LOSS_RE = re.compile(r"\| ([\w ]+? loss): *([^|]*)")
 _ARG_RE = re.compile(r"^[^\S\n]*(?:\S+[^\S\n]+)?([a-z_][a-z0-9_]*) \.{3,} ([^\n]*?)[^\S\n]*$",
                      re.MULTILINE)
@@ -55,7 +66,11 @@ _ARGS = {
     "num_layers": "n_layers", "hidden_size": "d_model", "micro_batch_size": "micro_batch",
     "zero_stage": "zero_stage", "global_batch_size": "batch_samples",
 }
-_PRECISION_ARGS = ("bf16", "fp16", "fp8")
+_PRECISION_ARGS = ("bf16", "fp16", "fp8", "params_dtype")
+_SCHEDULE_ARGS = ("recompute_granularity", "recompute_activations", "checkpoint_activations",
+                  "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
+                  "sequence_parallel")
+_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
 # The common layout of Megatron-LM (2024-25) in one pattern, for the bulk path; lines in any
 # other layout go through ``Parser._step`` one by one.
 _FAST_RE = re.compile(
@@ -88,6 +103,8 @@ class Parser(StepParser):
     def __init__(self, state: ParseState) -> None:
         super().__init__(state)
         self.precision: dict[str, str] = {}
+        self.schedule: dict[str, tuple[str, int]] = {}
+        self.precision_line = 0
 
     def feed_chunk(self, text: str, first_lineno: int, header: bool) -> None:
         """Parse a chunk of whole lines starting at line ``first_lineno``."""
@@ -102,6 +119,9 @@ class Parser(StepParser):
             self.state.fact(key, int_or_none(value), lineno)
         elif name in _PRECISION_ARGS:
             self.precision[name] = value
+            self.precision_line = lineno
+        elif name in _SCHEDULE_ARGS:
+            self.schedule[name] = (value.strip(), lineno)
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, stamp, step, ms, tflops, gbs, loss, rest = transpose(rows)
@@ -128,7 +148,10 @@ class Parser(StepParser):
             st.counts["unparsed_step_lines"] += 1
             return
         tflops = fields.get("throughput per GPU (TFLOP/s/GPU)") or fields.get("TFLOPs")
-        loss_text = fields.get("lm loss")
+        if tflops is None and (neox := _TFLOPS_UNIT_RE.match(
+                fields.get("approx flops per GPU", ""))):
+            tflops = neox.group(1)
+        loss_text = fields.get("lm loss") or fields.get("lm_loss")
         if loss_text is None:
             other = _ANY_LOSS_RE.search(text, m.end() - 1)
             loss_text = other.group(2) if other else None
@@ -147,7 +170,49 @@ class Parser(StepParser):
                wall_s=iso_seconds(stamp.group(1)) if stamp else NAN)
 
     def finish(self) -> None:
-        p = self.precision
+        p, st = self.precision, self.state
+        line = self.precision_line
         precision = precision_from_flags(p.get("bf16"), p.get("fp16"), p.get("fp8"))
         if precision:
-            self.state.fact("precision", precision, 0)
+            st.fact("precision", precision, line)
+            st.derivations["precision"] = "from the argument dump's bf16/fp16/fp8 flags"
+        elif p.get("params_dtype") in _DTYPES:
+            st.fact("precision", _DTYPES[p["params_dtype"]], line)
+            st.derivations["precision"] = f"from the argument dump's params_dtype " \
+                                          f"{p['params_dtype']}"
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """``recompute``, ``virtual_pipeline`` and ``sequence_parallel`` from the argument dump."""
+        st, a = self.state, self.schedule
+
+        def on(name: str) -> bool:
+            return a.get(name, ("", 0))[0] == "True"
+        if "recompute_granularity" in a:
+            value, line = a["recompute_granularity"]
+            mode = value.strip("'\"").lower()
+            if mode in ("selective", "full"):
+                st.fact("recompute", mode, line)
+            elif mode in ("none", "null", ""):
+                st.fact("recompute", "full" if on("checkpoint_activations") else
+                        "selective" if on("recompute_activations") else "none", line)
+        elif "checkpoint_activations" in a:
+            st.fact("recompute", "full" if on("checkpoint_activations") else "none",
+                    a["checkpoint_activations"][1])
+        vpp = a.get("virtual_pipeline_model_parallel_size")
+        per_stage = a.get("num_layers_per_virtual_pipeline_stage")
+        if vpp and int_or_none(vpp[0]):
+            st.fact("virtual_pipeline", int_or_none(vpp[0]), vpp[1])
+        elif per_stage and int_or_none(per_stage[0]):
+            layers, pp = st.facts.get("n_layers"), st.facts.get("pp") or 1
+            if layers and layers % (pp * int_or_none(per_stage[0])) == 0:
+                st.fact("virtual_pipeline", layers // (pp * int_or_none(per_stage[0])),
+                        per_stage[1])
+                st.derivations["virtual_pipeline"] = (
+                    "from num_layers / pipeline_model_parallel_size / "
+                    "num_layers_per_virtual_pipeline_stage")
+        elif vpp or per_stage:
+            st.fact("virtual_pipeline", 1, (vpp or per_stage)[1])
+        if "sequence_parallel" in a and a["sequence_parallel"][0] in ("True", "False"):
+            st.fact("sequence_parallel", a["sequence_parallel"][0] == "True",
+                    a["sequence_parallel"][1])

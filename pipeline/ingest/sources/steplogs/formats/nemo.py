@@ -10,6 +10,12 @@ Two shapes of output carry NeMo's ``train_step_timing in s`` (logged by ``Timing
   [00:45<36:45, reduced_train_loss=8.100, global_step=19.00, consumed_samples=2560.0,
   train_step_timing in s=2.140]``. Each ``\\r`` segment is one redraw; redraws of the same
   global step are collapsed to the last.
+- The same progress bar without the timing callback (``exp_manager.log_step_timing: False``, or
+  launcher configs that drop it; NVIDIA/NeMo-Framework-Launcher#55 shows one): ``Epoch 0:   1%|
+  | 795/77225 [9:07:58<878:01:48, 41.36s/it, loss=3.1, v_num=, reduced_train_loss=3.090,
+  global_step=794.0, consumed_samples=1.63e+6]``. The step time is then tqdm's rate (``41.36s/it``,
+  or ``1/x`` of ``x it/s``), a moving average over recent redraws rather than the step's own
+  time; the run's notes say so.
 Start-up facts from the Hydra config NeMo 1.x prints (``trainer.devices``, ``trainer.num_nodes``,
 ``model.tensor_model_parallel_size``, ``pipeline_model_parallel_size``,
 ``context_parallel_size``, ``expert_model_parallel_size``, ``global_batch_size``,
@@ -29,7 +35,8 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.ingest.sources.steplogs.base import (
-    NAN, NUM, ParseState, int_or_none, rank_of, regex_lines, sole_match, to_float,
+    NAN, NUM, ParseState, int_or_none, lines_with, rank_of, regex_lines, sole_match,
+    to_float,
 )
 from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
@@ -41,6 +48,8 @@ _FAST_RE = re.compile(
     r"iteration \d+/\d+ \| lr: [^ |\n]+ \| global_batch_size: ([^ |\n]+) \| global_step: (\d+)"
     r"(?:\.0+)? \| reduced_train_loss: ([^ |\n]+) \| train_step_timing in s: ([^ |\n]+)([^\n]*)$",
     re.MULTILINE)
+# tqdm's rate inside the bar's brackets: ``[9:07:58<878:01:48, 41.36s/it,`` or ``, 2.10it/s,``.
+_RATE_RE = re.compile(r"<[^,\]]*, *(" + NUM + r") ?(s/it|it/s)")
 _KV_EQ_RE = re.compile(r"([A-Za-z_][\w ]*?)=(" + NUM + r")")
 _CFG_RE = re.compile(r"^[ \t]{2,}(tensor_model_parallel_size|pipeline_model_parallel_size|"
                      r"context_parallel_size|expert_model_parallel_size|encoder_seq_length|"
@@ -57,8 +66,10 @@ _PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "
 
 
 def detect(sample: str) -> int:
-    """Number of NeMo step records in ``sample``."""
-    return sample.count("train_step_timing in s")
+    """Number of NeMo step records in ``sample`` (progress-bar redraws without the timing
+    callback count when they carry a rate and NeMo's ``reduced_train_loss``)."""
+    timed = sample.count("train_step_timing in s")
+    return timed or len(re.findall(r"(?:s/it|it/s), [^\n\]]*reduced_train_loss=", sample))
 
 
 class Parser(StepParser):
@@ -80,6 +91,16 @@ class Parser(StepParser):
                 self._cfg(m.group(1), m.group(2), lineno)
         if self.feed_steps(text, first_lineno):
             self.header = False
+        # Bars without the timing callback: only where some bar redraw lacks the timing field
+        # (a chunk of timed redraws is not scanned twice).
+        if text.count("reduced_train_loss=") > text.count("train_step_timing in s="):
+            for lineno, line in lines_with(text, "reduced_train_loss=", first_lineno):
+                if "train_step_timing in s" in line:
+                    continue  # read above, with its own timing
+                for segment in line.split("\r"):
+                    if "reduced_train_loss=" in segment and _RATE_RE.search(segment):
+                        self._bar(segment, lineno)
+                        self.header = False
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
         r1, r2, gbs, step, loss, timing, _ = transpose(rows)
@@ -133,6 +154,10 @@ class Parser(StepParser):
     def _add(self, step: int, fields: dict[str, str], text: str, lineno: int) -> None:
         st = self.state
         timing = to_float(fields.get("train_step_timing in s", "nan"))
+        if timing != timing and (rate := _RATE_RE.search(text)):
+            value = to_float(rate.group(1))
+            timing = value if rate.group(2) == "s/it" else 1.0 / value if value > 0 else NAN
+            st.counts["progress_bar_rate_steps"] += 1
         if timing != timing:
             st.counts["unparsed_step_lines"] += 1
             return
@@ -150,3 +175,5 @@ class Parser(StepParser):
     def finish(self) -> None:
         if self.devices and self.nodes:
             self.state.fact("n_accelerators", self.devices * self.nodes, 0)
+            self.state.derivations["n_accelerators"] = (f"from trainer.devices {self.devices} x "
+                                                        f"trainer.num_nodes {self.nodes}")

@@ -1,0 +1,172 @@
+""""Your runs" shows single runs and rejected logs, by default and under ``--focus``, and the
+Data table counts series as "Your runs" does (listed series only)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from pipeline.config import PROJ_ROOT, load_params
+from pipeline.report.data import ReportData
+from pipeline.report.findings import data_section
+from pipeline.report.your_runs import FIXES, closest_published_runs, rejected_logs, single_runs
+from pipeline.schema import empty_frame
+from test_e2e_logs import megatron_log
+
+REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
+
+
+def _data(runs: list[dict], series: list[str] = (), rejects: list[dict] = (),
+          comparison: list[dict] = (), alone: list[dict] = ()) -> ReportData:
+    frames = {name: pd.DataFrame() for name in ("fits", "calibrated", "comparison_series",
+                                                "comparison_curves")}
+    frames.update(runs=pd.DataFrame(runs), series=pd.DataFrame({"series_id": list(series)}),
+                  rejects=pd.DataFrame(list(rejects), columns=["source", "path", "line",
+                                                               "record", "reason"]),
+                  comparison=pd.DataFrame(list(comparison)))
+    return ReportData(frames, {"ingest": {"logs_without_series": {"logs": list(alone)}}})
+
+
+def _run(run_id, source, kind, n, params=8e9, family="H100", series_id=None, **kw):
+    row = dict(run_id=run_id, source=source, source_kind=kind, n_accelerators=n,
+               active_params=params, accelerator_family=family, accelerator="H100-SXM5-80GB",
+               model="llama3-8b", status="ok", series_id=series_id, step_time_s=None,
+               tokens_per_s=None, tokens_per_s_per_accelerator=None, mfu=None,
+               provenance=f"data/raw/logs/{run_id}.log:3-40 (sidecar run.yaml)", citation="x",
+               scaling=None)
+    row.update(kw)
+    return row
+
+
+def test_single_run_has_measures_ceiling_and_closest_published_runs():
+    runs = [_run("mine", "logs/a", "log", 64, step_time_s=2.6, tokens_per_s=2.0e5, mfu=0.41,
+                 series_id="logs/a/s1"),
+            _run("p8", "pub", "published", 8, tokens_per_s_per_accelerator=4000.0, mfu=0.5),
+            _run("p64", "pub", "published", 64, tokens_per_s_per_accelerator=3500.0, mfu=0.45),
+            _run("p70b", "pub", "published", 64, params=70e9),           # other size
+            _run("a100", "pub", "published", 64, family="A100")]         # other family
+    d = _data(runs, comparison=[{"run_id": "mine", "bound_mfu": 0.62, "share_compute": 0.5,
+                                 "share_residual": 0.5}],
+              alone=[{"path": "data/raw/logs/mine.log", "reason": "alone: no log at another N"}])
+    (s,) = single_runs(d, [])
+    assert (s["path"], s["n"], s["step_time_s"], s["mfu"]) == ("data/raw/logs/mine.log", 64, 2.6,
+                                                               0.41)
+    assert s["ceiling_mfu"] == 0.62 and s["why"].startswith("alone:")
+    assert s["decomposition"]["model"] == "theory"
+    # same family and size, nearest N first; the 70B and the A100 runs are not "alike"
+    assert [p["n"] for p in s["published"]] == [64, 8]
+    # a run whose series_id names a listed series is not single
+    assert single_runs(_data(runs, series=["logs/a/s1"]), []) == []
+
+
+def test_focus_selects_sources_and_keeps_single_runs():
+    runs = [_run("mine", "logs/a", "log", 64, step_time_s=2.6),
+            _run("p64", "pub", "published", 64, mfu=0.45)]
+    d = _data(runs)
+    assert [s["run_id"] for s in single_runs(d, ["pub"])] == ["p64"]
+    assert [s["run_id"] for s in single_runs(d, [])] == ["mine"]
+
+
+def test_rejected_logs_carry_reason_and_fix():
+    rejects = [{"source": "logs/a", "path": "data/raw/logs/a/t4.log", "line": 0, "record": "",
+                "reason": "missing_required: n_accelerators: neither the log nor a sidecar"},
+               {"source": "logs", "path": "data/raw/logs/x.log", "line": 0, "record": "",
+                "reason": "weird_code: something"},
+               {"source": "fernandez2024", "path": "data/raw/published/f.csv", "line": 2,
+                "record": "", "reason": "unit_slip: mfu"}]
+    d = _data([], rejects=rejects)
+    got = rejected_logs(d, [])
+    assert [r["path"] for r in got] == ["data/raw/logs/a/t4.log", "data/raw/logs/x.log"]
+    assert "(scalewall validate data/raw/logs/a/t4.log prints every one" in got[0]["fix"]
+    assert "scalewall validate data/raw/logs/x.log" in got[1]["fix"]  # unknown code: generic
+    assert [r["code"] for r in rejected_logs(d, ["fernandez2024"])] == ["unit_slip"]
+    assert set(FIXES) >= {"missing_required", "unknown_accelerator", "conflict",
+                          "too_few_steps", "truncated_log", "not_a_run"}
+
+
+def test_data_table_counts_listed_series_only():
+    runs = [_run("a", "logs/a", "log", 8, series_id="logs/a/s1"),
+            _run("b", "logs/a", "log", 16, series_id="logs/a/s1"),
+            _run("c", "logs/a", "log", 64, series_id="logs/a/s2")]   # alone: not listed
+    d = _data(runs, series=["logs/a/s1"])
+    (src,) = data_section(d)["sources"]
+    assert src["series"] == 1
+
+
+def test_no_published_alike_without_size_or_family():
+    d = _data([_run("p", "pub", "published", 8)])
+    assert closest_published_runs(d, None, 8e9, 8) == []
+    assert closest_published_runs(d, "H100", None, 8) == []
+
+
+@pytest.mark.slow
+def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_path):
+    """A lone Megatron log and a log missing its N, with a published table, through every
+    stage: "Your runs" lists the run with its measures and published runs alike, and the
+    reject with its fix; ``--focus`` on the lone run's source shows it too."""
+    from typer.testing import CliRunner
+
+    from pipeline.compare import stage as compare
+    from pipeline.__main__ import app
+    from pipeline.ingest import stage as ingest_stage
+    from pipeline.fit import stage as fit_stage
+    from pipeline.report import stage as report_stage
+    from pipeline.theory import stage as theory_stage
+
+    logs = tmp_path / "logs"
+    (logs / "single").mkdir(parents=True)
+    (logs / "single" / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
+    (logs / "single" / "train.log").write_text(megatron_log(64, 2600.0))
+    (logs / "broken").mkdir()
+    (logs / "broken" / "run.yaml").write_text("accelerator: H100-SXM5-80GB\n")
+    shutil.copy(REAL / "nemo2" / "bionemo_esm2.log", logs / "broken" / "esm2.log")
+    (tmp_path / "published").mkdir()
+    shutil.copy(PROJ_ROOT / "data" / "raw" / "published" / "nvidia_dgxc2024.csv",
+                tmp_path / "published")
+    params = load_params()
+    params["ingest"]["mlperf_roots"] = []
+    params["ingest"]["logs"]["workers"] = 1
+    params["report"].update(strategy_sources=["nvidia_dgxc2024"], strategy_models={})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    out, metrics = tmp_path / "processed", tmp_path / "metrics"
+    metrics.mkdir()
+    catalog = PROJ_ROOT / "data" / "catalog"
+    ingest_stage.run(params, published_dir=tmp_path / "published", logs_dir=logs,
+                     catalog_dir=catalog, out_dir=out, metrics_path=metrics / "ingest.json")
+    fit_stage.run(params, processed_dir=out, out_dir=out, metrics_path=metrics / "fit.json", plots_dir=tmp_path / "plots")
+    theory_stage.run(params, processed_dir=out, catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
+                     plots_dir=tmp_path / "plots")
+    # compare without calibrate (too few runs to calibrate): no selected target
+    empty_frame("selected_targets.parquet").to_parquet(out / "selected_targets.parquet")
+    compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
+                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
+    paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
+                             out_dir=tmp_path / "reports")
+    md = paths["md"].read_text()
+    section = md[md.index("## Your runs"):md.index("## Key findings")]
+    assert "Your runs in no scaling series" in section
+    row = next(line for line in section.splitlines() if line.startswith("| ") and
+               "single/train.log" in line)
+    assert "| llama3-8b | H100-SXM5-80GB | 64 | 2.6" in row and "alone:" in row
+    assert "Closest published runs (same accelerator family, similar model size): " \
+           "nvidia_dgxc2024 (" in section
+    assert "Your logs that did not become runs" in section
+    reject = next(line for line in section.splitlines() if "broken/esm2.log" in line)
+    assert "missing_required: n_accelerators" in reject and "scalewall validate" in reject
+    # the Data table agrees: the lone log's source holds no series
+    data = md[md.index("## Data"):]
+    src_row = next(line for line in data.splitlines() if line.startswith("| logs/single "))
+    assert src_row.split("|")[4].strip() == "0" or " 0 |" in src_row
+
+    again = tmp_path / "again"
+    result = CliRunner().invoke(app, [
+        "report", "--processed", str(out), "--metrics-dir", str(metrics), "--out", str(again),
+        "--focus", "logs/single", "--params", str(tmp_path / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    focused = (again / "report.md").read_text()
+    focused = focused[focused.index("## Your runs"):focused.index("## Key findings")]
+    assert "single/train.log" in focused and "Your runs in no scaling series" in focused
