@@ -111,6 +111,7 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("power_w_per_accelerator", _F, "measured power per chip (W): MLPerf node power (hosts "
                                     "included) / accelerators"),
     ("energy_j_per_token", _F, "energy per training token (J): energy_j / tokens trained"),
+    ("peak_memory_bytes", _F, "measured peak memory per chip (B), where the source gives it"),
     ("energy_j", _F, "energy to train (J), MLPerf Training rules: nodes + interconnect"),
     ("energy_j_nodes", _F, "nodes' energy over the time to train (J), conversion eff. applied"),
     ("energy_j_interconnect", _F, "interconnect (switch) power estimate x time to train (J)"),
@@ -244,6 +245,11 @@ _TIMES = tuple(_c(f"t_{k}_s", _F, f"time of the {k} component per step (s)", **_
                for k in COMPONENTS)
 _SHARES = tuple(_c(f"share_{k}", _F, f"share of the measured step time: {k}", **_SHARE)
                 for k in (*COMPONENTS, "other", "unexplained"))
+# Predicted peak memory per accelerator (pipeline/theory/memory.py) and whether it fits in HBM.
+_MEMORY = (
+    _c("memory_bytes_per_accelerator", _F, "predicted peak memory per chip (B)", **_POS),
+    _c("fits_memory", _B, "predicted peak memory <= the chip's HBM capacity (catalog)"),
+)
 _SERIES_KEYS = (
     _c("series_id", _S, "scaling series", **_ID), _c("source", _S, "source id"),
     _c("model", _S, "model"), _c("scaling", _S, "strong | weak | ..."),
@@ -306,6 +312,7 @@ OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
         _c("t_step_s", _F, "the theory's step time (s)", **_POS),
         _c("measured_mfu", _F, "the run's MFU (or HFU) compared", **_UNIT),
         _c("exceeds_bound", _B, "measured above the ceiling by more than the tolerance"),
+        *_MEMORY,
     ),
     "frontier.parquet": (
         _c("scenario", _S, "scenario name", **_ID),
@@ -319,6 +326,7 @@ OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
         _c("binding", _S, "limiting component",
            checks=[pda.Check.isin(list(COMPONENTS))], nullable=True),
         _c("feasible", _B, "a layout finishes within the duration"),
+        *_MEMORY,
     ),
     "comparison.parquet": (
         _c("run_id", _S, "run", **_ID), _c("source", _S, "source id"),

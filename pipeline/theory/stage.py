@@ -25,8 +25,12 @@ from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.curves import series_ceilings
 from pipeline.theory.energy import frontier_energy
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
+from pipeline.theory.memory_fit import runs_memory
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import search
+
+
+USED_COLUMNS = ["n_layers_used", "d_model_used", "seq_len_used", "micro_batch_used"]
 
 
 def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
@@ -62,6 +66,9 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
     frontier, metrics = run_frontier(params, catalog)
     runs = pd.read_parquet(runs_path)
     bounds = compute_bounds(runs, catalog, params)
+    memory, metrics["_memory"] = runs_memory(runs, bounds, catalog, params)
+    bounds = bounds.drop(columns=USED_COLUMNS).merge(memory, on="run_id", how="left",
+                                                     validate="one_to_one")
     if series_path is not None:
         grid = settings(params, "compare")
         curves = series_ceilings(runs, pd.read_parquet(series_path), catalog, params,
