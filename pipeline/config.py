@@ -184,7 +184,6 @@ class SearchSettings(_Group):
     interleave: Interleave
     max_accelerators: Annotated[float, Field(ge=0, le=1e15)]
     memory_check: bool
-    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)]
     zero_stage: Annotated[int, Field(ge=0, le=3)]
     dp_steps_per_octave: Annotated[int, Field(ge=1, le=16)]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -30,6 +31,7 @@ from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.schema import check_metrics, check_output
 from pipeline.theory.frontier import flop_grid, frontier_frame
+from pipeline.theory.memory_fit import overhead_of
 from pipeline.theory.scenarios import load_scenarios
 
 
@@ -93,8 +95,11 @@ def frontier(params: Mapping[str, Any], catalog, cal: Calibration, cfg: Calibrat
     """The theory's scenarios searched at the calibrated efficiencies: frontier rows and, per
     scenario, the calibrated knee and wall with CIs beside the ideal ones (theory.json)."""
     fr = settings(params, "theory").frontier
+    # layouts sized by the theory stage's memory model and its fitted overhead
+    overhead = overhead_of(ideal.get("_memory", {}))
+    scenarios = [replace(scn, memory_overhead=overhead) for scn in load_scenarios(params, catalog)]
     result = calibrated_frontier(
-        load_scenarios(params, catalog), cal, flop_grid(fr.min_flop, fr.max_flop, fr.points),
+        scenarios, cal, flop_grid(fr.min_flop, fr.max_flop, fr.points),
         fr.knee_fraction, cfg.frontier_samples, cfg.seed, fr.refine_rounds, fr.refine_points,
         ci_grid=flop_grid(fr.min_flop, fr.max_flop, cfg.frontier_ci_points))
     frames, metrics = [], {}

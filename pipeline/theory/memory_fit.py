@@ -126,6 +126,15 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     return out, metrics
 
 
+def overhead_of(memory_metrics: Mapping[str, Any]) -> Overhead:
+    """The fitted overhead from the theory metrics' ``_memory`` node (none: no overhead)."""
+    node = (memory_metrics or {}).get("overhead") or {}
+    factor, fixed = node.get("activation_factor"), node.get("fixed_bytes")
+    if factor is None or fixed is None or not np.isfinite(factor) or not np.isfinite(fixed):
+        return Overhead()
+    return Overhead(float(factor), float(fixed))
+
+
 def _measured(frame: pd.DataFrame) -> np.ndarray:
     if "peak_memory_bytes" not in frame:
         return np.full(len(frame), np.nan)

@@ -10,6 +10,7 @@ Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``fr
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,7 +26,8 @@ from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.curves import series_ceilings
 from pipeline.theory.energy import frontier_energy
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
-from pipeline.theory.memory_fit import runs_memory
+from pipeline.theory.memory import Overhead
+from pipeline.theory.memory_fit import overhead_of, runs_memory
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import search
 
@@ -33,14 +35,17 @@ from pipeline.theory.search import search
 USED_COLUMNS = ["n_layers_used", "d_model_used", "seq_len_used", "micro_batch_used"]
 
 
-def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
-    """Every scenario's frontier over the C grid, and its knee and wall."""
+def run_frontier(params: Mapping[str, Any], catalog, overhead: Overhead = Overhead()
+                 ) -> tuple[pd.DataFrame, dict]:
+    """Every scenario's frontier over the C grid, and its knee and wall (layouts sized by the
+    memory model with the fitted ``overhead``)."""
     cfg = settings(params, "theory").frontier
     grid = flop_grid(cfg.min_flop, cfg.max_flop, cfg.points)
     fraction, rounds, points = cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
                     leave=False, disable=None):
+        scn = replace(scn, memory_overhead=overhead)
         front = search(scn, grid)
         head = headline(scn, front, fraction, rounds, points)
         frames.append(frontier_frame(scn.name, front))
@@ -63,10 +68,11 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
     curves of every series are written too (``theory_curves.parquet``, on the grid of
     ``compare.extrapolate_n`` and ``compare.curve_points``)."""
     catalog = load_catalog(catalog_dir)
-    frontier, metrics = run_frontier(params, catalog)
     runs = pd.read_parquet(runs_path)
     bounds = compute_bounds(runs, catalog, params)
-    memory, metrics["_memory"] = runs_memory(runs, bounds, catalog, params)
+    memory, memory_metrics = runs_memory(runs, bounds, catalog, params)
+    frontier, metrics = run_frontier(params, catalog, overhead_of(memory_metrics))
+    metrics["_memory"] = memory_metrics
     bounds = bounds.drop(columns=USED_COLUMNS).merge(memory, on="run_id", how="left",
                                                      validate="one_to_one")
     if series_path is not None:
