@@ -43,8 +43,9 @@ class Efficiencies:
         """Factors on the search's lower bound: compute, HBM weight traffic, latency chain."""
         return self._t("compute"), self._t("hbm"), self._t("latency")
 
-    def step_cost(self, hw, shape, layout, batch_tokens, const) -> StepCost:
-        ideal = step_cost(hw, shape, layout, batch_tokens, const)
+    def parts(self, ideal: StepCost, hw, shape, layout) -> dict[str, np.ndarray]:
+        """Calibrated seconds per step by component (``overhead``: the fixed, sync and launch
+        terms), from the ideal cost of the same configuration."""
         t_c = ideal.t_compute_s
         tp = np.asarray(layout.tp1, float) * np.asarray(layout.tp2, float)
         outside = tp > np.asarray(hw.scaleup_domain_size, float)
@@ -57,18 +58,27 @@ class Efficiencies:
             "net_pp": self._t("net_pp") * ideal.t_net_pp_s,
             "net_ep": self._t("net_ep") * ideal.t_net_ep_s,
             "bubble": self._t("bubble") * ideal.t_bubble_s,
-            "latency": self._t("latency") * ideal.t_latency_s
-            + self._t("overhead") + self._t("sync") * np.log2(np.maximum(ideal.n_accelerators, 1.0))
-            + self._t("launch") * np.asarray(layout.microbatches, float)
-            * np.asarray(shape.n_layers, float) / np.asarray(layout.pp, float),
+            "latency": self._t("latency") * ideal.t_latency_s,
+            "overhead": self._t("overhead") + self._t("sync") * np.log2(np.maximum(
+                ideal.n_accelerators, 1.0)) + self._t("launch") * np.asarray(
+                layout.microbatches, float) * np.asarray(shape.n_layers, float)
+            / np.asarray(layout.pp, float),
         }
         shape_ = np.broadcast(*parts.values()).shape
-        parts = {k: np.broadcast_to(v, shape_) for k, v in parts.items()}
+        return {k: np.broadcast_to(v, shape_) for k, v in parts.items()}
+
+    def step_cost(self, hw, shape, layout, batch_tokens, const) -> StepCost:
+        ideal = step_cost(hw, shape, layout, batch_tokens, const)
+        parts = self.parts(ideal, hw, shape, layout)
+        shape_ = parts["compute"].shape
         t_step = sum(parts.values())
+        # the fixed per-step terms count with the latency chain (COMPONENTS has no overhead)
+        parts["latency"] = parts["latency"] + parts.pop("overhead")
         names = list(parts)
         stacked = np.stack([parts[n] for n in names])
         binding = np.array([_ORDER[n] for n in names], dtype=np.int8)[np.argmax(stacked, axis=0)]
-        return replace(ideal, t_step_s=t_step, utilization=np.broadcast_to(t_c, shape_) / t_step,
+        return replace(ideal, t_step_s=t_step,
+                       utilization=np.broadcast_to(ideal.t_compute_s, shape_) / t_step,
                        binding=binding)
 
 

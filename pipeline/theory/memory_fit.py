@@ -114,13 +114,14 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "fits_memory": pd.array(np.where(has & np.isfinite(hbm), predicted <= hbm, pd.NA),
                                 dtype="boolean"),
     })
+    col = lambda name: (frame[name] if name in frame  # noqa: E731
+                        else pd.Series(None, index=frame.index, dtype=object))
     scored = pd.DataFrame({
-        "run_id": frame["run_id"], "source": frame["source"], "model": frame["model"],
-        "params": frame["params"], "status": frame["status"], "hbm": hbm, "raw": raw,
-        "naive": naive, "measured": measured, "tp": frame["tp"], "pp": frame["pp"],
-        "dp": frame["dp"], "zero_stage": frame["zero_stage"],
-        "micro_batch": frame["micro_batch"], "activations": parts.activations,
-        "fixed": fixed,
+        "run_id": frame["run_id"], "source": col("source"), "model": col("model"),
+        "params": col("params"), "status": col("status"), "hbm": hbm, "raw": raw,
+        "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
+        "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
+        "activations": parts.activations, "fixed": fixed,
     })
     metrics = {"overhead": _fit_dict(fit), **score(scored, cfg)}
     return out, metrics
