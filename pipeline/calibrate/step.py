@@ -15,7 +15,9 @@ The model behind this interface today is the calibrate stage's fitted form
 (``calibration.parquet``, docs/theory.md §10) applied to the ideal component times of
 :func:`pipeline.theory.cost.step_cost` for the layout, with the theory's per-run constants
 (``theory.bounds``: attention + MLP TP blocks, ZeRO-3 gathered once a step) and at the
-population level (no source effect: a new user's software is a new source). Two additions the
+population level (no source effect: a new user's software is a new source). A layout without
+``virtual_pipeline`` gets the interleaving the model was fitted with (``theory.bounds``: L / pp
+chunks where m >= pp); ``n_layers`` and ``d_model`` must be given. Two additions the
 fitted form lacks: activation recompute costs its FLOP (full: one more forward, 1/3 of the
 step's model FLOP; selective: the attention core's forward, Korthikanti et al. 2022 §5), and
 the predicted MFU and its interval never exceed the ideal ceiling (a physical bound). The
@@ -151,9 +153,14 @@ def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> 
     shape = Shape(params=params, active_params=active, n_layers=layers, d_model=d, seq_len=seq,
                   expert_fraction=f_exp, top_k=top_k, n_experts=n_experts,
                   attention_flop_per_token=attn)
+    # no stated interleaving: the theory's per-run convention the model was fitted on
+    # (theory.bounds.interleave "max": L / pp chunks per stage when m >= pp)
+    v_max = np.where((m >= pp) & (pp > 1), np.maximum(np.floor(layers / pp), 1.0), 1.0) \
+        if theory.bounds.interleave == "max" else np.ones(len(layouts))
+    v = _num(layouts, "virtual_pipeline")
     layout = Layout(dp=replicas / ep, tp1=tp, pp=pp, ep=ep, microbatches=m,
                     zero_stage=_num(layouts, "zero_stage", 1.0),
-                    interleave=np.maximum(_num(layouts, "virtual_pipeline", 1.0), 1.0))
+                    interleave=np.where(v >= 1, v, v_max))
     _, const, _, _ = baseline_constants(model.params)
     const = replace(const, blocks_per_layer=theory.bounds.blocks_per_layer,
                     fsdp_gather=theory.bounds.fsdp_gather)

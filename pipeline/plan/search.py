@@ -5,7 +5,7 @@ Layouts: powers of two for tp (up to the scale-up domain and dividing the heads)
 layers; uneven stages allowed, as Llama 3's), cp (while each rank keeps >= ``MIN_CP_TOKENS``
 tokens of a sequence) and ep (MoE: dividing dp cp, up to the experts); dp = N / (tp pp cp);
 micro-batches of 1-8 sequences with m = B / (dp mb s) microbatches, at least 1; interleaving
-v in 1, 2, 4, 8 where pp > 1, m is a multiple of pp and each chunk keeps a layer; ZeRO 0-3;
+v in 1, 2, 4, 8 and L / pp (one layer per chunk) where pp > 1, m is a multiple of pp and each chunk keeps a layer; ZeRO 0-3;
 recompute none, selective, full. Sequence parallelism is on wherever tp > 1 (it moves no more
 bytes than TP's all-reduces). Memory: :mod:`pipeline.theory.memory` with the theory stage's
 fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
@@ -68,11 +68,15 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     g = g.merge(pd.DataFrame({"micro_batch": MICRO_BATCHES}), how="cross")
     m = np.round(batch_tokens / (g["dp"] * g["micro_batch"] * seq_len))
     g = g.assign(microbatches=m)[m >= 1]
-    g = g.merge(pd.DataFrame({"virtual_pipeline": INTERLEAVE}), how="cross")
+    # interleaving: 1, 2, 4, 8 and one layer per chunk (L / pp, the most)
+    g = g.merge(pd.DataFrame({"virtual_pipeline": (*INTERLEAVE, 0)}), how="cross")
+    most = np.maximum(np.floor(model.n_layers / g["pp"]), 1)
+    g["virtual_pipeline"] = np.where(g["virtual_pipeline"] == 0, most,
+                                     g["virtual_pipeline"]).astype(int)
     v = g["virtual_pipeline"]
     keep = (v == 1) | ((g["pp"] > 1) & (g["microbatches"] % g["pp"] == 0)
                        & (model.n_layers / (g["pp"] * v) >= 1))
-    g = g[keep]
+    g = g[keep].drop_duplicates()
     g = g.merge(pd.DataFrame({"zero_stage": ZERO_STAGES}), how="cross")
     g = g.merge(pd.DataFrame({"recompute": list(RECOMPUTE)}), how="cross")
     for col, value in fixed.items():
