@@ -14,6 +14,8 @@ from pipeline.config import ConfigError, check_scenario_names, settings as load_
 from pipeline.report import data as report_data
 from pipeline.report import figures, findings, render
 from pipeline.report.focus import focus_figure, focus_ids
+from pipeline.report.memory import memory_section
+from pipeline.report.plan import add_plans
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +56,9 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     data = report_data.load(processed_dir, metrics_dir)
     check_sources(cfg, data)
     steps.update()
-    context = findings.build(data, cfg) | {"title": cfg["title"]}
+    context = findings.build(data, cfg) | {"title": cfg["title"],
+                                           "memory": memory_section(data.metrics)}
+    context["mine"] = add_plans(context["mine"], data.runs, processed_dir, metrics_dir)
     cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
     figs = figures.make_all(data, out_dir / "figures", cfg)
     figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")
