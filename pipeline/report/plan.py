@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pipeline.config import CATALOG_DIR, ConfigError
@@ -82,12 +81,12 @@ def plan_entry(ctx: PlanContext, run: pd.Series) -> dict[str, Any]:
 
 
 def add_plans(mine: dict[str, Any], runs: pd.DataFrame, processed_dir: Path,
-              metrics_dir: Path) -> dict[str, Any]:
+              metrics_dir: Path, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """``mine`` (the focus section) with ``plan`` set on each series entry."""
     if not mine.get("series"):
         return mine
     try:
-        ctx = load_context(processed_dir, CATALOG_DIR, Path(metrics_dir) / "theory.json")
+        ctx = load_context(processed_dir, CATALOG_DIR, Path(metrics_dir) / "theory.json", params)
     except (ConfigError, OSError) as exc:
         for e in mine["series"]:
             e["plan"] = {"note": f"no plan: {exc}"}
@@ -100,7 +99,3 @@ def add_plans(mine: dict[str, Any], runs: pd.DataFrame, processed_dir: Path,
         largest = mine_runs.sort_values(["n_accelerators", "run_id"]).iloc[-1]
         e["plan"] = plan_entry(ctx, largest)
     return mine
-
-
-def finite(x: Any) -> bool:
-    return x is not None and np.isfinite(float(x))

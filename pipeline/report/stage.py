@@ -58,7 +58,7 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     steps.update()
     context = findings.build(data, cfg) | {"title": cfg["title"],
                                            "memory": memory_section(data.metrics)}
-    context["mine"] = add_plans(context["mine"], data.runs, processed_dir, metrics_dir)
+    context["mine"] = add_plans(context["mine"], data.runs, processed_dir, metrics_dir, params)
     cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
     figs = figures.make_all(data, out_dir / "figures", cfg)
     figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")
