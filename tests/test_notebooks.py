@@ -19,7 +19,7 @@ from synthetic_upstream import shared_downstream
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("01-explore-runs.ipynb", "02-fit-laws.ipynb", "03-theory-frontier.ipynb",
-         "04-calibrate.ipynb")
+         "04-calibrate.ipynb", "05-plan.ipynb")
 pytestmark = pytest.mark.slow
 
 
