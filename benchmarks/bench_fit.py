@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import PROCESSED_DIR, load_params
-from pipeline.laws import fit
-from pipeline.laws.stage import run
+from pipeline.fit import fit
+from pipeline.fit.stage import run
 
 SDM91_N = [1, 18, 36, 72, 108, 144, 216]
 SDM91_X = [65, 996, 1652, 1853, 1829, 1775, 1702]

@@ -86,7 +86,7 @@ def fit(
                                help="MLPerf power measurements (energy laws)"),
 ) -> None:
     """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.laws.stage", params, headline=("fit", headline), runs_path=runs,
+    _run_stage("pipeline.fit.stage", params, headline=("fit", headline), runs_path=runs,
                series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots,
                power_path=power)
 
@@ -137,7 +137,7 @@ def compare(
     params: Path = PARAMS,
 ) -> None:
     """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare", params, headline=("compare", headline),
+    _run_stage("pipeline.compare.stage", params, headline=("compare", headline),
                processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
                metrics_path=metrics, plots_dir=plots)
 

@@ -26,7 +26,7 @@ import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
 from pipeline.config import ConfigError
-from pipeline.schema import PRECISION_ALIASES
+from pipeline.vocab import PRECISION_ALIASES
 
 HARDWARE_FILE = "hardware.csv"
 ALIASES_FILE = "accelerator_aliases.csv"

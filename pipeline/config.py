@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pipeline.schema import PRECISIONS
+from pipeline.vocab import PRECISIONS
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
                       ValidationInfo, field_validator)
 
@@ -143,7 +143,6 @@ class LawsSettings(_Group):
     """``theory.laws``: the scaling laws that turn training compute into a model (theory.md §1)."""
 
     tokens_per_param: Annotated[float, Field(gt=0, le=1e6)]
-    flop_per_token_per_param: Annotated[float, Field(gt=0, le=100)]
     anchor_flop: Annotated[float, Field(gt=0, le=1e60)]
     layers_anchor: Annotated[float, Field(gt=0, le=1e6)]
     layers_exponent: Annotated[float, Field(ge=0, le=1)]

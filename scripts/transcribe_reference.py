@@ -6,7 +6,7 @@ reference data change::
     .venv/bin/python scripts/transcribe_reference.py [--reference DIR] [--out DIR]
 
 Each ``convert_<source>`` function maps the rows of one reference file to format-v1 rows
-(``../shared/ARCHITECTURE.md``) plus the extra columns documented in
+(data/raw/published/README.md) plus the extra columns documented in
 ``data/raw/published/README.md``. Rules kept throughout:
 
 * every row keeps ``source`` and ``citation``; ``reference_row`` names the reference file and the
@@ -26,13 +26,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from pipeline.schema import PUBLISHED_COLUMNS
+from pipeline.ingest.contract import PUBLISHED_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference-data"
 DEFAULT_OUT = ROOT / "data" / "raw" / "published"
 
-V1_COLUMNS = PUBLISHED_COLUMNS  # the format's one definition (pipeline/schema.py)
+V1_COLUMNS = PUBLISHED_COLUMNS  # the format's one definition (pipeline/ingest/contract.py)
 # Extra columns, in output order; a file carries only those that any of its rows fills.
 EXTRA_COLUMNS = (
     "record_kind", "evidence", "reference_row", "accelerator_as_published",

@@ -2,7 +2,7 @@
 
 ``build(root)`` writes every file the compare and report stages read (``runs``, ``rejects``,
 ``series``, ``fits``, ``extrapolation``, ``bounds``, ``frontier``, the energy ``power``,
-``energy_fits`` and ``energy_points`` parquet files and the ingest, fit and theory metrics), with the contract columns of ARCHITECTURE.md and ``pipeline/schema.py``. The
+``energy_fits`` and ``energy_points`` parquet files and the ingest, fit and theory metrics), with the contract columns of ``pipeline/<stage>/contract.py``. The
 numbers are shaped after published behaviour (ZeRO-3 collapsing under strong scaling, PTD-P
 holding, weak scaling nearly flat) but are SYNTHETIC: they exist only to exercise the code, and
 the series below follow exact laws so tests can assert recovered values.
@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from pipeline.io import write_json, write_parquet
-from pipeline.laws.energy import energy_laws
-from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, RUN_COLUMNS, RUNS_SCHEMA, SERIES_SCHEMA,
-                             FitMetrics, IngestMetrics, LogsWithoutSeries, check_metrics,
-                             check_output, pandas_dtype)
+from pipeline.fit.energy import energy_laws
+from pipeline.fit.contract import FitMetrics
+from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, RUNS_SCHEMA, RUN_COLUMNS,
+                                      SERIES_SCHEMA, IngestMetrics, LogsWithoutSeries, pandas_dtype)
+from pipeline.schema import check_metrics, check_output
 
 PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
 ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
@@ -297,7 +298,7 @@ def make_fit_metrics(extra: pd.DataFrame, series: pd.DataFrame) -> FitMetrics:
 
 def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     """Build the synthetic upstream under ``root`` and run compare and report on it."""
-    from pipeline.compare import run as compare_run
+    from pipeline.compare.stage import run as compare_run
     from pipeline.config import load_params
     from pipeline.report.stage import run as report_run
 
@@ -335,11 +336,11 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
     the threshold efficiency, the predictions at multiples of the largest N)."""
     from pipeline.catalog import load_catalog
     from pipeline.config import CATALOG_DIR
-    from pipeline.laws import LawFitError, get_law
-    from pipeline.laws.derived import n_at_threshold, predictions_at_multiples
-    from pipeline.laws.nls import fit_law
-    from pipeline.laws.series import series_points
-    from pipeline.laws.stage import _curve
+    from pipeline.fit import LawFitError, get_law
+    from pipeline.fit.derived import n_at_threshold, predictions_at_multiples
+    from pipeline.fit.nls import fit_law
+    from pipeline.fit.series import series_points
+    from pipeline.fit.stage import _curve
     from pipeline.measures import extrapolation_grid
     from pipeline.theory.curves import series_ceilings
 
@@ -376,7 +377,7 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
     series = make_series(runs)
     fits, extra = make_fits(runs, series)
     frontier, theory = make_frontier()
-    # Every file is checked against the contract the real stages write (pipeline/schema.py),
+    # Every file is checked against the contract the real stages write (pipeline/<stage>/contract.py),
     # so these fixtures cannot drift from the stages' outputs.
     write_parquet(check_output("runs.parquet", runs), processed / "runs.parquet",
                   schema=RUNS_SCHEMA)

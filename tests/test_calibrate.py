@@ -15,7 +15,7 @@ from pipeline.calibrate.forms import fit_frame
 from pipeline.calibrate.settings import load_settings
 from pipeline.calibrate.simulate import TRUE_THETA, simulate_runs
 from pipeline.calibrate.stage import calibrated_runs
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, settings
 from pipeline.theory.bounds import compute_bounds
 
 TERMS = list(TRUE_THETA)
@@ -91,7 +91,8 @@ def test_unseen_accelerator_predicted_from_catalog_alone(params, catalog) -> Non
     cal = fit_frame(runs, TERMS, balance=0.0, em_rounds=6)
     new = pd.DataFrame([_synthetic_run("B200-SXM-180GB", 256), _synthetic_run("H100-SXM5-80GB", 256)])
     bounds = compute_bounds(new, catalog, params)
-    frame = design(new, bounds, catalog.hardware["scaleup_domain_size"])
+    frame = design(new, bounds, catalog.hardware["scaleup_domain_size"],
+                   settings(params, "theory").bounds)
     x = x_matrix(frame, cal.all_terms)
     mfu, lo, hi, sd = cal.predict_mfu(x, frame["source"].to_numpy(object))
     # by hand: 1 / sum theta_j x_j, with x from the catalog-based bounds

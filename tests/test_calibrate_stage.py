@@ -1,5 +1,5 @@
 """The calibrate stage on the synthetic upstream: contract columns, shares, determinism, and
-its outputs' contracts in pipeline/schema.py."""
+its outputs' contracts in pipeline/calibrate/contract.py."""
 
 from __future__ import annotations
 

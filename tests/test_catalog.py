@@ -25,7 +25,7 @@ from pipeline.catalog import (
 )
 from pipeline.config import CATALOG_DIR, ConfigError
 
-# Accelerator ids that ARCHITECTURE.md requires.
+# Accelerator ids that docs/architecture.md requires.
 ARCHITECTURE_IDS = (
     "V100-SXM2-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H100-HBM2e-96GB",
     "H200-SXM-141GB", "B200-SXM-180GB", "GB200", "GB300", "MI300X", "Gaudi2", "TPU-v3", "TPU-v4",

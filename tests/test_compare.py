@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.compare import SHARES, gap_shares
-from pipeline.laws.result import predict_frame
+from pipeline.compare.stage import SHARES, gap_shares
+from pipeline.fit.result import predict_frame
 from pipeline.measures import n_at_efficiency as n_at_efficiency
-from pipeline.compare import run as compare_run
+from pipeline.compare.stage import run as compare_run
 from pipeline.config import ConfigError, load_params
 from synthetic_upstream import NOISE, SERIES_SPECS, build
 
@@ -40,9 +40,9 @@ def test_gap_shares_golden() -> None:
     assert s["compute"] == pytest.approx(0.4)
     assert s["net_dp"] == pytest.approx(0.8 * 5 / 7 / 2.5)
     assert s["hbm"] == pytest.approx(0.8 * 2 / 7 / 2.5)
-    assert s["net_tp"] == 0.0 and s["other"] == 0.0
+    assert s["net_tp"] == 0.0 and s["overhead"] == 0.0
     assert s["bubble"] == pytest.approx(0.04) and s["latency"] == pytest.approx(0.04)
-    assert s["unexplained"] == pytest.approx(0.2)
+    assert s["residual"] == pytest.approx(0.2)
 
 
 def test_gap_shares_missing_bound_is_nan() -> None:
@@ -59,12 +59,12 @@ def test_gap_shares_sum_to_one(mfu: float, bound: float, times: list[float]) -> 
     s = gap_shares(mfu, pd.Series({"bound_mfu": bound, "t_compute_s": 1.0, **dict(zip(keys, times))}))
     assert sum(s[k] for k in SHARES) == pytest.approx(1.0)
     assert s["compute"] == pytest.approx(mfu)
-    assert all(s[k] >= -1e-12 for k in SHARES if k != "unexplained")
-    # a run above its ceiling leaves a negative unexplained share, one below it a positive one
+    assert all(s[k] >= -1e-12 for k in SHARES if k != "residual")
+    # a run above its ceiling leaves a negative residual share, one below it a positive one
     if mfu > bound * (1 + 1e-9):
-        assert s["unexplained"] < 0
+        assert s["residual"] < 0
     elif mfu < bound * (1 - 1e-9):
-        assert s["unexplained"] > 0
+        assert s["residual"] > 0
 
 
 def test_n_at_efficiency_interpolates_in_log_n() -> None:
@@ -76,7 +76,7 @@ def test_n_at_efficiency_interpolates_in_log_n() -> None:
 def test_predict_frame_from_a_law_fit() -> None:
     """On exact Amdahl data (serial fraction 0.01) the refit predicts the law at new N,
     inside its own prediction interval."""
-    from pipeline.laws import fit
+    from pipeline.fit import fit
 
     n = np.array([8.0, 16, 32, 64, 128, 256])
     amdahl = lambda x: x / (1 + 0.01 * (x - 1))  # noqa: E731

@@ -14,7 +14,7 @@ import yaml
 
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
-from pipeline.laws import stage as fit_stage
+from pipeline.fit import stage as fit_stage
 from test_e2e_logs import GLOBAL_BATCH, SEQ_LEN, STEP_TIME_MS, megatron_log
 
 CAMPAIGN = "llama3-sweep"
@@ -144,7 +144,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     16x, compared with the published series, and starred in the figures."""
     import shutil
 
-    from pipeline import compare
+    from pipeline.compare import stage as compare
     from pipeline.report import stage as report_stage
     from pipeline.theory import stage as theory_stage
 
@@ -228,7 +228,7 @@ def test_focus_decomposition_prefers_the_calibrated_model() -> None:
                              **shares | {"share_compute": 0.6, "share_net_tp": 0.1},
                              share_residual=0.3)])
     comp = pd.DataFrame([dict(run_id="r2", bound_mfu=0.95, share_compute=0.2,
-                              share_unexplained=0.8)])
+                              share_residual=0.8)])
     d = SimpleNamespace(calibrated=cal, comparison=comp)
     got = _decomposition(d, "r1")
     assert got["model"] == "calibrated" and got["predicted_mfu"] == 0.4
@@ -242,5 +242,5 @@ def test_focus_decomposition_prefers_the_calibrated_model() -> None:
                                                  {"part": "residual", "share": -0.3}]
     got = _decomposition(d, "r2")
     assert got["model"] == "theory" and got["bound_mfu"] == 0.95
-    assert [p["part"] for p in got["shares"]] == ["unexplained", "compute"]
+    assert [p["part"] for p in got["shares"]] == ["residual", "compute"]
     assert _decomposition(d, "r3") == {"model": None, "shares": [], "bound_mfu": None}

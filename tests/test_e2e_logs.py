@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
-from pipeline.laws import stage as fit_stage
+from pipeline.fit import stage as fit_stage
 
 # Reruns whole stages (compare, report) or reads every real trace: slow.
 pytestmark = pytest.mark.slow

@@ -37,3 +37,23 @@ def test_a_broken_contract_is_reported(tmp_path):
                       "forbidden_modules =\n    pipeline.measures\n")
     done = _lint(config)
     assert done.returncode == 1 and "0 kept, 1 broken" in done.stdout
+
+
+def _contract_modules() -> list[str]:
+    return sorted(f"pipeline.{p.parent.name}.contract"
+                  for p in (PROJ_ROOT / "pipeline").glob("*/contract.py"))
+
+
+def test_contract_modules_import_only_contracts():
+    """A stage's contract module may be imported by any reader (.importlinter ignores imports of
+    `*.contract`) because it brings in no stage code: only pipeline.contracts, pipeline.vocab and
+    other contract modules."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("pipeline")
+    allowed = {"pipeline.contracts", "pipeline.vocab", *_contract_modules()}
+    modules = _contract_modules()
+    assert {"pipeline.ingest.contract", "pipeline.fit.contract", "pipeline.theory.contract",
+            "pipeline.calibrate.contract", "pipeline.compare.contract"} <= set(modules)
+    for module in modules:
+        bad = graph.find_modules_directly_imported_by(module) - allowed
+        assert not bad, f"{module} imports {sorted(bad)}"

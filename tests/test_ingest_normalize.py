@@ -16,7 +16,7 @@ from pipeline.ingest.core.derive import Reject, strategy_family
 from pipeline.measures import flop_per_token as flops_per_token
 from pipeline.ingest.core.normalize import CatalogCache, Options, normalize, run_id
 from pipeline.ingest.records import REJECT_CODES, Record
-from pipeline.schema import RUN_COLUMN_NAMES
+from pipeline.ingest.contract import RUN_COLUMN_NAMES
 
 
 def load_stub() -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.ingest.core.series import assign_series, slug
-from pipeline.schema import RUN_COLUMN_NAMES
+from pipeline.ingest.contract import RUN_COLUMN_NAMES
 
 
 def _run(n: int, gbt: float | None, **kw: Any) -> dict[str, Any]:

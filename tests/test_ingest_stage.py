@@ -15,7 +15,7 @@ import pytest
 import pipeline.ingest.stage as stage
 from pipeline.config import PROJ_ROOT, ConfigError, load_params
 from pipeline.ingest.records import Record
-from pipeline.schema import RUN_COLUMN_NAMES, STEP_COLUMNS
+from pipeline.ingest.contract import RUN_COLUMN_NAMES, STEP_COLUMNS
 from test_ingest_normalize import load_stub
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published"

@@ -1,4 +1,4 @@
-"""Energy laws (pipeline/laws/energy.py): known slopes recovered, intervals cover, series rules."""
+"""Energy laws (pipeline/fit/energy.py): known slopes recovered, intervals cover, series rules."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.laws.energy import energy_laws, lack_of_fit_p, submitter_family
-from pipeline.schema import POWER_COLUMNS
+from pipeline.fit.energy import energy_laws, lack_of_fit_p, submitter_family
+from pipeline.ingest.contract import POWER_COLUMNS
 
 
 def _power(rows: list[dict]) -> pd.DataFrame:

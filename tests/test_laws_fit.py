@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.laws import LAWS, LawFitError, fit, get_law
-from pipeline.laws.base import SeriesContext
+from pipeline.fit import LAWS, LawFitError, fit, get_law
+from pipeline.fit.base import SeriesContext
 
 # Gunther's SPEC SDM91 benchmark (R package `usl`, data `specsdm91`).
 SDM91_N = [1, 18, 36, 72, 108, 144, 216]
@@ -199,7 +199,7 @@ def test_fit_never_crashes_and_predicts_positive(sigma: float, kappa: float, lam
 def test_outlier_statistic_matches_statsmodels() -> None:
     import statsmodels.api as sm
 
-    from pipeline.laws.nls import _outlier_note
+    from pipeline.fit.nls import _outlier_note
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(15, 3))
@@ -236,7 +236,7 @@ def test_likelihood_is_of_the_original_y_on_both_scales(law: str) -> None:
 def test_work_per_step_is_per_accelerator_under_weak_scaling() -> None:
     import pandas as pd
 
-    from pipeline.laws.series import work_per_step
+    from pipeline.fit.series import work_per_step
 
     # 4096 tokens per accelerator and step: the global batch grows with N.
     n = np.array([8.0, 16.0, 32.0])

@@ -12,9 +12,9 @@ import pytest
 
 from pipeline.config import ConfigError, load_params
 from pipeline.io import write_parquet
-from pipeline.laws.crossseries import cross_series
-from pipeline.laws.extrapolation import holdout_split, point_ape
-from pipeline.laws.stage import run
+from pipeline.fit.crossseries import cross_series
+from pipeline.fit.extrapolation import holdout_split, point_ape
+from pipeline.fit.stage import run
 from synthetic_upstream import make_runs, make_series
 
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
@@ -254,7 +254,7 @@ def test_hardware_model_recovers_ratio_slope() -> None:
 
 
 def test_default_law_rule_needs_success_and_compares_on_common_cases() -> None:
-    from pipeline.laws.extrapolation import summarise
+    from pipeline.fit.extrapolation import summarise
 
     rows = []
     for i in range(10):
@@ -289,9 +289,9 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_implausible_fits_are_flagged_in_note() -> None:
-    from pipeline.laws import fit
-    from pipeline.laws.derived import law_figures
-    from pipeline.laws.stage import plausibility_notes
+    from pipeline.fit import fit
+    from pipeline.fit.derived import law_figures
+    from pipeline.fit.stage import plausibility_notes
 
     def notes(n, y, law):
         res = fit(n, y, law=law, scale="log")
@@ -323,7 +323,7 @@ def test_comm_only_caveat_stays_on_comm_rows(tmp_path: Path) -> None:
 
 
 def test_coverage_note_says_when_intervals_undercover() -> None:
-    from pipeline.laws.stage import _coverage_note
+    from pipeline.fit.stage import _coverage_note
 
     laws = {"usl": {"success_rate": 1.0, "k1": {"coverage": 0.55}, "k2": {"coverage": 0.61}},
             "power": {"success_rate": 1.0, "k1": {"coverage": None}, "by_source": {}}}
@@ -338,9 +338,9 @@ def test_coverage_note_says_when_intervals_undercover() -> None:
 def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path) -> None:
     """What compare draws is the fit stage's own fit: each converged law's predictions on
     ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""
-    from pipeline.laws import get_law
-    from pipeline.laws.nls import fit_law
-    from pipeline.laws.series import series_points
+    from pipeline.fit import get_law
+    from pipeline.fit.nls import fit_law
+    from pipeline.fit.series import series_points
     from pipeline.measures import extrapolation_grid
 
     _, out = _run(tmp_path, PARAMS)

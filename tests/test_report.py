@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.compare import run as compare_run
+from pipeline.compare.stage import run as compare_run
 from pipeline.config import ConfigError, load_params
 from pipeline.report.render import num, pct, sci, times
 from pipeline.report import data as report_data

@@ -1,5 +1,5 @@
-"""The contracts of pipeline/schema.py: every output and metrics file, and the fixtures built
-from them."""
+"""The stages' contracts (pipeline/<stage>/contract.py, found by file name in pipeline/schema.py):
+every output and metrics file, and the fixtures built from them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.schema import (OUTPUT_COLUMNS, ContractError, check_metrics, check_output,
-                             empty_frame)
+from pipeline.schema import OUTPUT_COLUMNS, ContractError, check_metrics, check_output, empty_frame
 from tests.synthetic_upstream import build, make_bounds, make_fit_metrics, make_fits, \
     make_runs, make_series
 

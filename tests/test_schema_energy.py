@@ -1,6 +1,7 @@
-"""The energy contracts of pipeline/schema.py: power.parquet, energy_fits/energy_points,
-frontier_energy.parquet, the energy run columns, and the energy keys of fit.json, theory.json
-and ingest.json. What the stages write passes; a broken value is refused naming its column."""
+"""The energy contracts (pipeline/ingest/contract.py, pipeline/fit/contract.py,
+pipeline/theory/contract.py): power.parquet, energy_fits/energy_points, frontier_energy.parquet,
+the energy run columns, and the energy keys of fit.json, theory.json and ingest.json. What the
+stages write passes; a broken value is refused naming its column."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 from pandera import errors as pa_errors
 
-from pipeline.laws.energy import energy_laws
-from pipeline.schema import (POWER_COLUMNS, RUN_COLUMNS, ContractError, check_metrics, check_output,
-                             output_column_names, pandas_dtype, validate_runs)
+from pipeline.fit.energy import energy_laws
+from pipeline.ingest.contract import POWER_COLUMNS, RUN_COLUMNS, pandas_dtype, validate_runs
+from pipeline.schema import ContractError, check_metrics, check_output, output_column_names
 from tests.synthetic_upstream import make_fit_metrics, make_fits, make_frontier, make_runs, \
     make_series
 

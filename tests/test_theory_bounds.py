@@ -1,4 +1,4 @@
-"""Per-run ceilings and the theory stage's outputs (ARCHITECTURE.md contracts)."""
+"""Per-run ceilings and the theory stage's outputs (pipeline/theory/contract.py)."""
 
 from __future__ import annotations
 

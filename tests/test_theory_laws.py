@@ -1,4 +1,4 @@
-"""Golden values G4-G11 of ../shared/reference/theory.md §4 (exact arithmetic, rel 1e-3)."""
+"""Golden values G4-G11 (docs/theory.md §2-§4) (exact arithmetic, rel 1e-3)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every regressor is a time relative to the run's ideal compute time ``t_compute_s`` (the model
 FLOP of a step over the job's peak FLOP/s, ``bounds.parquet``), so the measured quantity is
-``1 / MFU = T_step / t_compute`` (ARCHITECTURE.md: the ceiling and the measured MFU count the
+``1 / MFU = T_step / t_compute`` (docs/architecture.md: the ceiling and the measured MFU count the
 same model FLOP). docs/theory.md §10 gives the model and the meaning of each term.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipeline.schema import CALIBRATED_SHARES
+from pipeline.config import BoundsSettings
+from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
+from pipeline.vocab import SHARE_SLOTS
 
 # Terms of the model and what their coefficient means (docs/theory.md §10).
 TERMS: dict[str, str] = {
@@ -38,11 +40,9 @@ SHARE_OF: dict[str, str] = {
     "bubble": "bubble", "latency": "latency", "overhead": "overhead", "sync": "overhead",
     "launch": "overhead",
 }
-SHARES = CALIBRATED_SHARES  # calibrated.parquet's share_<component> (pipeline/schema.py)
+SHARES = SHARE_SLOTS  # calibrated.parquet's share_<slot> (pipeline/calibrate/contract.py)
 # Work per accelerator at which ``small_work`` is quoted: 4096 tokens x 1024 columns.
 WORK_REF = 4096.0 * 1024.0
-# d/L aspect ratio used where a run states no d_model (as theory.bounds.aspect_ratio).
-ASPECT_RATIO = 128.0
 
 
 def _num(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -56,45 +56,46 @@ def has_layout(runs: pd.DataFrame) -> np.ndarray:
     return (_num(runs, "tp") >= 1) | (_num(runs, "pp") >= 1)
 
 
-def work_per_accelerator(runs: pd.DataFrame) -> np.ndarray:
-    """Microbatch GEMM size per accelerator: micro_batch x seq_len tokens x d_model / tp.
-
-    Missing micro_batch is 1 and missing tp is 1 (as theory.bounds); missing d_model comes from
-    the parameter count at d/L = 128 (N = 12 L d^2, so d = (128 N / 12)^(1/3)).
-    """
-    micro = np.where(_num(runs, "micro_batch") > 0, _num(runs, "micro_batch"), 1.0)
-    seq = np.where(_num(runs, "seq_len") > 0, _num(runs, "seq_len"), 2048.0)
+def _shape(runs: pd.DataFrame, defaults: BoundsSettings):
+    """Depth, width, microbatch sequences and sequence length of each run, completed by the
+    rule of pipeline/shapes.py with the theory's stand-ins (``theory.bounds``)."""
     active = np.where(_num(runs, "active_params") > 0, _num(runs, "active_params"),
                       _num(runs, "params"))
-    d = np.where(_num(runs, "d_model") > 0, _num(runs, "d_model"),
-                 np.cbrt(ASPECT_RATIO * active / 12.0))
+    shape = complete_shape(active, _num(runs, "n_layers"), _num(runs, "d_model"),
+                           _num(runs, "pp"), defaults.aspect_ratio)
+    micro = stated_or(_num(runs, "micro_batch"), defaults.micro_batch_sequences)
+    seq = stated_or(_num(runs, "seq_len"), defaults.seq_len)
+    return shape, micro, seq
+
+
+def work_per_accelerator(runs: pd.DataFrame, defaults: BoundsSettings) -> np.ndarray:
+    """Microbatch GEMM size per accelerator: micro_batch x seq_len tokens x d_model / tp, with
+    the shape completed as the theory completes it (pipeline/shapes.py); missing tp is 1."""
+    shape, micro, seq = _shape(runs, defaults)
     tp = np.where(_num(runs, "tp") >= 1, _num(runs, "tp"), 1.0)
-    return micro * seq * d / tp
+    return micro * seq * shape.d_model / tp
 
 
-def layers_and_microbatches(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(layers per pipeline stage, microbatches per step) of each run, as theory.bounds takes
-    them: L from the run or from params at d/L = 128; m = B / (dp micro_batch seq_len), dp =
-    N / (tp pp cp), at least 1 (1 where the batch is not stated)."""
-    active = np.where(_num(runs, "active_params") > 0, _num(runs, "active_params"),
-                      _num(runs, "params"))
-    d = np.where(_num(runs, "d_model") > 0, _num(runs, "d_model"),
-                 np.cbrt(ASPECT_RATIO * active / 12.0))
-    layers = np.where(_num(runs, "n_layers") > 0, _num(runs, "n_layers"), d / ASPECT_RATIO)
+def layers_and_microbatches(runs: pd.DataFrame, defaults: BoundsSettings
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """(layers per pipeline stage, microbatches per step) of each run, completed as the theory
+    completes them (pipeline/shapes.py): m = B / (dp micro_batch seq_len), dp = N / (tp pp cp),
+    at least 1; where the batch is not stated, m = 4 pp under pipelining, else 1."""
+    shape, micro, seq = _shape(runs, defaults)
     deg = {k: np.where(_num(runs, k) >= 1, _num(runs, k), 1.0) for k in ("tp", "pp", "cp")}
     dp = _num(runs, "n_accelerators") / (deg["tp"] * deg["pp"] * deg["cp"])
-    micro = np.where(_num(runs, "micro_batch") > 0, _num(runs, "micro_batch"), 1.0)
-    seq = np.where(_num(runs, "seq_len") > 0, _num(runs, "seq_len"), 2048.0)
-    m = np.round(_num(runs, "global_batch_tokens") / (np.maximum(dp, 1.0) * micro * seq))
-    m = np.where(np.isfinite(m) & (m >= 1), m, 1.0)
-    return np.maximum(layers / deg["pp"], 1.0), m
+    batch, _ = batch_tokens(_num(runs, "global_batch_tokens"), dp, micro, seq, deg["pp"])
+    m = microbatches(batch, dp, micro, seq)
+    return np.maximum(shape.n_layers / deg["pp"], 1.0), m
 
 
-def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> pd.DataFrame:
+def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series,
+           defaults: BoundsSettings) -> pd.DataFrame:
     """One row per run of ``runs`` (same order): run facts and the regressors ``x_<term>``.
 
-    ``domain_size``: scale-up domain size per accelerator id (catalog ``scaleup_domain_size``).
-    Runs without a bound get NaN regressors.
+    ``domain_size``: scale-up domain size per accelerator id (catalog ``scaleup_domain_size``);
+    ``defaults``: the theory's stand-ins for an unstated shape (``theory.bounds``). Runs without
+    a bound get NaN regressors.
     """
     b = bounds.set_index("run_id").reindex(runs["run_id"].astype(str))
     # bounds.parquet carries the measured MFU (HFU where no MFU) and the peak it used; fall
@@ -110,11 +111,11 @@ def design(runs: pd.DataFrame, bounds: pd.DataFrame, domain_size: pd.Series) -> 
     tp_out = tp > np.where(np.isfinite(domain), domain, 8.0)
     rel = {name: b[f"t_{name}_s"].to_numpy(float) / t_c
            for name in ("hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency")}
-    stage_layers, microbatches = layers_and_microbatches(runs)
+    stage_layers, m = layers_and_microbatches(runs, defaults)
     x = {
         "x_compute": np.ones(len(runs)),
-        "x_launch": stage_layers * microbatches / t_c,
-        "x_small_work": WORK_REF / work_per_accelerator(runs),
+        "x_launch": stage_layers * m / t_c,
+        "x_small_work": WORK_REF / work_per_accelerator(runs, defaults),
         "x_hbm": rel["hbm"],
         "x_net_tp": np.where(tp_out, 0.0, rel["net_tp"]),
         "x_net_tp_out": np.where(tp_out, rel["net_tp"], 0.0),

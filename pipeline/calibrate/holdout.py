@@ -1,8 +1,8 @@
-"""Out-of-sample scoring: ``predictions.parquet`` (ARCHITECTURE.md).
+"""Out-of-sample scoring: ``predictions.parquet`` (pipeline/calibrate/contract.py).
 
 Two schemes:
 - ``largest_k<k>``: every series with >= ``min_distinct_n`` distinct N, without the runs at its
-  ``k`` largest N (pipeline.laws.extrapolation.holdout_split, the fit stage's split), predicted
+  ``k`` largest N (pipeline.fit.extrapolation.holdout_split, the fit stage's split), predicted
   by the naive rules, the laws (rows of the fit stage's ``extrapolation.parquet``) and the
   calibrated model, refitted without the held-out runs and anchored on the series' own training
   runs (a series-level offset: mean log ratio of measured to modelled y at the training N).
@@ -25,8 +25,8 @@ from pipeline.calibrate.features import x_matrix
 from pipeline.calibrate.forms import fit_frame
 from pipeline.calibrate.model import Calibration
 from pipeline.calibrate.settings import CalibrateRun
-from pipeline.laws.extrapolation import holdout_split
-from pipeline.laws.series import series_points
+from pipeline.fit.extrapolation import holdout_split
+from pipeline.fit.series import series_points
 
 COLUMNS = ("run_id", "series_id", "source", "holdout", "predictor", "metric", "n_train_max",
            "n_target", "actual", "predicted", "pi_low", "pi_high", "ape", "covered",
@@ -227,7 +227,7 @@ def selected_rows(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
 def law_rows(extrapolation: pd.DataFrame) -> pd.DataFrame:
     """The fit stage's held-out law predictions as predictions rows (their own intervals)."""
     e = extrapolation
-    # run_id is not part of the extrapolation contract (ARCHITECTURE.md); the fit stage adds it
+    # run_id is not part of the extrapolation contract (pipeline/fit/contract.py); the fit stage adds it
     run_ids = e["run_id"].astype(str) if "run_id" in e else pd.Series("", index=e.index)
     return pd.DataFrame(dict(
         run_id=run_ids, series_id=e["series_id"].astype(str), source=e["source"],

@@ -2,9 +2,12 @@
 
 Reads ``runs``, ``series``, ``bounds`` (the theory's per-run component times) and
 ``extrapolation`` (the fit stage's held-out law predictions) from ``data/processed`` and the
-hardware catalog; writes ``calibration.parquet``, ``calibrated.parquet``, ``predictions.parquet``
-(ARCHITECTURE.md), ``calibrated_forms.parquet`` (the candidate forms' AICc/BIC),
-``reports/metrics/calibrate.json`` and ``reports/plots/calibrate_predictions.csv``.
+hardware catalog; writes ``calibration.parquet``, ``calibrated.parquet``, ``predictions.parquet``,
+``calibrated_forms.parquet`` (the candidate forms' AICc/BIC), ``calibrated_frontier.parquet``
+(the theory's frontier at the calibrated efficiencies), ``selected_targets.parquet`` (the
+``selected`` rule's throughput at ``compare.extrapolate_n``; the columns of all six:
+pipeline/calibrate/contract.py), ``reports/metrics/calibrate.json`` and
+``reports/plots/calibrate_predictions.csv``.
 """
 
 from __future__ import annotations
@@ -134,7 +137,8 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
     series = pd.read_parquet(processed_dir / "series.parquet")
     extrapolation = pd.read_parquet(processed_dir / "extrapolation.parquet")
 
-    frame = design(runs, bounds, catalog.hardware["scaleup_domain_size"])
+    frame = design(runs, bounds, catalog.hardware["scaleup_domain_size"],
+                   settings(params, "theory").bounds)
     fit_set = fit_set_of(frame)
     best, fits, form_table = fit_forms(fit_set, cfg.forms, cfg.criterion, balance=cfg.balance,
                                        em_rounds=cfg.em_rounds)

@@ -17,7 +17,8 @@ The model behind this interface today is the calibrate stage's fitted form
 (``theory.bounds``: attention + MLP TP blocks, ZeRO-3 gathered once a step) and at the
 population level (no source effect: a new user's software is a new source). A layout without
 ``virtual_pipeline`` gets the interleaving the model was fitted with (``theory.bounds``: L / pp
-chunks where m >= pp); ``n_layers`` and ``d_model`` must be given. Two additions the
+chunks where m >= pp); missing depth, width and batch are completed by pipeline/shapes.py, as
+for the runs the model was fitted on. Two additions the
 fitted form lacks: activation recompute costs its FLOP (full: one more forward, 1/3 of the
 step's model FLOP; selective: the attention core's forward, Korthikanti et al. 2022 §5), and
 the predicted MFU and its interval never exceed the ideal ceiling (a physical bound). The
@@ -40,6 +41,7 @@ from pipeline.calibrate.frontier import Efficiencies
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.config import PROJ_ROOT, ConfigError, load_params, settings
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
+from pipeline.shapes import batch_tokens, complete_shape, microbatches
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.memory import recompute_code
@@ -131,17 +133,20 @@ def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> 
     theory = settings(model.params, "theory")
     attention = settings(model.params, "ingest").attention_flops
     hw, width = _hardware(layouts, model)
-    params, layers, d = _num(layouts, "params"), _num(layouts, "n_layers"), _num(layouts, "d_model")
+    params = _num(layouts, "params")
     active = _num(layouts, "active_params")
     active = np.where(active > 0, active, params)
     seq = _num(layouts, "seq_len", theory.bounds.seq_len)
     n = _num(layouts, "n_accelerators")
     tp, pp, cp, ep = (np.maximum(_num(layouts, k, 1.0), 1.0) for k in ("tp", "pp", "cp", "ep"))
+    shape_ = complete_shape(active, _num(layouts, "n_layers"), _num(layouts, "d_model"), pp,
+                            theory.bounds.aspect_ratio)
+    layers, d = shape_.n_layers, shape_.d_model
     dp = _num(layouts, "dp")
     dp = np.where(dp >= 1, dp, n / (tp * pp * cp))
     micro = _num(layouts, "micro_batch", theory.bounds.micro_batch_sequences)
-    batch = _num(layouts, "global_batch_tokens")
-    m = np.maximum(np.round(batch / (dp * micro * seq)), 1.0)
+    batch, _ = batch_tokens(_num(layouts, "global_batch_tokens"), dp, micro, seq, pp)
+    m = microbatches(batch, dp, micro, seq)
     replicas = dp * cp
     ep = np.minimum(ep, replicas)
     attn = attention_flop_per_token(layers, d, seq) if attention else np.zeros(len(layouts))

@@ -20,7 +20,8 @@ from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.features import design, x_matrix
 from pipeline.calibrate.holdout import within_series_sd
 from pipeline.calibrate.model import Calibration
-from pipeline.laws.series import series_points
+from pipeline.config import settings
+from pipeline.fit.series import series_points
 from pipeline.theory.bounds import compute_bounds
 
 
@@ -80,7 +81,8 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, frame: pd.DataFra
         if stated and known["peak"].notna().all():
             largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
             new = _scaled_runs(largest, [int(n) for n in n_t], str(s.get("scaling")) == "weak")
-            new_frame = design(new, compute_bounds(new, catalog, params), domain)
+            new_frame = design(new, compute_bounds(new, catalog, params), domain,
+                               settings(params, "theory").bounds)
             both = pd.concat([known, new_frame], ignore_index=True)
             mean, _ = cal.predict_log_time(x_matrix(both, cal.all_terms),
                                            both["source"].to_numpy(object))

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pipeline.ingest.contract import PUBLISHED_SCALINGS, PUBLISHED_STATUSES
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
+
 REQUIRED_COLUMNS = ("source", "citation", "model", "params_b", "accelerator", "n_accelerators")
-SCALING_VOCAB = ("strong", "weak", "single", "sweep")
-STATUS_VOCAB = ("ok", "oom", "error", "aborted", "no_run_stop", "missing_file")
 # column -> (largest plausible value in the column's unit, what a larger value probably is)
 UNIT_LIMITS = {
     "params_b": (1e5, "a raw parameter count: the column is in billions (8.03 for 8.03e9)"),
@@ -33,8 +34,6 @@ UNIT_LIMITS = {
     "step_time_s": (3600.0, "milliseconds: the column is in seconds per optimizer step"),
     "seq_len": (1e7, "not a sequence length in tokens"),
 }
-# FLOP per token per (active) parameter of a training step: forward 2, backward 4.
-TRAIN_FLOP_PER_PARAM = 6.0
 
 
 def table_problems(header: list[str] | None, n_records: int) -> list[str]:
@@ -60,7 +59,7 @@ def _number(fields: Mapping[str, Any], name: str) -> float | None:
 
 def field_problem(fields: Mapping[str, Any]) -> str | None:
     """The first format problem of one record's raw fields (None: none)."""
-    for name, vocab in (("scaling", SCALING_VOCAB), ("status", STATUS_VOCAB)):
+    for name, vocab in (("scaling", PUBLISHED_SCALINGS), ("status", PUBLISHED_STATUSES)):
         value = fields.get(name)
         if value is not None and str(value).strip().lower() not in vocab:
             return f"bad_value: {name}={str(value)!r} is not one of {', '.join(vocab)}"
@@ -78,7 +77,7 @@ def run_problem(row: Mapping[str, Any], max_peak_flops_per_s: float | None) -> s
     if not (tps and n and params and max_peak_flops_per_s):
         return None
     per_chip = tps / n
-    needed = per_chip * TRAIN_FLOP_PER_PARAM * params
+    needed = per_chip * FLOP_PER_PARAM_PER_TOKEN * params
     if needed <= max_peak_flops_per_s:
         return None
     return (f"out_of_range: tokens_per_s per accelerator {per_chip:.6g} needs at least "

@@ -3,7 +3,7 @@
 Parsers (published tables, MLPerf trees, step logs) never write runs themselves. Each yields
 exactly one ``Record`` per input record it read, so the ingest stage can prove that
 ``records read = runs + rejects`` for every input file. ``fields`` uses the column names of
-published format v1 (ARCHITECTURE.md; ``params_b``, ``n_accelerators``, ``accelerator`` as a
+published format v1 (data/raw/published/README.md; ``params_b``, ``n_accelerators``, ``accelerator`` as a
 name or alias, ...) plus the run extras listed in ``RUN_EXTRAS``; the ingest core resolves
 aliases, fills shapes from the catalog, derives missing measures and validates.
 """

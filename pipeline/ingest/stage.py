@@ -37,9 +37,10 @@ from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.sources.steplogs.reader import read_logs
 from pipeline.io import pid_alive, write_json, write_parquet
-from pipeline.schema import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUN_COLUMNS,
-                             RUNS_SCHEMA, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
-                             check_metrics, check_output, pandas_dtype, validate_runs)
+from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
+                                      RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
+                                      pandas_dtype, validate_runs)
+from pipeline.schema import check_metrics, check_output
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
 

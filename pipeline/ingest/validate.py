@@ -33,7 +33,7 @@ from pipeline.ingest.sources.published import read_file
 from pipeline.ingest.sources.steplogs.reader import LOG_SUFFIXES, find_logs, read_logs
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar
 from pipeline.ingest.stage import check_accounting, convert, load_catalog, read_options
-from pipeline.schema import PRECISIONS
+from pipeline.vocab import PRECISIONS
 
 LIST_ALL = 20
 EXAMPLES = 3

@@ -11,6 +11,7 @@ import pandas as pd
 
 from pipeline.calibrate.step import load_model
 from pipeline.config import settings
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.plan.request import PlanError, Request, check_layout_divides
 from pipeline.plan.search import PlanContext, plan_for_n
 from pipeline.theory import laws as lw
@@ -39,7 +40,7 @@ def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> flo
     """The critical batch of the theory's laws at the compute a compute-optimal run of the
     model spends (C = 6 N_act D, D = tokens_per_param N_act): docs/theory.md §2."""
     laws = lw.Laws(**settings(params, "theory").laws.model_dump())
-    flop = laws.flop_per_token_per_param * active_params * laws.tokens_per_param * active_params
+    flop = FLOP_PER_PARAM_PER_TOKEN * active_params * laws.tokens_per_param * active_params
     return float(lw.critical_batch_tokens(np.array([flop]), laws)[0])
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipeline.schema import CALIBRATED_SHARES
+from pipeline.vocab import SHARE_SLOTS
 
-LOST = CALIBRATED_SHARES  # compute (inefficiency), hbm, net_*, bubble, latency, overhead, residual
+LOST = SHARE_SLOTS  # compute (inefficiency), hbm, net_*, bubble, latency, overhead, residual
 
 
 def lost_shares(cal_runs: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The report's measured energy: MLPerf power runs against N (findings and figure).
 
 Reads only stage outputs: ``energy_points.parquet`` and ``energy_fits.parquet`` (fit stage,
-``pipeline.laws.energy``), ``fit.json["energy"]`` and ``theory.json["_energy"]``
+``pipeline.fit.energy``), ``fit.json["energy"]`` and ``theory.json["_energy"]``
 (``pipeline.theory.energy``). The Fernandez et al. 2024 figures are third-party quotes, kept
 here with their provenance (``data/raw/published/fernandez2024.csv`` records them as claims).
 """

@@ -16,12 +16,11 @@ from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
 from pipeline.report.style import (COMPONENT_COLOURS, MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES,
                                    family_colour, new_figure, note, save)
+from pipeline.vocab import SHARE_SLOTS
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
 # the theory's decomposition, in stacking order
-SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in ("compute", "hbm", "net_tp", "net_dp", "net_pp",
-                                                   "net_ep", "bubble", "latency", "other",
-                                                   "unexplained")}
+SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in SHARE_SLOTS}
 SCENARIO_STYLES = ("-", "--", "-.", ":")
 
 
@@ -323,7 +322,7 @@ def gap(data: ReportData, out: Path, limit: int, focus_runs: frozenset[str] = fr
     if c.empty or "share_compute" not in c or c["share_compute"].notna().sum() == 0:
         note(ax, "no runs with both a measured MFU and a theory bound")
         return save(fig, out / "gap.png")
-    g = c[c["share_compute"].notna() & (c["share_unexplained"] >= 0)]
+    g = c[c["share_compute"].notna() & (c["share_residual"] >= 0)]
     per_source = max(1, limit // max(g["source"].nunique(), 1))
     mine = g[g["run_id"].isin(focus_runs)]
     mine = mine.sort_values("n_accelerators").groupby("series_id", dropna=False).tail(1)

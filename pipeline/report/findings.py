@@ -362,7 +362,7 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
     frac = c["fraction_of_ceiling"].dropna()
     out.update(dominant=None, n_bound=len(frac), median_frac=_f(frac.median()), q25=_f(frac.quantile(0.25)),
                q75=_f(frac.quantile(0.75)), n_exceeds=int((frac > 1).sum()),
-               median_unexplained=_f(c["share_unexplained"].dropna().median()))
+               median_residual=_f(c["share_residual"].dropna().median()))
     by_source = []
     for src, g in c.dropna(subset=["fraction_of_ceiling"]).groupby("source", sort=True):
         f = g["fraction_of_ceiling"]

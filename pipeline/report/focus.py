@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.fit.contract import MULTIPLES_OF_N_MAX
 from pipeline.report.data import ReportData
-from pipeline.schema import CALIBRATED_SHARES, MULTIPLES_OF_N_MAX
 from pipeline.report.style import COMPONENT_COLOURS, family_colour, new_figure, note, save
+from pipeline.vocab import SHARE_SLOTS
 
 MULTIPLES = MULTIPLES_OF_N_MAX  # the fit stage predicts each law there (fits.parquet)
 # Published series "of the same model size": active parameters within this factor of yours.
@@ -29,8 +30,6 @@ Y_NAMES = {"model_flops_per_s": "model FLOP/s", "tokens_per_s": "tokens/s",
            "inverse_time_to_train_per_s": "1/time-to-train (1/s)"}
 # Shares of the step time below this are left out of the sentence (they round to 0 %).
 MIN_SHARE = 0.005
-SHARES = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency",
-          "other", "unexplained")
 
 
 def _num(x: Any) -> float | None:
@@ -62,7 +61,7 @@ def predict_multiples(d: ReportData, series_id: str,
     for one new measurement (``fit.interval``), of the law the compare stage drew for the
     series (the fit stage's default law, or the next in its ranking where that one could not
     be fitted): the fit stage's own predictions (fits.parquet ``*_at_<m>x_n_max``, written by
-    ``pipeline.laws.derived.predictions_at_multiples``); nothing is refitted here.
+    ``pipeline.fit.derived.predictions_at_multiples``); nothing is refitted here.
 
     The one place the report predicts: when the calibrate stage (issue 9) publishes calibrated
     intervals, this function reads them instead.
@@ -91,7 +90,7 @@ def predict_multiples(d: ReportData, series_id: str,
     return out
 
 
-def _shares(row: pd.Series, names: tuple[str, ...] = SHARES) -> list[dict[str, Any]]:
+def _shares(row: pd.Series, names: tuple[str, ...] = SHARE_SLOTS) -> list[dict[str, Any]]:
     # The calibrated residual is negative where the model predicts a longer step than measured
     # (the other shares then sum to more than 1): kept, so the parts shown add up.
     parts = [{"part": k.replace("_", " "), "share": float(row[f"share_{k}"])}
@@ -109,7 +108,7 @@ def _decomposition(d: ReportData, run_id: str) -> dict[str, Any]:
     row = cal[cal["run_id"] == run_id] if not cal.empty else cal
     if len(row):
         r = row.iloc[0]
-        return {"model": "calibrated", "shares": _shares(r, CALIBRATED_SHARES),
+        return {"model": "calibrated", "shares": _shares(r, SHARE_SLOTS),
                 "predicted_mfu": _num(r["predicted_mfu"]), "pi_low": _num(r["pi_low"]),
                 "pi_high": _num(r["pi_high"]), "bound_mfu": None}
     comp = d.comparison

@@ -17,7 +17,7 @@ from pipeline.config import CATALOG_DIR, ConfigError
 from pipeline.plan.answer import answer, load_context, records
 from pipeline.plan.request import ModelShape, PlanError, Request, resolve_model
 from pipeline.plan.search import PlanContext, memory_of
-from pipeline.schema import MULTIPLES_OF_N_MAX
+from pipeline.fit.contract import MULTIPLES_OF_N_MAX
 
 LAYOUT_KEPT = ("tp", "pp", "cp", "zero_stage", "micro_batch")
 

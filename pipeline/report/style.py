@@ -28,7 +28,7 @@ STRATEGY_COLOURS = {
     "fsdp": "#d95f02", "ddp": "#e6ab02", "hybrid_fsdp": "#a6761d", "tp": "#7570b3",
     "pp": "#66a61e", "tp_pp": "#1b9e77", "3d": "#e7298a", "unknown": "#999999",
 }
-# Readable names of pipeline.schema.STRATEGY_FAMILIES for prose and legends.
+# Readable names of pipeline.vocab.STRATEGY_FAMILIES for prose and legends.
 STRATEGY_NAMES = {
     "ddp": "DDP", "fsdp": "FSDP/ZeRO-3", "hybrid_fsdp": "hybrid FSDP", "tp": "TP", "pp": "PP",
     "tp_pp": "TP+PP", "3d": "3D", "unknown": "unstated",
@@ -38,13 +38,12 @@ DPI = 110
 WIDTH_IN = 8.0  # 880 px at DPI: page width of the HTML report
 
 
-# One colour per step-time component, shared by the theory's decomposition (whose remainder is
-# "other"/"unexplained") and the calibrated one ("overhead"/"residual"), so a part keeps its
-# colour in every figure.
+# One colour per step-time slot (pipeline/vocab.py: SHARE_SLOTS), shared by the theory's
+# decomposition and the calibrated one, so a part keeps its colour in every figure.
 COMPONENT_COLOURS = {"compute": "#4daf4a", "hbm": "#984ea3", "net_tp": "#377eb8",
                      "net_dp": "#e41a1c", "net_pp": "#ff7f00", "net_ep": "#a65628",
-                     "bubble": "#f781bf", "latency": "#999999", "other": "#dede00",
-                     "overhead": "#dede00", "unexplained": "#d9d9d9", "residual": "#d9d9d9"}
+                     "bubble": "#f781bf", "latency": "#999999", "overhead": "#dede00",
+                     "residual": "#d9d9d9"}
 
 def family_colour(family: object) -> str:
     """Colour of an accelerator family; unknown families get a stable spare colour."""

@@ -1,10 +1,11 @@
 """Per-run ceilings: the cost model applied to each measured run's own configuration.
 
 Every run of ``runs.parquet`` gets the utilization ceiling of its accelerator, model shape,
-batch and layout (``bounds.parquet``, ARCHITECTURE.md). Where the data lacks a field, a documented
-default from ``params.yaml: theory.bounds`` is used and named in ``assumed``; where a run lacks
-what no default can stand in for (accelerator, chip count, parameter count), it gets no bound
-and ``assumed`` says why. All runs are evaluated in one vectorised call.
+batch and layout (``bounds.parquet``, pipeline/theory/contract.py). Where the data lacks a
+field, a documented default from ``params.yaml: theory.bounds`` is used (the shape and schedule
+by the rule of pipeline/shapes.py) and named in ``assumed``; where a run lacks what no default
+can stand in for (accelerator, chip count, parameter count), it gets no bound and ``assumed``
+says why. All runs are evaluated in one vectorised call.
 
 Defaults lean optimistic (more microbatches, interleaving, TP placed at its cheaper
 orientation), because a ceiling must not sit below a measurement. A run whose measured MFU still
@@ -22,6 +23,7 @@ import pandas as pd
 
 from pipeline.config import BoundHardware, settings
 from pipeline.measures import attention_flop_per_token
+from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Hardware, Layout, Shape
 from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_per_value
@@ -183,27 +185,17 @@ def _shape(r: _PerRun) -> None:
     active = r.col("active_params")
     notes.add(~(active > 0) & (params_n > 0), "active_params=params")
     active = np.where(active > 0, active, params_n)
-    layers, d = r.col("n_layers"), r.col("d_model")
-    a = dflt.aspect_ratio
-    both = ~(layers > 0) & ~(d > 0)
-    layers = np.where(both, np.cbrt(active / (12.0 * a * a)), layers)
-    d = np.where(both, a * layers, d)
-    notes.add(both & (params_n > 0), f"n_layers,d_model from params at d/L={a:g}")
-    only_d = ~(d > 0) & (layers > 0)
-    d = np.where(only_d, np.sqrt(active / (12.0 * layers)), d)
-    notes.add(only_d, "d_model from params and n_layers (12 L d^2)")
-    only_l = ~(layers > 0) & (d > 0)
-    layers = np.where(only_l, active / (12.0 * d * d), layers)
-    notes.add(only_l, "n_layers from params and d_model (12 L d^2)")
-    # A guessed depth must at least hold the stated pipeline: raise it to pp, keep 12 L d^2.
-    pp_given = r.col("pp")
-    shallow = (both | only_l) & (pp_given > layers)
-    layers = np.where(shallow, pp_given, layers)
-    d = np.where(shallow, np.sqrt(active / (12.0 * layers)), d)
-    notes.add(shallow, "n_layers raised to pp (guessed depth below the stated pipeline)")
+    shape = complete_shape(active, r.col("n_layers"), r.col("d_model"), r.col("pp"),
+                           dflt.aspect_ratio)
+    layers, d = shape.n_layers, shape.d_model
+    notes.add(shape.from_params & (params_n > 0),
+              f"n_layers,d_model from params at d/L={dflt.aspect_ratio:g}")
+    notes.add(shape.d_from_layers, "d_model from params and n_layers (12 L d^2)")
+    notes.add(shape.layers_from_d, "n_layers from params and d_model (12 L d^2)")
+    notes.add(shape.raised_to_pp, "n_layers raised to pp (guessed depth below the stated pipeline)")
     seq = r.col("seq_len")
     notes.add(~(seq > 0) & ~r.no_bound, f"seq_len={dflt.seq_len:g}")
-    seq = np.where(seq > 0, seq, dflt.seq_len)
+    seq = stated_or(seq, dflt.seq_len)
     r.values.update(params_n=params_n, active=active, layers=layers, d=d, seq=seq)
 
 
@@ -256,11 +248,8 @@ def _batch(r: _PerRun) -> None:
     batch = r.col("global_batch_tokens")
     micro = r.col("micro_batch")
     notes.add(~(micro > 0) & ~no_bound, f"micro_batch={dflt.micro_batch_sequences:g}")
-    micro = np.where(micro > 0, micro, dflt.micro_batch_sequences)
-    no_batch = ~(batch > 0)
-    m_default = np.where(r["deg"]["pp"] > 1, 4.0 * r["deg"]["pp"], 1.0)
-    batch = np.where(no_batch, np.maximum(r["dp_run"], 1.0) * micro * r["seq"] * m_default,
-                     batch)
+    micro = stated_or(micro, dflt.micro_batch_sequences)
+    batch, no_batch = batch_tokens(batch, r["dp_run"], micro, r["seq"], r["deg"]["pp"])
     notes.add(no_batch & ~no_bound,
               "global_batch_tokens=dp*micro_batch*seq_len*m (m = 4 pp, or 1 without pp)")
     r.values.update(batch=batch, micro=micro)
@@ -285,8 +274,7 @@ def _candidates(r: _PerRun, const, latency: Mapping[str, float]):
     valid = fits & (~searched[owner] | (np.abs(dp - np.round(dp)) < 1e-9))
     replicas = np.maximum(dp * cp[owner], 1.0)
     ep = np.minimum(deg["ep"][owner], replicas)  # Megatron: the ep group lies inside dp
-    m = np.maximum(np.round(r["batch"][owner] / (np.maximum(dp, 1.0) * r["micro"][owner]
-                                                 * seq[owner])), 1.0)
+    m = microbatches(r["batch"][owner], dp, r["micro"][owner], seq[owner])
     if dflt.interleave == "max":
         v = np.where((m >= c_pp) & (c_pp > 1), np.maximum(np.floor(layers[owner] / c_pp), 1.0),
                      1.0)

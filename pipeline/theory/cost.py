@@ -2,7 +2,7 @@
 
 Vectorised: every input may be a numpy array; the arrays broadcast and every output has their
 common shape. No Python loop runs over configurations. Equations, symbols and sources are in
-``docs/theory.md``; the tags below follow ``../shared/reference/theory.md``: [C] as in
+``docs/theory.md``; the tags below follow ``docs/theory.md``: [C] as in
 ml_par_sim (run_optimizer2.ipynb), [R] a reconstruction of the paper's model, not its printed
 equation.
 
@@ -23,8 +23,8 @@ import numpy as np
 
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.theory.inputs import Constants, Hardware, Layout, Shape
+from pipeline.vocab import COMPONENTS
 
-COMPONENTS = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency")
 BACKWARD_SHARE = 2.0 / 3.0  # backward = 2x forward FLOP [C]
 # ZeRO-3/FSDP bytes per gather round relative to one gradient all-reduce (see step_cost) [R]
 FSDP_PER_ALLREDUCE = 1.5

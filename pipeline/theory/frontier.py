@@ -76,7 +76,8 @@ def headline(scn: Scenario, front: Frontier, knee_fraction: float, rounds: int =
 
 
 def frontier_frame(name: str, front: Frontier) -> pd.DataFrame:
-    """Rows of ``frontier.parquet`` for one scenario (ARCHITECTURE.md columns first)."""
+    """Rows of ``frontier.parquet`` for one scenario (the contract's columns first,
+    pipeline/theory/contract.py)."""
     tp = front.tp1 * front.tp2
     frame = pd.DataFrame({
         "scenario": name,

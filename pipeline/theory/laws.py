@@ -1,9 +1,10 @@
 """Scaling laws that turn a training compute budget into a model, a batch and a step count.
 
 All functions are vectorised: ``flop`` may be a scalar or a numpy array. Sources and status tags
-follow ``../shared/reference/theory.md`` (§2.2, §2.5): [C] = as in the co-author's simulator
+follow ``docs/theory.md`` (§2): [C] = as in the co-author's simulator
 ``davidsj/ml_par_sim`` (run_optimizer2.ipynb), [R] = a reconstruction, not the paper's printed
-equation. Every constant is a ``params.yaml`` field (``theory.laws``); nothing here is hard-coded.
+equation. Every constant is a ``params.yaml`` field (``theory.laws``) except the FLOP per
+parameter and token, the one of ``pipeline/measures.py``.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
+
 SECONDS_PER_DAY = 86_400.0
 
 
 @dataclass(frozen=True)
 class Laws:
-    """Constants of the compute -> (N, D, L, d, B) laws (``params.yaml: theory.laws``).
+    """Constants of the compute -> (N, D, L, d, B) laws (``params.yaml: theory.laws``); the FLOP
+    per parameter and token is ``pipeline.measures.FLOP_PER_PARAM_PER_TOKEN`` (6: forward 2 +
+    backward 4) [C].
 
     Attributes:
         tokens_per_param: rho = D / N (Chinchilla; 20) [C].
-        flop_per_token_per_param: 6 (forward 2 + backward 4) [C].
         anchor_flop: C0 of the layer and batch laws (1e25 FLOP) [C].
         layers_anchor: L0, layers at C0 (120) [C].
         layers_exponent: gamma in L = L0 (C/C0)^gamma (1/6) [C].
@@ -31,7 +35,6 @@ class Laws:
     """
 
     tokens_per_param: float = 20.0
-    flop_per_token_per_param: float = 6.0
     anchor_flop: float = 1e25
     layers_anchor: float = 120.0
     layers_exponent: float = 1.0 / 6.0
@@ -43,7 +46,7 @@ class Laws:
 def active_params(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
     """N_act = sqrt(C / (6 rho)) from C = 6 N_act D and D = rho N_act [C]."""
     return np.sqrt(np.asarray(flop, dtype=float)
-                   / (laws.flop_per_token_per_param * laws.tokens_per_param))
+                   / (FLOP_PER_PARAM_PER_TOKEN * laws.tokens_per_param))
 
 
 def training_tokens(flop: np.ndarray | float, laws: Laws) -> np.ndarray:
@@ -89,7 +92,7 @@ def latency_wall_flop(tau_layer_s: np.ndarray | float, duration_s: float, laws: 
     sqrt(6 rho) C0^(gamma - beta).
     """
     tau = np.asarray(tau_layer_s, dtype=float)
-    rho, six = laws.tokens_per_param, laws.flop_per_token_per_param
+    rho, six = laws.tokens_per_param, FLOP_PER_PARAM_PER_TOKEN
     lhs = duration_s * laws.batch_anchor_tokens / (rho * laws.layers_anchor * tau)
     expo = 0.5 + laws.layers_exponent - laws.batch_exponent
     if expo <= 0:
@@ -115,7 +118,7 @@ def compute_bound_tokens(peak_flops_per_s: float, hbm_bytes_per_s: float,
     b >= (weight_passes / 6) w F / M, i.e. (4/3) F/M for w = 2 and ``weight_passes = 4``.
     The single-matmul form is :func:`compute_bound_tokens_simple`.
     """
-    return weight_passes / 6.0 * bytes_per_value * peak_flops_per_s / hbm_bytes_per_s
+    return weight_passes / FLOP_PER_PARAM_PER_TOKEN * bytes_per_value * peak_flops_per_s / hbm_bytes_per_s
 
 
 def compute_bound_tokens_simple(peak_flops_per_s: float, hbm_bytes_per_s: float,

@@ -10,7 +10,8 @@ Megatron-Core's recommended ``--sequence-parallel``).
 The attention and MLP widths and the vocabulary come from the model catalog (``model_id``);
 where the catalog has none the MLP is 4 d wide, attention has d / 128 heads (only used without
 flash attention) and the vocabulary is unknown (every parameter then sits in the layers).
-Depth and width must already be complete (the theory's shape completion fills them).
+Depth and width must already be complete (pipeline/shapes.py fills them); an unstated batch is
+the one of pipeline/shapes.py (m = 4 pp microbatches under pipelining).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.shapes import batch_tokens, microbatches
 from pipeline.theory.memory import MemoryConstants, MemoryInputs, recompute_code
 
 # Precisions trained without a low-precision weight copy: fp32 weights and gradients, Adam
@@ -102,10 +104,8 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
     dp = np.where(dp >= 1, dp, np.maximum(n_acc / (tp * pp * cp), 1.0))
     seq = _num(frame, "seq_len", defaults["seq_len"])
     micro = _num(frame, "micro_batch", defaults["micro_batch"])
-    batch = _num(frame, "global_batch_tokens")
-    m = np.round(batch / (dp * micro * seq))
-    # no stated batch: assume the pipeline is full (m >= pp), the most in flight under 1F1B
-    m = np.where(np.isfinite(m) & (m >= 1), m, pp)
+    batch, _ = batch_tokens(_num(frame, "global_batch_tokens"), dp, micro, seq, pp)
+    m = microbatches(batch, dp, micro, seq)
     family = (frame["strategy_family"].astype(object).to_numpy() if "strategy_family" in frame
               else np.full(len(frame), None, dtype=object))
     fsdp = np.array([f in ("fsdp", "hybrid_fsdp") for f in family], bool)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.theory import laws as lw
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Layout, Shape
@@ -230,7 +231,7 @@ def _time_lower_bound(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, 
     hw, const = scn.hardware, scn.constants
     l_tp = combo["tp1"][k] + combo["tp2"][k]
     log_g = hi / q + l_tp + combo["pp"][k] + combo["ep"][k]
-    flop_step = 6.0 * model["active_params"][idx] * model["batch"][idx]
+    flop_step = FLOP_PER_PARAM_PER_TOKEN * model["active_params"][idx] * model["batch"][idx]
     t_flop = flop_step / (2.0**log_g * float(np.asarray(hw.peak_flops_per_s)))
     local = _local_params(scn, model, combo, idx, k)
     t_weights = (2.0 ** combo["m"][k]) * const.weight_passes * local \

@@ -1,9 +1,10 @@
 """The ``theory`` stage: per-run ceilings and the frontier of feasible training compute.
 
-Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``frontier.parquet``
-(ARCHITECTURE.md), ``frontier_energy.parquet`` (power and energy per token along the frontier,
-``pipeline.theory.energy``), ``reports/metrics/theory.json`` ({scenario: {knee_flop, wall_flop,
-...}} plus ``_bounds`` counts and ``_energy``: MW and GWh at each knee and wall) and
+Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``frontier.parquet``,
+``theory_curves.parquet`` (each series' ceiling on the extrapolation grid),
+``frontier_energy.parquet`` (power and energy per token along the frontier,
+``pipeline.theory.energy``; the columns of all four: pipeline/theory/contract.py),
+``reports/metrics/theory.json`` ({scenario: {knee_flop, wall_flop, ...}} plus ``_bounds`` counts and ``_energy``: MW and GWh at each knee and wall) and
 ``reports/plots/frontier.csv`` (scenario, training_flop, utilization).
 """
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipeline.calibrate.stage import run as calibrate_run
-from pipeline.compare import run as compare_run
+from pipeline.compare.stage import run as compare_run
 from pipeline.config import CATALOG_DIR, load_params
 from pipeline.io import write_parquet
 from pipeline.report.render import md_escape

@@ -130,7 +130,7 @@ _DP_WORD = re.compile(r"\bddp\b|\bdp\b|data[-_ ]?paral")
 
 def strategy_family(n: int, dp: int | None, tp: int | None, pp: int | None,
                     zero_stage: int | None, strategy: str | None) -> str:
-    """Coarse strategy family (``schema.STRATEGY_FAMILIES``) from parallel degrees and text.
+    """Coarse strategy family (``vocab.STRATEGY_FAMILIES``) from parallel degrees and text.
 
     Degrees given as numbers win over degrees read from the text (``DP8 TP2 PP1 ZeRO-1``).
     Rules, in order, with ``dp`` defaulting to ``n / (tp * pp)`` when the degrees are known:

@@ -1,9 +1,9 @@
-"""One ``Record`` -> one run row (a dict of ``schema.RUN_COLUMNS``) or a reject reason.
+"""One ``Record`` -> one run row (a dict of ``ingest/contract.py: RUN_COLUMNS``) or a reject reason.
 
 Checks, in order (the first failure is the reject reason, ``"<code>: <detail>"``):
 
 * a ``record_kind`` other than ``run`` (claims, statistics, microbenchmarks) -> ``not_a_run``;
-* ``status`` in ``schema.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
+* ``status`` in ``vocab.STATUSES`` (``ok`` by default); ``missing_file`` -> ``missing_file``;
 * required fields present: source, model, accelerator, n_accelerators, params_b (or from the
   model catalog) and one measure -- except runs with status oom/error/aborted/no_run_stop, which
   are kept with no measure;
@@ -38,9 +38,9 @@ from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
                                              check_scale, rounding)
 from pipeline.ingest.records import Record
-from pipeline.schema import (POWER_MEASUREMENTS, PRECISION_ALIASES, PRECISIONS,
-                             PUBLISHED_MEASURES, RUN_COLUMN_NAMES, SCALINGS, SOURCE_KINDS,
-                             STATUSES)
+from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
+from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES, SCALINGS,
+                            SOURCE_KINDS, STATUSES)
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).

@@ -29,7 +29,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from pipeline.schema import SERIES_COLUMNS, Y_METRICS
+from pipeline.ingest.contract import SERIES_COLUMNS
+from pipeline.vocab import Y_METRICS
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 

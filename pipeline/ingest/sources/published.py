@@ -1,4 +1,4 @@
-"""Published tables (format v1, ARCHITECTURE.md): one ``Record`` per CSV data row.
+"""Published tables (format v1, data/raw/published/README.md): one ``Record`` per CSV data row.
 
 Rows are streamed with the standard ``csv`` module; nothing here interprets values (that is
 ``normalize``'s job). A row that cannot be parsed at all becomes a reject carrying the text it

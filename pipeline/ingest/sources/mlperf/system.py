@@ -1,5 +1,5 @@
 """What an MLPerf system is and what it scored: chips from the system description, and the
-olympic score of its runs (``../shared/reference/mlperf.md`` §1).
+olympic score of its runs (data/raw/mlperf/README.md).
 
 * Chips = ``number_of_nodes`` x ``accelerators_per_node`` from ``<submitter>/systems/<system>.json``
   (strings or numbers). 0 (CPU-only systems) is a reject, not a run with N = 0.

@@ -1,6 +1,6 @@
 """MLPerf Training result trees -> one ``Record`` per result log.
 
-Layout (``../shared/reference/mlperf.md`` §1): ``<round>/<submitter>/results/<system>/<benchmark>/
+Layout (data/raw/mlperf/README.md): ``<round>/<submitter>/results/<system>/<benchmark>/
 result_*.txt`` with ``<round>/<submitter>/systems/<system>.json`` and an optional
 ``scaling.json`` (RCP factor) next to the logs. ``read_tree`` accepts a round folder (one
 ``training_results_vX.Y`` repository) or a folder of rounds (``v3.1/``, ``v4.0/`` ...).

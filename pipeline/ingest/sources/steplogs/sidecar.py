@@ -1,7 +1,7 @@
 """Sidecar metadata for step logs: what a log does not say (accelerator, N, model, layout).
 
 A sidecar is a YAML mapping whose keys are published format-v1 column names
-(ARCHITECTURE.md), e.g. ``accelerator: H100-SXM5-80GB``, ``n_accelerators: 64``,
+(data/raw/published/README.md), e.g. ``accelerator: H100-SXM5-80GB``, ``n_accelerators: 64``,
 ``model: llama3-8b``, ``tp: 2``, plus ``format:`` to force a parser. Files, from the weakest to
 the strongest (a stronger file's key replaces a weaker one's):
 
@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
-from pipeline.schema import PUBLISHED_ENERGY, PUBLISHED_MEASURES
+from pipeline.ingest.contract import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node")

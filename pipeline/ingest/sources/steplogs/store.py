@@ -24,10 +24,10 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from pipeline.io import PARQUET_OPTIONS, atomic_path
-from pipeline.schema import STEP_COLUMNS as SCHEMA_STEP_COLUMNS
-from pipeline.schema import STEPS_SCHEMA
+from pipeline.ingest.contract import STEP_COLUMNS as SCHEMA_STEP_COLUMNS
+from pipeline.ingest.contract import STEPS_SCHEMA
 
-# The columns of steps.parquet (``schema.STEP_COLUMNS``) without run_id (known only once the
+# The columns of steps.parquet (``ingest/contract.py: STEP_COLUMNS``) without run_id (known only once the
 # log became a run), the identifying ones first.
 _KEYS = ("path", "format", "step", "segment", "rank", "line")
 STEP_COLUMNS = _KEYS + tuple(n for n, _ in SCHEMA_STEP_COLUMNS if n not in _KEYS and n != "run_id")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import statsmodels.api as sm
 
-from pipeline.laws.base import Law, SeriesContext
+from pipeline.fit.base import Law, SeriesContext
 
 
 class USLLaw(Law):

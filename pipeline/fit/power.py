@@ -6,7 +6,7 @@ means each doubling of N multiplies throughput by ``2**b``. Fernandez et al. 202
 
 Estimation: OLS on logs, ``log X = log a + b log N`` (statsmodels ``OLS``), which *is* the
 maximum-likelihood fit on the log response scale; on the linear response scale the same OLS
-fit is the start for nonlinear least squares (see :mod:`pipeline.laws.nls`).
+fit is the start for nonlinear least squares (see :mod:`pipeline.fit.nls`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import statsmodels.api as sm
 
-from pipeline.laws.base import Law, SeriesContext
+from pipeline.fit.base import Law, SeriesContext
 
 
 class PowerLaw(Law):

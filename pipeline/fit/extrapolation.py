@@ -20,10 +20,10 @@ import pandas as pd
 from sklearn.metrics import mean_absolute_percentage_error
 from sklearn.model_selection import PredefinedSplit
 
-from pipeline.laws.base import LawFitError
-from pipeline.laws.nls import fit_law
-from pipeline.laws.series import SeriesPoints
-from pipeline.laws import get_law
+from pipeline.fit.base import LawFitError
+from pipeline.fit.nls import fit_law
+from pipeline.fit.series import SeriesPoints
+from pipeline.fit import get_law
 
 COLUMNS = ("series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "run_id",
            "actual", "predicted", "pi_low", "pi_high", "ape", "covered", "converged", "note")
@@ -72,7 +72,7 @@ def extrapolate_series(points: SeriesPoints, source: str, laws: Sequence[str],
                 note = str(exc)
             actual = points.y[test]
             predicted = pred["predicted"].to_numpy(float)
-            # APE is filled for all rows at once by the stage (pipeline.laws.stage._score)
+            # APE is filled for all rows at once by the stage (pipeline.fit.stage._score)
             ape = np.full(test.size, np.nan)
             lo, hi = pred["pi_low"].to_numpy(float), pred["pi_high"].to_numpy(float)
             for i, idx in enumerate(test):

@@ -18,7 +18,7 @@ seconds of the whole run). Without it the terms are seconds per unit of ``y``-wo
 
 Estimation: step time ``W / X`` is *linear* in the four terms, so the start is non-negative
 least squares on ``[1, 1/N, log2 N, N]`` (``scipy.optimize.nnls``; statsmodels OLS has no
-sign constraints), then nonlinear least squares on throughput (:mod:`pipeline.laws.nls`).
+sign constraints), then nonlinear least squares on throughput (:mod:`pipeline.fit.nls`).
 Terms at zero are reported as fixed at their bound.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import nnls
 
-from pipeline.laws.base import Law, SeriesContext
+from pipeline.fit.base import Law, SeriesContext
 
 _STRONG = ("t_fixed_s", "t_work_s", "t_lat_s", "t_lin_s")
 _WEAK = ("t_fixed_s", "t_lat_s", "t_lin_s")

@@ -2,7 +2,7 @@
 
 A law is a small object with a closed-form model ``X(N; theta)``, box bounds on ``theta``, a
 linearised ordinary-least-squares start (each module says which linearisation) and the law's own
-derived figures (``n_peak``, ``x_max``). The engine (:mod:`pipeline.laws.nls`) does the rest.
+derived figures (``n_peak``, ``x_max``). The engine (:mod:`pipeline.fit.nls`) does the rest.
 
 Laws are fitted on throughput normalised by its geometric mean, ``y_n = y / y_ref``, so that the
 optimiser and the covariance see parameters of order one whatever the unit (tokens/s, FLOP/s,

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipeline.laws.base import SeriesContext
+from pipeline.fit.base import SeriesContext
 from pipeline.measures import finished
-from pipeline.schema import Y_METRICS
+from pipeline.vocab import Y_METRICS
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -7,7 +7,7 @@ the submitter family drops an ``-ac-power``/``-dc-power`` suffix, so SMC's AC an
 submissions are two series of the same runs.
 
 * **Per series** with at least ``min_distinct_n`` distinct N: the power law
-  ``y = a N^b`` (``pipeline.laws.power``, OLS on log y, every run a point) for ``y`` =
+  ``y = a N^b`` (``pipeline.fit.power``, OLS on log y, every run a point) for ``y`` =
   ``energy_j_per_token``, ``power_w_per_accelerator`` and ``energy_j`` (energy to train). One
   doubling of N multiplies y by ``2^b``; the interval is ``2^`` of b's Student-t interval.
   Repeated runs at each N give a lack-of-fit F test (Draper & Smith, *Applied Regression
@@ -34,8 +34,9 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
 
-from pipeline.laws import LawFitError, fit
-from pipeline.schema import ENERGY_QUANTITIES, output_column_names
+from pipeline.fit import LawFitError, fit
+from pipeline.fit.contract import ENERGY_QUANTITIES
+from pipeline.schema import output_column_names
 
 QUANTITIES = ENERGY_QUANTITIES
 FIT_COLUMNS = tuple(output_column_names("energy_fits.parquet"))

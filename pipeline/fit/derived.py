@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.laws.result import FitResult, predict_frame
+from pipeline.fit.result import FitResult, predict_frame
 from pipeline.measures import n_at_efficiency
-from pipeline.schema import MULTIPLES_OF_N_MAX as MULTIPLES
+from pipeline.fit.contract import MULTIPLES_OF_N_MAX as MULTIPLES
 
 N_SEARCH_MAX = 1e8
 

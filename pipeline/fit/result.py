@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pipeline.laws.base import Law, SeriesContext
+from pipeline.fit.base import Law, SeriesContext
 
 
 @dataclass
 class FitResult:
-    """One law fitted to one series. Build with :func:`pipeline.laws.fit`.
+    """One law fitted to one series. Build with :func:`pipeline.fit.fit`.
 
     Attributes
     ----------

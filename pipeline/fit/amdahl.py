@@ -7,7 +7,7 @@ there is no retrograde region (``n_peak`` = inf). It is USL with ``kappa = 0``.
 
 Estimation: the start is statsmodels OLS on the linear form
 ``N / X = (1 - sigma) / lam + (sigma / lam) * N``; then nonlinear least squares with
-``0 <= sigma <= 1`` (:mod:`pipeline.laws.nls`).
+``0 <= sigma <= 1`` (:mod:`pipeline.fit.nls`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import statsmodels.api as sm
 
-from pipeline.laws.base import Law, SeriesContext
+from pipeline.fit.base import Law, SeriesContext
 
 
 class AmdahlLaw(Law):

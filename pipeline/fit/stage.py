@@ -24,14 +24,14 @@ from pipeline.config import settings
 from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.measures import extrapolation_grid
 from pipeline.schema import check_metrics, check_output, empty_frame
-from pipeline.laws import LAWS, SCALES, LawFitError, get_law
-from pipeline.laws.crossseries import cross_series
-from pipeline.laws.derived import law_figures, multiple_columns, predictions_at_multiples
-from pipeline.laws.extrapolation import COLUMNS as EXTRA_COLUMNS
-from pipeline.laws.extrapolation import extrapolate_series, point_ape, summarise
-from pipeline.laws.nls import fit_law
-from pipeline.laws.result import FitResult, predict_frame
-from pipeline.laws.series import SeriesPoints, measured_figures, series_points
+from pipeline.fit import LAWS, SCALES, LawFitError, get_law
+from pipeline.fit.crossseries import cross_series
+from pipeline.fit.derived import law_figures, multiple_columns, predictions_at_multiples
+from pipeline.fit.extrapolation import COLUMNS as EXTRA_COLUMNS
+from pipeline.fit.extrapolation import extrapolate_series, point_ape, summarise
+from pipeline.fit.nls import fit_law
+from pipeline.fit.result import FitResult, predict_frame
+from pipeline.fit.series import SeriesPoints, measured_figures, series_points
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
                "n_at_threshold", "next_doubling_gain", *multiple_columns())
@@ -219,7 +219,7 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
     """Run the fit stage; returns the metrics written to ``metrics_path``.
 
     With ``power_path`` (the ingest's ``power.parquet``) the energy laws
-    (``pipeline.laws.energy``) go to ``energy_fits.parquet`` and ``energy_points.parquet``.
+    (``pipeline.fit.energy``) go to ``energy_fits.parquet`` and ``energy_points.parquet``.
     """
     cfg = _settings(params)
     runs = pd.read_parquet(runs_path)
@@ -265,7 +265,7 @@ def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: 
 
 def _energy(power_path: Path, out_dir: Path, cfg: dict) -> dict[str, Any]:
     """Energy laws on the power measurements; an absent file gives empty outputs."""
-    from pipeline.laws.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
+    from pipeline.fit.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
     power = (pd.read_parquet(power_path) if power_path.is_file() else
              empty_frame("power.parquet"))
     fits, points, metrics = energy_laws(power, cfg["interval"], cfg["min_distinct_n"])

@@ -5,7 +5,7 @@ Estimation: ``scipy.optimize.least_squares`` (trust-region reflective, box bound
 ``scale="linear"`` minimises ``sum (y - f)^2`` (what R's ``usl`` ``nls`` method does, and the
 SPEC SDM91 golden test checks); ``scale="log"`` minimises ``sum (log y - log f)^2``, the
 maximum-likelihood fit under multiplicative errors (throughput noise grows with throughput).
-Inference: see :mod:`pipeline.laws.result` (Gauss-Newton linearisation in statsmodels OLS).
+Inference: see :mod:`pipeline.fit.result` (Gauss-Newton linearisation in statsmodels OLS).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import statsmodels.api as sm
 from scipy import stats
 from scipy.optimize import least_squares
 
-from pipeline.laws.base import Law, LawFitError, SeriesContext, clip_inside
-from pipeline.laws.result import FitResult
+from pipeline.fit.base import Law, LawFitError, SeriesContext, clip_inside
+from pipeline.fit.result import FitResult
 
 SCALES = ("linear", "log")
 
@@ -73,7 +73,7 @@ def _outlier_note(jac: np.ndarray, resid: np.ndarray, n: np.ndarray, df_resid: i
 
 def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
             ctx: SeriesContext | None = None) -> FitResult:
-    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.laws.fit` for the contract.
+    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.fit.fit` for the contract.
 
     Steps: check the series can identify the law, bounded least squares on the normalised
     response (``_optimise``), the information criteria (``_criteria``), then standard errors

@@ -40,10 +40,11 @@ from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.measures import (extrapolation_grid, finished, n_at_efficiency, series_runs,
                                training_flop, y_column)
 from pipeline.schema import check_metrics, check_output, empty_frame
+from pipeline.vocab import SHARE_SLOTS
 
 SECONDS_PER_DAY = 86_400.0
 OVERLAPPED = ("hbm", "net_tp", "net_dp", "net_pp", "net_ep")
-SHARES = ("compute",) + OVERLAPPED + ("bubble", "latency", "other", "unexplained")
+SHARES = SHARE_SLOTS
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def gap_shares(mfu: float, bound: pd.Series) -> dict[str, float]:
     to the step (Erdil & Schneider-Joseph 2024, theory.md §2.4: phases add); the remainder is the
     overlapped resources' excess over compute, split in proportion to each one's excess
     max(0, t_x - t_compute). Returns fractions of the measured step time that sum to 1; the
-    ``unexplained`` share is negative when a run beats the ceiling.
+    ``residual`` share is negative when a run beats the ceiling.
     """
     out = dict.fromkeys(SHARES, np.nan)
     b = float(bound.get("bound_mfu", np.nan))
@@ -89,9 +90,9 @@ def gap_shares(mfu: float, bound: pd.Series) -> dict[str, float]:
     out["compute"] = t_ideal / t_meas
     for k, v in excess.items():
         out[k] = rest * v / total_excess / t_meas if total_excess > 0 else 0.0
-    out["other"] = 0.0 if total_excess > 0 else rest / t_meas
+    out["overhead"] = 0.0 if total_excess > 0 else rest / t_meas
     out.update({k: v / t_meas for k, v in added.items()})
-    out["unexplained"] = (t_meas - t_step) / t_meas
+    out["residual"] = (t_meas - t_step) / t_meas
     return out
 
 

@@ -1,10 +1,10 @@
 """Scaling laws for throughput against accelerator count, and their fits.
 
 ``fit(n, y, law="usl")`` is the one entry point; see ``LAWS`` for the law names. Each law lives
-in its own module with its formula and source in the docstring; :mod:`pipeline.laws.nls` is the
-estimation engine, :mod:`pipeline.laws.result` the result object and its inference;
-:mod:`pipeline.laws.stage` is the DVC fit stage (extrapolation tests in
-:mod:`pipeline.laws.extrapolation`, MFU regressions in :mod:`pipeline.laws.crossseries`).
+in its own module with its formula and source in the docstring; :mod:`pipeline.fit.nls` is the
+estimation engine, :mod:`pipeline.fit.result` the result object and its inference;
+:mod:`pipeline.fit.stage` is the DVC fit stage (extrapolation tests in
+:mod:`pipeline.fit.extrapolation`, MFU regressions in :mod:`pipeline.fit.crossseries`).
 
 Considered and left out: Gustafson's law ``X = lam * (alpha + (1 - alpha) * N)`` is affine in
 N; on weak-scaling series Amdahl (sigma near 0) and the power law (b near 1) already describe a
@@ -15,10 +15,10 @@ samples a larger batch needs, but runs.parquet carries no samples-to-converge to
 
 from __future__ import annotations
 
-from pipeline.laws import amdahl, comm, power, usl
-from pipeline.laws.base import Law, LawFitError, SeriesContext
-from pipeline.laws.nls import SCALES, fit_law
-from pipeline.laws.result import FitResult
+from pipeline.fit import amdahl, comm, power, usl
+from pipeline.fit.base import Law, LawFitError, SeriesContext
+from pipeline.fit.nls import SCALES, fit_law
+from pipeline.fit.result import FitResult
 
 LAWS: dict[str, Law] = {m.LAW.name: m.LAW for m in (power, amdahl, usl, comm)}
 
