@@ -6,9 +6,8 @@ over the runs that report their peak memory (``runs.parquet`` ``peak_memory_byte
 Ultra-Scale Playbook sweep and torchtitan's tables). Both parameters are bounded to what is
 physically plausible (``activation_factor`` in [1, ``theory.memory.max_activation_factor``],
 ``fixed_bytes`` in [0, ``max_fixed_bytes``]). The 95% interval is from the Gauss-Newton
-covariance of the fit (robust soft-L1 loss). (A fractional overhead on the whole peak instead, (1 + f) raw + c, was
-tried first: on the shipped data f ran to its bound 0.5 and scored worse held out, median APE
-14.5% and p90 39% against 13.9% and 34%.)
+covariance of the fit (robust soft-L1 loss). A fractional overhead on the whole peak instead,
+(1 + f) raw + c, was tried first and scored worse (docs/theory.md §11).
 
 Scores (theory metrics ``_memory``): the peak memory's median and p90 APE, and the balanced
 accuracy of ``fits_memory`` against the Playbook's completed / out-of-memory outcomes, each
