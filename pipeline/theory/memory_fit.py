@@ -83,8 +83,9 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
 
 def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
                 params: Mapping[str, Any]) -> tuple[pd.DataFrame, dict]:
-    """Per run (bounds' order): ``memory_bytes_per_accelerator``, ``fits_memory`` and the
-    naive estimate; and the ``_memory`` metrics (fit, scores, misses).
+    """Per run (bounds' order): ``memory_bytes_per_accelerator`` and ``fits_memory`` (null for
+    runs that state no tp, pp or dp: no layout to size); and the ``_memory`` metrics (fit,
+    scores, misses).
 
     ``bounds`` must carry the shape the ceilings used (``n_layers_used``, ``d_model_used``,
     ``seq_len_used``, ``micro_batch_used``): the memory model takes the same completed shape.
@@ -106,7 +107,12 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     fit = fit_overhead(fixed, parts.activations, measured, cfg.max_activation_factor,
                        cfg.max_fixed_bytes)
     predicted = fit.overhead.apply(parts)
-    has = np.isfinite(raw) & (raw > 0)
+    # a run that states no degree (MLPerf) has no layout to size: no memory figure
+    stated = np.zeros(len(frame), bool)
+    for k in ("tp", "pp", "dp"):
+        if k in frame:
+            stated |= pd.to_numeric(frame[k], errors="coerce").to_numpy(float) >= 1
+    has = np.isfinite(raw) & (raw > 0) & stated
     out = pd.DataFrame({
         "run_id": bounds["run_id"].to_numpy(),
         "memory_bytes_per_accelerator": np.where(has, predicted, np.nan),
