@@ -37,7 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         start, cpu_start = time.perf_counter(), time.process_time()
-        metrics = run(load_params(), runs_path=runs, series_path=series, out_dir=out,
+        metrics = run(load_params(), processed_dir=PROCESSED_DIR, out_dir=out,
                       metrics_path=out / "fit.json", plots_dir=out / "plots")
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu_start

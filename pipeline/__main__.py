@@ -1,8 +1,11 @@
-"""Command line: one sub-command per DVC stage, ``python -m pipeline <stage>``.
+"""Command line: one sub-command per DVC stage, ``python -m pipeline <stage>``, built from the
+stages' declarations (``STAGE`` in ``pipeline/<stage>/contract.py``, gathered in
+``pipeline.runner.STAGES``).
 
 Paths come from ``dvc.yaml`` (passed as options here; the defaults are the same paths, for use
 by hand); settings come from ``params.yaml``. A broken configuration stops the stage with a
-message naming the field and exit status 2.
+message naming the field and exit status 2; a missing or broken input (a contract) stops it with
+exit status 1 naming the file.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
+from pipeline.contracts import ContractError
+from pipeline.runner import STAGES, run_stage
 
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
 # for one hostile sidecar), and they are no help to a user.
@@ -23,7 +28,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params.yaml of the project")
 CATALOG = typer.Option(Path("data/catalog"), help="hardware and model catalogs")
 PROCESSED = typer.Option(Path("data/processed"), help="folder of stage outputs")
-RUNS = typer.Option(Path("data/processed/runs.parquet"))
 METRICS_DIR = typer.Option(Path("reports/metrics"))
 PLOTS = typer.Option(Path("reports/plots"), help="plot data for `dvc plots`")
 
@@ -34,17 +38,23 @@ HEADLINE = typer.Option(None, help="also write the stage's headline figures here
 
 def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None] = ("", None),
                **paths: Path) -> None:
-    """Load params (failing fast on a broken file), then import and run ``module.run``; with
+    """Load params (failing fast on a broken file), then run the declared stage ``module``
+    through the runner (or, for a stage with its own entry, import and run ``module.run``); with
     ``headline = (stage, path)``, write the headline of the metrics it wrote
     (``paths["metrics_path"]``) to ``path``."""
     try:
         params = load_params(params_path)
         load_settings(params)  # the whole file, so any broken field stops any stage
-        stage = importlib.import_module(module)
-        stage.run(params, **paths)
+        if module in STAGES and STAGES[module].compute:
+            run_stage(module, params, **paths)
+        else:
+            importlib.import_module(module).run(params, **paths)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    except ContractError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
     if headline[0]:
         import json
 
@@ -67,79 +77,43 @@ def ingest(
     headline: Path | None = HEADLINE,
     params: Path = PARAMS,
 ) -> None:
-    """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps."""
+    """Published tables, MLPerf result trees and step logs -> runs, rejects, series, steps,
+    power."""
     _run_stage("pipeline.ingest.stage", params, headline=("ingest", headline),
                published_dir=published, logs_dir=logs, catalog_dir=catalog, out_dir=out,
                metrics_path=metrics)
 
 
-@app.command()
-def fit(
-    runs: Path = RUNS,
-    series: Path = typer.Option(Path("data/processed/series.parquet")),
-    out: Path = PROCESSED,
-    metrics: Path = typer.Option(Path("reports/metrics/fit.json")),
-    plots: Path = PLOTS,
-    headline: Path | None = HEADLINE,
-    params: Path = PARAMS,
-    power: Path = typer.Option(Path("data/processed/power.parquet"),
-                               help="MLPerf power measurements (energy laws)"),
-) -> None:
-    """Scaling and efficiency laws per series, extrapolation tests, cross-series models."""
-    _run_stage("pipeline.fit.stage", params, headline=("fit", headline), runs_path=runs,
-               series_path=series, out_dir=out, metrics_path=metrics, plots_dir=plots,
-               power_path=power)
+def _runner_command(name: str) -> None:
+    """Register ``python -m pipeline <name>`` for a stage the runner runs (its declaration
+    names what it reads and writes; the options say where)."""
+    stage = STAGES[name]
+
+    def command(
+        processed: Path = typer.Option(Path("data/processed"), help="folder of the inputs: "
+                                       + ", ".join(stage.reads)),
+        out: Path = typer.Option(Path("data/processed"), help="folder of the outputs: "
+                                 + ", ".join(stage.writes)),
+        metrics: Path = typer.Option(Path(f"reports/metrics/{name}.json")),
+        metrics_dir: Path = typer.Option(Path("reports/metrics"), help="folder of the metrics "
+                                         "JSONs read: " + (", ".join(stage.reads_metrics)
+                                                          or "none")),
+        plots: Path = PLOTS,
+        catalog: Path = CATALOG,
+        headline: Path | None = HEADLINE,
+        params: Path = PARAMS,
+    ) -> None:
+        _run_stage(name, params, headline=(name, headline), processed_dir=processed,
+                   out_dir=out, metrics_path=metrics, metrics_dir=metrics_dir, plots_dir=plots,
+                   catalog_dir=catalog)
+
+    command.__doc__ = stage.help
+    app.command(name=name)(command)
 
 
-@app.command()
-def theory(
-    runs: Path = RUNS,
-    series: Path = typer.Option(Path("data/processed/series.parquet")),
-    catalog: Path = CATALOG,
-    out: Path = PROCESSED,
-    metrics: Path = typer.Option(Path("reports/metrics/theory.json")),
-    plots: Path = PLOTS,
-    headline: Path | None = HEADLINE,
-    params: Path = PARAMS,
-) -> None:
-    """Per-run utilization ceilings and the frontier of feasible training compute."""
-    _run_stage("pipeline.theory.stage", params, headline=("theory", headline), runs_path=runs,
-               series_path=series, catalog_dir=catalog, out_dir=out, metrics_path=metrics,
-               plots_dir=plots)
-
-
-@app.command()
-def calibrate(
-    processed: Path = PROCESSED,
-    catalog: Path = CATALOG,
-    out: Path = PROCESSED,
-    metrics: Path = typer.Option(Path("reports/metrics/calibrate.json")),
-    theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
-                                        help="the ideal knee and wall, quoted beside"),
-    plots: Path = PLOTS,
-    headline: Path | None = HEADLINE,
-    params: Path = PARAMS,
-) -> None:
-    """The data-movement model calibrated to the measured runs; held-out predictions."""
-    _run_stage("pipeline.calibrate.stage", params, headline=("calibrate", headline),
-               processed_dir=processed, catalog_dir=catalog, out_dir=out, metrics_path=metrics,
-               plots_dir=plots, theory_metrics=theory_metrics)
-
-
-@app.command()
-def compare(
-    processed: Path = PROCESSED,
-    metrics_dir: Path = METRICS_DIR,
-    out: Path = PROCESSED,
-    metrics: Path = typer.Option(Path("reports/metrics/compare.json")),
-    plots: Path = PLOTS,
-    headline: Path | None = HEADLINE,
-    params: Path = PARAMS,
-) -> None:
-    """Measured scaling against the theory's ceilings, per run and per series."""
-    _run_stage("pipeline.compare.stage", params, headline=("compare", headline),
-               processed_dir=processed, metrics_dir=metrics_dir, out_dir=out,
-               metrics_path=metrics, plots_dir=plots)
+for _name, _stage in STAGES.items():
+    if _stage.compute:
+        _runner_command(_name)
 
 
 @app.command()

@@ -7,6 +7,11 @@ headline models derive from :class:`Metrics` and :class:`Headline`. ``pipeline/s
 gathers them and checks a frame or a JSON by its file name. A contract lists the columns and
 keys other stages read; producers may add more.
 
+Each contract module also holds its stage's declaration, ``STAGE`` (:class:`Stage`): the
+params keys the stage reads, the files it reads and writes by name, and its compute function;
+pipeline/runner.py runs every stage from it and tests/test_dvc_stages.py checks ``dvc.yaml``
+against it.
+
 Contract modules import only this module, ``pipeline/vocab.py`` and other contract modules
 (tests/test_import_contracts.py checks it), so a consumer that reads a file may import its
 contract without importing the producer's code.
@@ -14,6 +19,7 @@ contract without importing the producer's code.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -97,3 +103,39 @@ def check_frame(name: str, columns: tuple[Column, ...], schema: pda.DataFrameSch
         if got != arrow and got != NULL and not (frame[c].isna().all()):
             raise ContractError(f"{name}: column {c!r} is {got}, the contract says {arrow}")
     return frame
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One DVC stage, declared once (in its ``pipeline/<stage>/contract.py``).
+
+    ``params``: the params.yaml keys it reads (a group such as ``"fit"`` or one key such as
+    ``"compare.extrapolate_n"``), exactly the ``params`` of its ``dvc.yaml`` entry.
+    ``reads`` / ``writes``: contract files (``OUTPUTS`` of their producer) read from and written
+    to the processed-data folder; ``reads_metrics``: stages whose ``reports/metrics/<stage>.json``
+    it reads; ``plots``: the CSVs it writes under ``reports/plots``; ``catalog``: whether it reads
+    ``data/catalog``. ``compute`` (``"module:function"``) is the pure step
+    ``compute(inputs, settings) -> Result`` that :func:`pipeline.runner.run_stage` calls between
+    checking the inputs and writing the checked outputs. ``entry`` replaces the runner for a
+    stage that streams its own files (ingest: raw inputs; report: documents): it is then called
+    with the paths of the command line. ``raw``: project paths it reads that no stage writes.
+    """
+
+    name: str
+    help: str
+    params: tuple[str, ...]
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    reads_metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    plot_significant: int = 10
+    catalog: bool = False
+    compute: str = ""
+    entry: str = ""
+    raw: tuple[str, ...] = ()
+    outs: tuple[str, ...] = field(default=())  # other outputs (entry stages), project paths
+
+    @property
+    def module(self) -> str:
+        """The module that holds the stage's code (its compute or entry function)."""
+        return (self.compute or self.entry).split(":")[0]

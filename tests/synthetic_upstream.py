@@ -412,3 +412,16 @@ def build(processed: Path, metrics: Path, params: dict | None = None) -> dict[st
                            logs_without_series=LogsWithoutSeries(count=0, by_reason={}, logs=[]))
     write_json(check_metrics("ingest", ingest.model_dump()), metrics / "ingest.json")
     return {"processed": processed, "metrics": metrics}
+
+
+def conform(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame`` with every contract column of ``name`` (missing ones all null, as a stage
+    without the figure writes them), so that a hand-made test input passes the runner's input
+    check."""
+    from pipeline.schema import OUTPUT_COLUMNS
+    cols = [n for n, _, _, _ in OUTPUT_COLUMNS[name]]
+    out = frame.reindex(columns=cols + [c for c in frame.columns if c not in cols])
+    for col, arrow, _, _ in OUTPUT_COLUMNS[name]:
+        if out[col].notna().any() and str(arrow) in ("int64", "double"):
+            out[col] = out[col].astype(pandas_dtype(arrow))
+    return out

@@ -1,12 +1,12 @@
 """The gain of `selected` over the naive rules, with a series-bootstrap interval (calibrate.json
-targets, the report's calibration headline)."""
+against_naive, the report's calibration headline)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from pipeline.calibrate.scores import ratio_ci, targets, predictor_table
+from pipeline.calibrate.scores import against_naive, predictor_table, ratio_ci
 from pipeline.report.calibration import _gain_caveat
 
 
@@ -46,7 +46,7 @@ def test_no_gain_has_an_interval_around_one_and_is_called_noise() -> None:
     noisy.loc[sel, "ape"] = np.roll(lin, 2)
     lo, hi = ratio_ci(noisy, "largest_k1", seed=1)
     assert lo < 1 < hi
-    t = targets(predictor_table(noisy), pred=noisy, seed=1)["largest"]
+    t = against_naive(predictor_table(noisy), pred=noisy, seed=1)["largest"]
     assert t["largest_k1"]["all"]["ratio_ci"] == [lo, hi]
     assert "the gain is within the noise" in _gain_caveat(t)
 

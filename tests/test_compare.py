@@ -17,6 +17,8 @@ from pipeline.fit.result import predict_frame
 from pipeline.measures import n_at_efficiency as n_at_efficiency
 from pipeline.compare.stage import run as compare_run
 from pipeline.config import ConfigError, load_params
+from pipeline.io import write_parquet
+from pipeline.schema import empty_frame
 from synthetic_upstream import NOISE, SERIES_SPECS, build
 
 
@@ -24,6 +26,9 @@ from synthetic_upstream import NOISE, SERIES_SPECS, build
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("compare")
     paths = build(root / "processed", root / "metrics")
+    # compare before calibrate has run: calibrate predicted no target (its contract, no rows)
+    write_parquet(empty_frame("selected_targets.parquet"),
+                  paths["processed"] / "selected_targets.parquet")
     metrics = compare_run(load_params(), processed_dir=paths["processed"],
                           metrics_dir=paths["metrics"], out_dir=paths["processed"],
                           metrics_path=paths["metrics"] / "compare.json", plots_dir=root / "plots")

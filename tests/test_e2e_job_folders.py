@@ -15,6 +15,7 @@ import yaml
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
 from pipeline.fit import stage as fit_stage
+from pipeline.schema import empty_frame
 from test_e2e_logs import GLOBAL_BATCH, SEQ_LEN, STEP_TIME_MS, megatron_log
 
 CAMPAIGN = "llama3-sweep"
@@ -31,8 +32,7 @@ def _ingest(tmp_path: Path, fit: bool = False) -> tuple[Path, dict]:
                                catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=out,
                                metrics_path=tmp_path / "ingest.json")
     if fit:
-        fit_stage.run(params, runs_path=out / "runs.parquet",
-                      series_path=out / "series.parquet", out_dir=out,
+        fit_stage.run(params, processed_dir=out, out_dir=out,
                       metrics_path=tmp_path / "fit.json", plots_dir=tmp_path / "plots")
     return out, metrics
 
@@ -162,9 +162,11 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     for name in ("ingest", "fit"):
         shutil.copy(tmp_path / f"{name}.json", metrics / f"{name}.json")
     catalog = PROJ_ROOT / "data" / "catalog"
-    theory_stage.run(params, runs_path=out / "runs.parquet", series_path=out / "series.parquet",
+    theory_stage.run(params, processed_dir=out,
                      catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
                      plots_dir=tmp_path / "plots")
+    # compare without calibrate (too few runs to calibrate): no selected target
+    empty_frame("selected_targets.parquet").to_parquet(out / "selected_targets.parquet")
     compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,

@@ -69,8 +69,7 @@ def sweep_outputs(tmp_path: Path) -> Path:
     ingest_stage.run(params, published_dir=tmp_path / "published", logs_dir=tmp_path / "logs",
                      catalog_dir=PROJ_ROOT / "data" / "catalog", out_dir=out,
                      metrics_path=tmp_path / "ingest.json")
-    fit_stage.run(params, runs_path=out / "runs.parquet", series_path=out / "series.parquet",
-                  out_dir=out,
+    fit_stage.run(params, processed_dir=out, out_dir=out,
                   metrics_path=tmp_path / "fit.json", plots_dir=tmp_path / "plots")
     return out
 

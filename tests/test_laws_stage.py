@@ -15,7 +15,8 @@ from pipeline.io import write_parquet
 from pipeline.fit.crossseries import cross_series
 from pipeline.fit.extrapolation import holdout_split, point_ape
 from pipeline.fit.stage import run
-from synthetic_upstream import make_runs, make_series
+from pipeline.schema import empty_frame
+from synthetic_upstream import conform, make_runs, make_series
 
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
                   "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
@@ -49,15 +50,16 @@ def _upstream(tmp_path: Path) -> tuple[Path, Path, pd.DataFrame, pd.DataFrame]:
     runs = pd.concat([runs, pd.DataFrame(rows)], ignore_index=True)
     series = make_series(runs[runs.status == "ok"])
     runs_path, series_path = tmp_path / "runs.parquet", tmp_path / "series.parquet"
-    write_parquet(runs, runs_path)
+    write_parquet(conform(runs, "runs.parquet"), runs_path)
     write_parquet(series, series_path)
+    write_parquet(empty_frame("power.parquet"), tmp_path / "power.parquet")
     return runs_path, series_path, runs, series
 
 
 def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
     runs_path, series_path, _, _ = _upstream(tmp_path)
     out = tmp_path / tag
-    metrics = run(params, runs_path=runs_path, series_path=series_path, out_dir=out,
+    metrics = run(params, processed_dir=runs_path.parent, out_dir=out,
                   metrics_path=out / "fit.json", plots_dir=out / "plots")
     return metrics, out
 
@@ -280,7 +282,7 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
     runs_path, series_path, _, series = _upstream(tmp_path)
     write_parquet(series.iloc[0:0], series_path)
     out = tmp_path / "empty"
-    metrics = run(PARAMS, runs_path=runs_path, series_path=series_path, out_dir=out,
+    metrics = run(PARAMS, processed_dir=runs_path.parent, out_dir=out,
                   metrics_path=out / "fit.json", plots_dir=out / "plots")
     assert metrics["n_series"] == 0 and metrics["default_law"] is None
     assert len(pd.read_parquet(out / "fits.parquet")) == 0

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from pipeline.config import PROJ_ROOT
 from pipeline.theory.bounds import BOUND_COLUMNS, compute_bounds
 from pipeline.theory.cost import COMPONENTS
+from pipeline.schema import empty_frame
 from pipeline.theory.stage import run
+from synthetic_upstream import conform
 
 H100 = "H100-SXM5-80GB"
 
@@ -126,14 +128,15 @@ def test_a_measurement_above_its_ceiling_is_flagged_with_a_reason(bounds):
 @pytest.mark.slow
 def test_stage_writes_contract_files_deterministically(tmp_path, params):
     runs_path = tmp_path / "runs.parquet"
-    _runs().to_parquet(runs_path)
+    conform(_runs(), "runs.parquet").to_parquet(runs_path)
+    empty_frame("series.parquet").to_parquet(tmp_path / "series.parquet")
     keep = ("baseline", "moe")  # two scenarios keep the test short; the stage runs them all
     scenarios = {k: v for k, v in params["theory"]["scenarios"].items() if k in keep}
     params = {**params, "theory": {**params["theory"], "scenarios": scenarios}}
     outputs = []
     for k in range(2):
         out = tmp_path / f"o{k}"
-        run(params, runs_path=runs_path, catalog_dir=PROJ_ROOT / "data" / "catalog",
+        run(params, processed_dir=tmp_path, catalog_dir=PROJ_ROOT / "data" / "catalog",
             out_dir=out, metrics_path=out / "theory.json", plots_dir=out / "plots")
         outputs.append([(out / p).read_bytes() for p in
                         ("bounds.parquet", "frontier.parquet", "theory.json",

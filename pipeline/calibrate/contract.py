@@ -14,7 +14,7 @@ import pandas as pd
 import pandera.pandas as pda
 from pydantic import Field
 
-from pipeline.contracts import ID, NONNEG, POS, UNIT, B, F, Headline, I, Metrics, S, col
+from pipeline.contracts import ID, NONNEG, POS, UNIT, B, F, Headline, I, Metrics, S, Stage, col
 from pipeline.fit.contract import LAW_NAMES
 from pipeline.theory.contract import OUTPUTS as THEORY_OUTPUTS
 from pipeline.vocab import SHARE_SLOTS
@@ -142,7 +142,7 @@ class CalibrateMetrics(Metrics):
     parameters: dict[str, dict[str, float | None]]
     in_sample: CalibrateInSample
     predictors: list[dict[str, Any]]
-    targets: dict[str, Any]
+    against_naive: dict[str, Any]
     frontier: dict[str, CalibratedScenarioMetrics]
     selected_rule: dict[str, str]
     interval_method: dict[str, str]
@@ -157,3 +157,14 @@ class CalibrateHeadline(Headline):
 
 METRICS = CalibrateMetrics.model_validate
 HEADLINE = CalibrateHeadline
+
+STAGE = Stage(
+    name="calibrate", help="The data-movement model with efficiencies estimated from the runs; "
+                           "held-out predictions against naive rules.",
+    params=("calibrate", "theory", "fit.interval", "fit.holdout_k",
+            "fit.extrapolation_min_distinct_n", "ingest.attention_flops",
+            "ingest.default_precision", "compare.extrapolate_n"),
+    reads=("runs.parquet", "series.parquet", "bounds.parquet", "extrapolation.parquet"),
+    reads_metrics=("theory",), catalog=True, writes=tuple(OUTPUTS),
+    plots=("calibrate_predictions.csv",), plot_significant=6,
+    compute="pipeline.calibrate.stage:compute")

@@ -12,8 +12,6 @@ pipeline/calibrate/contract.py), ``reports/metrics/calibrate.json`` and
 
 from __future__ import annotations
 
-import json
-
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,10 +27,8 @@ from pipeline.calibrate.frontier import calibrated_frontier
 from pipeline.calibrate.model import Calibration
 from pipeline.calibrate.settings import CalibrateRun, load_settings
 from pipeline.calibrate.targets import selected_targets
-from pipeline.catalog import load_catalog
-from pipeline.config import settings
-from pipeline.io import write_csv, write_json, write_parquet
-from pipeline.schema import check_metrics, check_output
+from pipeline.config import Settings, settings
+from pipeline.runner import Inputs, Result, run_stage
 from pipeline.theory.frontier import flop_grid, frontier_frame
 from pipeline.theory.memory_fit import overhead_of
 from pipeline.theory.scenarios import load_scenarios
@@ -126,19 +122,14 @@ def _in_sample(cal_runs: pd.DataFrame) -> dict:
                 by_source=per)
 
 
-def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, theory_metrics: Path | None = None) -> None:
-    """Stage entry point (see ``pipeline/__main__.py``)."""
-    cfg = load_settings(params)
-    processed_dir, out_dir = Path(processed_dir), Path(out_dir)
-    catalog = load_catalog(catalog_dir)
-    runs = pd.read_parquet(processed_dir / "runs.parquet")
-    bounds = pd.read_parquet(processed_dir / "bounds.parquet")
-    series = pd.read_parquet(processed_dir / "series.parquet")
-    extrapolation = pd.read_parquet(processed_dir / "extrapolation.parquet")
+def compute(inputs: Inputs, s: Settings) -> Result:
+    """The calibrate stage (declared in pipeline/calibrate/contract.py)."""
+    cfg = load_settings(s)
+    catalog = inputs.catalog
+    runs, bounds = inputs["runs.parquet"], inputs["bounds.parquet"]
+    series, extrapolation = inputs["series.parquet"], inputs["extrapolation.parquet"]
 
-    frame = design(runs, bounds, catalog.hardware["scaleup_domain_size"],
-                   settings(params, "theory").bounds)
+    frame = design(runs, bounds, catalog.hardware["scaleup_domain_size"], s.theory.bounds)
     fit_set = fit_set_of(frame)
     best, fits, form_table = fit_forms(fit_set, cfg.forms, cfg.criterion, balance=cfg.balance,
                                        em_rounds=cfg.em_rounds)
@@ -148,20 +139,9 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
     cal_runs = calibrated_runs(frame, cal, cfg.interval)
     pred = predictions(runs, series, extrapolation, frame, fit_set, cal, cfg)
     tab = scores.predictor_table(pred)
-    ideal = (json.loads(Path(theory_metrics).read_text(encoding="utf-8"))
-             if theory_metrics is not None and Path(theory_metrics).exists() else {})
-    front_rows, front = frontier(params, catalog, cal, cfg, ideal)
-    beyond = selected_targets(runs, series, frame, fit_set, cal, pred, params, catalog,
-                              sorted(settings(params, "compare").extrapolate_n),
-                              cfg.interval)
-
-    for name, out in (("calibration", table), ("calibrated_forms", form_table),
-                      ("calibrated", cal_runs), ("predictions", pred),
-                      ("calibrated_frontier", front_rows), ("selected_targets", beyond)):
-        write_parquet(check_output(f"{name}.parquet", out), out_dir / f"{name}.parquet")
-    write_csv(pred.loc[pred["predictor"].isin(["selected", "naive_linear"]),
-                       ["holdout", "predictor", "actual", "predicted"]],
-              Path(plots_dir) / "calibrate_predictions.csv", significant=6)
+    front_rows, front = frontier(s, catalog, cal, cfg, inputs.metrics["theory"])
+    beyond = selected_targets(runs, series, frame, fit_set, cal, pred, s, catalog,
+                              sorted(s.compare.extrapolate_n), cfg.interval)
     metrics = {
         "form": best, "forms": form_table.to_dict(orient="records"),
         "fit_runs": int(len(fit_set)), "fit_runs_by_source": fit_set["source"].value_counts()
@@ -170,9 +150,23 @@ def run(params: Mapping[str, Any], *, processed_dir: Path, catalog_dir: Path, ou
                        for r in table.to_dict(orient="records") if r["group"] == "efficiency"},
         "in_sample": _in_sample(cal_runs),
         "predictors": tab.to_dict(orient="records"),
-        "targets": scores.targets(tab, pred=pred, seed=cfg.seed),
+        "against_naive": scores.against_naive(tab, pred=pred, seed=cfg.seed),
         "frontier": front,
         "selected_rule": cfg.selected.model_dump(),
         "interval_method": cfg.interval_method.model_dump(),
     }
-    write_json(check_metrics("calibrate", metrics), metrics_path)
+    frames = {"calibration.parquet": table, "calibrated_forms.parquet": form_table,
+              "calibrated.parquet": cal_runs, "predictions.parquet": pred,
+              "calibrated_frontier.parquet": front_rows, "selected_targets.parquet": beyond}
+    plots = {"calibrate_predictions.csv": pred.loc[pred["predictor"].isin(["selected",
+                                                                           "naive_linear"]),
+                                                   ["holdout", "predictor", "actual",
+                                                    "predicted"]]}
+    return Result(frames=frames, metrics=metrics, plots=plots)
+
+
+def run(params: Mapping[str, Any], **paths: Path) -> dict[str, Any]:
+    """Run the calibrate stage through the runner (``processed_dir``, ``catalog_dir``,
+    ``out_dir``, ``metrics_path``, ``plots_dir``, ``metrics_dir`` for theory.json); returns its
+    metrics."""
+    return run_stage("calibrate", params, **paths)

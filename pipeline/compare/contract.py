@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandera.pandas as pda
 from pydantic import Field
 
-from pipeline.contracts import ID, POS, SHARE, UNIT, B, F, Headline, I, Metrics, S, col
+from pipeline.contracts import ID, POS, SHARE, UNIT, B, F, Headline, I, Metrics, S, Stage, col
 from pipeline.fit.contract import LAW_NAMES
 from pipeline.vocab import SHARE_SLOTS
 
@@ -86,3 +86,12 @@ class CompareHeadline(Headline):
 
 METRICS = CompareMetrics.model_validate
 HEADLINE = CompareHeadline
+
+STAGE = Stage(
+    name="compare", help="Measured scaling against the theory's ceilings, per run and per series.",
+    params=("compare", "fit.interval", "theory.duration_days"),
+    reads=("runs.parquet", "series.parquet", "fits.parquet", "fit_curves.parquet",
+           "bounds.parquet", "theory_curves.parquet", "selected_targets.parquet"),
+    reads_metrics=("fit",), writes=tuple(OUTPUTS),
+    plots=("compare_efficiency.csv", "compare_frontier_runs.csv"), plot_significant=6,
+    compute="pipeline.compare.stage:compute")

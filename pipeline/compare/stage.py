@@ -2,14 +2,15 @@
 
 Inputs (``data/processed``): ``runs``, ``series``, ``fits``, ``fit_curves`` (each law on the
 extrapolation grid, written by fit), ``bounds`` and ``theory_curves`` (each series' ceiling on the
-same grid, written by theory), ``reports/metrics/fit.json`` and, where the calibrate stage ran,
-``selected_targets.parquet`` (the recommended predictor at ``extrapolate_n``, which replaces the
-law's prediction and interval on the ``target`` rows; ``predictor`` names which). It joins and
+same grid, written by theory), ``reports/metrics/fit.json`` and ``selected_targets.parquet``
+(calibrate's recommended predictor at ``extrapolate_n``, which replaces the law's prediction and
+interval on the ``target`` rows where it predicts them; ``predictor`` names which). It joins and
 summarises them; it imports no fit, theory or calibrate code. Outputs:
 
 * ``comparison.parquet``: one row per measured run: MFU, the theory's ``bound_mfu``, the fraction
   of the ceiling achieved, the measured step time split into the share the theory explains (by
-  component) and the share it leaves unexplained, and the run's place on the frontier.
+  component, then its ``overhead``) and the ``residual`` it leaves unexplained, and the run's
+  place on the frontier.
 * ``comparison_curves.parquet``: per series and N, the measured scaling efficiency, the default
   law's fitted/extrapolated throughput with its prediction interval, and the theory's efficiency
   (``kind`` = ``measured`` | ``curve`` | ``target``; ``target`` rows are the ``extrapolate_n``).
@@ -26,37 +27,24 @@ per-device ratio). The theory's efficiency for the same family is bound_mfu(N)/b
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import settings as load_group
-from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.config import CompareSettings, Settings
 from pipeline.measures import (extrapolation_grid, finished, n_at_efficiency, series_runs,
                                training_flop, y_column)
-from pipeline.schema import check_metrics, check_output, empty_frame
+from pipeline.runner import Inputs, Result, run_stage
+from pipeline.schema import empty_frame
 from pipeline.vocab import SHARE_SLOTS
 
 SECONDS_PER_DAY = 86_400.0
 OVERLAPPED = ("hbm", "net_tp", "net_dp", "net_pp", "net_ep")
 SHARES = SHARE_SLOTS
-
-
-# -- settings ----------------------------------------------------------------------------------
-def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The ``compare`` settings, with the interval of ``fit`` and the horizon of ``theory``
-    (ConfigError names the field)."""
-    cfg = load_group(params, "compare")
-    interval = load_group(params, "fit").interval
-    days = load_group(params, "theory").duration_days
-    return {"targets": sorted(cfg.extrapolate_n), "interval": interval,
-            "duration_s": days * SECONDS_PER_DAY, "threshold": cfg.efficiency_threshold,
-            "curve_points": cfg.curve_points}
 
 
 # -- per run -----------------------------------------------------------------------------------
@@ -156,8 +144,8 @@ def _curve_on(curves: pd.DataFrame, grid: np.ndarray, columns: list[str]) -> pd.
 
 
 def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFrame,
-                   fits: pd.DataFrame, law_order: list[str], cfg: dict[str, Any],
-                   fit_curves: pd.DataFrame, theory_curves: pd.DataFrame | None
+                   fits: pd.DataFrame, law_order: list[str], cfg: CompareSettings,
+                   fit_curves: pd.DataFrame, theory_curves: pd.DataFrame
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measured, fitted and theoretical efficiency curves per series, and their summaries.
 
@@ -176,9 +164,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     # N at the threshold efficiency of each fitted law: the fit stage's root (one answer)
     law_n_at_threshold = dict(zip(zip(fits["series_id"], fits["law"]),
                                   fits["n_at_threshold"].astype(float))) if len(fits) else {}
-    theory_curve = ({} if theory_curves is None else
-                    {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)})
-    theory_note = "" if theory_curves is not None else "theory unavailable: no theory_curves.parquet"
+    theory_curve = {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)}
     rows, summary = [], []
     # progress on a terminal only (tqdm disable=None)
     for s in tqdm(list(series.sort_values("series_id").itertuples()), desc="compare",
@@ -189,7 +175,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
         if drawn is None:
             continue
         rows += drawn[0]
-        note = "; ".join(x for x in (drawn[1].pop("_note"), theory_note) if x)
+        note = drawn[1].pop("_note")
         summary.append({**drawn[1], "note": note})
     if not rows:  # no series: the contract's columns, no rows
         return empty_frame("comparison_curves.parquet"), empty_frame("comparison_series.parquet")
@@ -199,7 +185,7 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
 
 
 def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
-                 default_law: str, law_curve: dict, theory_curve: dict, cfg: dict[str, Any],
+                 default_law: str, law_curve: dict, theory_curve: dict, cfg: CompareSettings,
                  n_at_threshold_law: float = np.nan
                  ) -> tuple[list[dict], dict[str, Any]] | None:
     """One series' curve rows (measured points, then the grid) and its summary row (with its
@@ -213,7 +199,8 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
         return None
     n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
     n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
-    grid = extrapolation_grid(float(n0), cfg["targets"], cfg["curve_points"])
+    targets = sorted(cfg.extrapolate_n)
+    grid = extrapolation_grid(float(n0), targets, cfg.curve_points)
     theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
     theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
     base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
@@ -242,7 +229,7 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
     y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
         float(ratio.median()) if len(ratio) else np.nan)
     for i, n in enumerate(grid):
-        rows.append({**base, "kind": "target" if n in cfg["targets"] else "curve",
+        rows.append({**base, "kind": "target" if n in targets else "curve",
                      "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
                      "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
                      "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
@@ -251,7 +238,7 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
                      "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
                      "y_ceiling": th[i] * peak * n * y_per_flop})
     eff_obs = (y_obs / n_obs) / per0
-    threshold = cfg["threshold"]
+    threshold = cfg.efficiency_threshold
     summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
                "efficiency_at_n_max": eff_obs[-1],
                "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
@@ -295,10 +282,6 @@ def apply_selected(curves: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame
 
 
 # -- stage -------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
 def law_order_of(fit_metrics: dict[str, Any], fits: pd.DataFrame) -> list[str]:
     """The fit stage's default law first, then the others by its held-out scores
     (``default_law_scores``, lower is better), then any remaining law by name."""
@@ -314,16 +297,17 @@ def law_order_of(fit_metrics: dict[str, Any], fits: pd.DataFrame) -> list[str]:
 
 
 def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
-             cfg: dict[str, Any], default_law: str) -> dict[str, Any]:
+             s: Settings, default_law: str) -> dict[str, Any]:
     """Headline figures for compare.json (printed by ``dvc metrics show``)."""
+    targets = sorted(s.compare.extrapolate_n)
     frac = per_run["fraction_of_ceiling"].dropna()
     out: dict[str, Any] = {
         "n_runs": int(len(per_run)), "n_runs_with_bound": int(len(frac)),
         "median_fraction_of_ceiling": float(frac.median()) if len(frac) else None,
         "n_runs_exceeding_bound": int((frac > 1).sum()), "default_law": default_law,
         "n_series": int(len(summ)),
-        "efficiency_threshold": cfg["threshold"], "extrapolate_n": cfg["targets"],
-        "interval": cfg["interval"], "frontier_duration_days": cfg["duration_s"] / SECONDS_PER_DAY,
+        "efficiency_threshold": s.compare.efficiency_threshold, "extrapolate_n": targets,
+        "interval": s.fit.interval, "frontier_duration_days": s.theory.duration_days,
     }
     def median(values: pd.Series) -> float | None:
         values = values.dropna()
@@ -336,55 +320,40 @@ def headline(per_run: pd.DataFrame, summ: pd.DataFrame, curves: pd.DataFrame,
         out[f"{scaling}_median_n_at_threshold_law"] = median(s["n_at_threshold_law"])
     if len(curves):
         t = curves[curves["kind"] == "target"]
-        for n in cfg["targets"]:
+        for n in targets:
             strong = t[(t["n_accelerators"] == n) & (t["scaling"] == "strong")]
             out[f"strong_median_efficiency_law_at_{n}"] = median(strong["efficiency_law"])
             out[f"strong_median_efficiency_theory_at_{n}"] = median(strong["efficiency_theory"])
     return out
 
 
-def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path) -> dict[str, Any]:
-    """Run the compare stage; returns the metrics written to ``metrics_path``.
-
-    Reads only stage outputs: runs, series, fits and the laws' curves (fit), bounds and the
-    ceiling curves (theory; without them the measured side is still compared).
-    """
-    cfg = settings(params)
-    processed_dir, metrics_dir = Path(processed_dir), Path(metrics_dir)
-    runs = pd.read_parquet(processed_dir / "runs.parquet")
-    series = pd.read_parquet(processed_dir / "series.parquet")
-    fits = pd.read_parquet(processed_dir / "fits.parquet")
-    bounds_path = processed_dir / "bounds.parquet"
-    # Without the theory stage's bounds the measured side is still compared (NaN ceilings).
-    bounds = pd.read_parquet(bounds_path) if bounds_path.exists() else pd.DataFrame(
-        columns=["run_id", "bound_mfu", "t_compute_s", "binding"]).astype({"bound_mfu": float,
-                                                                           "t_compute_s": float})
-    law_order = law_order_of(_read_json(metrics_dir / "fit.json"), fits)
+def compute(inputs: Inputs, s: Settings) -> Result:
+    """The compare stage (declared in pipeline/compare/contract.py): runs against their
+    ceilings, series against their laws and ceilings, targets from calibrate's ``selected``."""
+    runs, fits = inputs["runs.parquet"], inputs["fits.parquet"]
+    law_order = law_order_of(inputs.metrics["fit"], fits)
     default_law = law_order[0]
-    fit_curves = pd.read_parquet(processed_dir / "fit_curves.parquet")
-    theory_path = processed_dir / "theory_curves.parquet"
-    theory_curves = pd.read_parquet(theory_path) if theory_path.exists() else None
-    per_run = compare_runs(runs, bounds, cfg["duration_s"])
-    curves, summ = compare_series(runs, series, per_run, fits, law_order, cfg, fit_curves,
-                                  theory_curves)
-    # Extrapolations to extrapolate_n: the calibrate stage's `selected` where it predicts them
-    # (without its output every row keeps the law's prediction, named in `predictor`).
-    selected_path = processed_dir / "selected_targets.parquet"
-    selected = (pd.read_parquet(selected_path) if selected_path.exists()
-                else empty_frame("selected_targets.parquet"))
-    curves = apply_selected(curves, selected)
-    for name, frame in (("comparison", per_run), ("comparison_curves", curves),
-                        ("comparison_series", summ)):
-        write_parquet(check_output(f"{name}.parquet", frame), Path(out_dir) / f"{name}.parquet")
-    metrics = headline(per_run, summ, curves, cfg, default_law)
-    write_json(check_metrics("compare", metrics), metrics_path)
-    plots_dir = Path(plots_dir)
-    if len(curves):
-        m = curves[curves["kind"] == "measured"]
-        write_csv(m[["series_id", "n_accelerators", "efficiency", "efficiency_theory"]],
-                  plots_dir / "compare_efficiency.csv", significant=6)
-    write_csv(per_run[["run_id", "accelerator_family", "training_flop", "mfu", "bound_mfu"]]
-              .dropna(subset=["training_flop"]), plots_dir / "compare_frontier_runs.csv",
-              significant=6)
-    return metrics
+    per_run = compare_runs(runs, inputs["bounds.parquet"], s.theory.duration_days * SECONDS_PER_DAY)
+    curves, summ = compare_series(runs, inputs["series.parquet"], per_run, fits, law_order,
+                                  s.compare, inputs["fit_curves.parquet"],
+                                  inputs["theory_curves.parquet"])
+    # Extrapolations to extrapolate_n: the calibrate stage's `selected` where it predicts them.
+    curves = apply_selected(curves, inputs["selected_targets.parquet"])
+    measured = curves[curves["kind"] == "measured"] if len(curves) else pd.DataFrame(
+        columns=["series_id", "n_accelerators", "efficiency", "efficiency_theory"])
+    plots = {
+        "compare_efficiency.csv": measured[["series_id", "n_accelerators", "efficiency",
+                                            "efficiency_theory"]],
+        "compare_frontier_runs.csv": per_run[["run_id", "accelerator_family", "training_flop",
+                                              "mfu", "bound_mfu"]].dropna(
+                                                  subset=["training_flop"]),
+    }
+    return Result(frames={"comparison.parquet": per_run, "comparison_curves.parquet": curves,
+                          "comparison_series.parquet": summ},
+                  metrics=headline(per_run, summ, curves, s, default_law), plots=plots)
+
+
+def run(params: Mapping[str, Any], **paths: Path) -> dict[str, Any]:
+    """Run the compare stage through the runner (``processed_dir``, ``out_dir``,
+    ``metrics_path``, ``plots_dir``, ``metrics_dir``); returns its metrics."""
+    return run_stage("compare", params, **paths)

@@ -13,7 +13,7 @@ import pandera.pandas as pda
 from pydantic import Field
 
 from pipeline.contracts import (ID, NONNEG, POS, SHARE, UNIT_CLOSED, B, F, Headline, I, Metrics,
-                                S, col)
+                                S, Stage, col)
 from pipeline.vocab import POWER_MEASUREMENTS
 
 # The law families the fit stage fits (pipeline/fit/__init__.py registers one module per name).
@@ -168,3 +168,11 @@ class FitHeadline(Headline):
 
 METRICS = FitMetrics.model_validate
 HEADLINE = FitHeadline
+
+STAGE = Stage(
+    name="fit", help="Scaling and efficiency laws per series, extrapolation tests, cross-series "
+                     "models, energy laws.",
+    params=("fit", "compare.extrapolate_n", "compare.curve_points",
+            "compare.efficiency_threshold"),
+    reads=("runs.parquet", "series.parquet", "power.parquet"), writes=tuple(OUTPUTS),
+    plots=("fit_extrapolation.csv", "fit_efficiency.csv"), compute="pipeline.fit.stage:compute")

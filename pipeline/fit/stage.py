@@ -1,8 +1,10 @@
 """The fit stage: every law on every series, extrapolation tests, cross-series MFU models.
 
-Reads ``runs.parquet`` and ``series.parquet``; writes ``fits.parquet`` (one row per series and
-law, with the derived figures), ``extrapolation.parquet``, ``cross_series.parquet`` (MFU
-regressions), ``reports/metrics/fit.json`` and plot data ``reports/plots/fit_*.csv``. A series
+Reads ``runs.parquet``, ``series.parquet`` and ``power.parquet``; writes ``fits.parquet`` (one row
+per series and law, with the derived figures), ``extrapolation.parquet``, ``cross_series.parquet``
+(MFU regressions), ``fit_curves.parquet`` (each law on the extrapolation grid),
+``energy_fits.parquet`` and ``energy_points.parquet`` (the energy laws),
+``reports/metrics/fit.json`` and plot data ``reports/plots/fit_*.csv`` (declared in pipeline/fit/contract.py). A series
 that cannot be fitted gets rows with ``converged = False`` and a ``note``; the stage goes on. A
 fit that converged but says little (parameters on a bound, a peak outside the data, R2 below
 ``LOW_R2``, a falling power law) keeps its row and says so in ``note``.
@@ -14,16 +16,13 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.config import settings
-from pipeline.io import write_csv, write_json, write_parquet
-from pipeline.measures import extrapolation_grid
-from pipeline.schema import check_metrics, check_output, empty_frame
+from pipeline.config import FitSettings, Settings
 from pipeline.fit import LAWS, SCALES, LawFitError, get_law
 from pipeline.fit.crossseries import cross_series
 from pipeline.fit.derived import law_figures, multiple_columns, predictions_at_multiples
@@ -32,6 +31,9 @@ from pipeline.fit.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.fit.nls import fit_law
 from pipeline.fit.result import FitResult, predict_frame
 from pipeline.fit.series import SeriesPoints, measured_figures, series_points
+from pipeline.measures import extrapolation_grid
+from pipeline.runner import Inputs, Result, run_stage
+from pipeline.schema import empty_frame
 
 LAW_FIGURES = ("n_peak", "n_peak_stderr", "x_max", "x_max_stderr", "peak_concurrency",
                "n_at_threshold", "next_doubling_gain", *multiple_columns())
@@ -43,17 +45,6 @@ MEASURED_FIGURES = ("efficiency_at_n_max", "tokens_per_accelerator_hour_at_n_min
 FIT_COLUMNS = ("series_id", "source", "scaling", "law", "y_metric", "scale", "params", "stderr",
                "ci_low", "ci_high", "aicc", "bic", "r2", "delta_aicc", "n_points", "n_distinct",
                "n_min", "n_max", "converged", "note", *LAW_FIGURES, *MEASURED_FIGURES)
-
-
-def _settings(params: dict[str, Any]) -> dict[str, Any]:
-    cfg = settings(params, "fit")
-    grid = settings(params, "compare")  # the extrapolation grid compare draws the curves on
-    return dict(laws=list(cfg.laws), score_other_scale=cfg.score_other_scale,
-                ks=list(cfg.holdout_k), interval=cfg.interval, scale=cfg.scale,
-                min_success=cfg.default_law_min_success, min_distinct_n=cfg.min_distinct_n,
-                extra_min_distinct_n=cfg.extrapolation_min_distinct_n,
-                peak_beyond=cfg.flag_peak_beyond, targets=sorted(grid.extrapolate_n),
-                curve_points=grid.curve_points, threshold=grid.efficiency_threshold)
 
 
 def _json(values: dict[str, float]) -> str:
@@ -160,16 +151,18 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
     return extra
 
 
-def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
+def _collect(runs: pd.DataFrame, series: pd.DataFrame, s: Settings
              ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
     """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
-    laws' curves on the extrapolation grid."""
+    laws' curves on the extrapolation grid (``compare.extrapolate_n``, ``compare.curve_points``:
+    the grid compare draws on)."""
+    cfg, laws, holdout_k = s.fit, list(s.fit.laws), list(s.fit.holdout_k)
     law_curves: list[pd.DataFrame] = []
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
     other_rows: list[dict] = []
     curves: list[pd.DataFrame] = []
-    other_scale = next(sc for sc in SCALES if sc != cfg["scale"])
+    other_scale = next(sc for sc in SCALES if sc != cfg.scale)
     by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
     no_runs = runs.iloc[0:0]
     for _, srow in tqdm(series.iterrows(), total=len(series), desc="fit", unit="series",
@@ -181,21 +174,22 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, cfg: dict[str, Any]
                      scaling=srow.get("scaling"),
                      n_min=int(points.n.min()) if points.n.size else None,
                      n_max=int(points.n.max()) if points.n.size else None)
-        grid = (extrapolation_grid(float(points.n.min()), cfg["targets"], cfg["curve_points"])
+        grid = (extrapolation_grid(float(points.n.min()), sorted(s.compare.extrapolate_n),
+                                   s.compare.curve_points)
                 if np.unique(points.n).size >= 2 else None)
-        for row in fit_series(points, cfg["laws"], scale=cfg["scale"], interval=cfg["interval"],
-                              min_distinct_n=cfg["min_distinct_n"],
-                              peak_beyond=cfg["peak_beyond"], curve_n=grid,
-                              curves_out=law_curves, threshold=cfg["threshold"]):
+        for row in fit_series(points, laws, scale=cfg.scale, interval=cfg.interval,
+                              min_distinct_n=cfg.min_distinct_n,
+                              peak_beyond=cfg.flag_peak_beyond, curve_n=grid,
+                              curves_out=law_curves, threshold=s.compare.efficiency_threshold):
             fit_rows.append({**ident, **row, **measured})
-        if points.n_distinct < cfg["extra_min_distinct_n"]:
+        if points.n_distinct < cfg.extrapolation_min_distinct_n:
             continue
         source = str(srow.get("source"))
-        extra_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
-                                         scale=cfg["scale"], interval=cfg["interval"])
-        if cfg["score_other_scale"]:
-            other_rows += extrapolate_series(points, source, cfg["laws"], cfg["ks"],
-                                             scale=other_scale, interval=cfg["interval"])
+        extra_rows += extrapolate_series(points, source, laws, holdout_k,
+                                         scale=cfg.scale, interval=cfg.interval)
+        if cfg.score_other_scale:
+            other_rows += extrapolate_series(points, source, laws, holdout_k,
+                                             scale=other_scale, interval=cfg.interval)
     return fit_rows, extra_rows, other_rows, curves, law_curves
 
 
@@ -214,84 +208,71 @@ def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:
     return fits.sort_values(["series_id", "law"]).reset_index(drop=True)
 
 
-def run(params: dict[str, Any], *, runs_path: Path, series_path: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, power_path: Path | None = None) -> dict[str, Any]:
-    """Run the fit stage; returns the metrics written to ``metrics_path``.
-
-    With ``power_path`` (the ingest's ``power.parquet``) the energy laws
-    (``pipeline.fit.energy``) go to ``energy_fits.parquet`` and ``energy_points.parquet``.
-    """
-    cfg = _settings(params)
-    runs = pd.read_parquet(runs_path)
-    series = pd.read_parquet(series_path).sort_values("series_id").reset_index(drop=True)
-    fit_rows, extra_rows, other_rows, curves, law_curves = _collect(runs, series, cfg)
+def compute(inputs: Inputs, s: Settings) -> Result:
+    """The fit stage (declared in pipeline/fit/contract.py): every law on every series, the
+    held-out extrapolation test, the cross-series models and the energy laws
+    (``pipeline.fit.energy``) on ``power.parquet``."""
+    from pipeline.fit.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
+    cfg, laws, holdout_k = s.fit, list(s.fit.laws), list(s.fit.holdout_k)
+    runs = inputs["runs.parquet"]
+    series = inputs["series.parquet"].sort_values("series_id").reset_index(drop=True)
+    fit_rows, extra_rows, other_rows, curves, law_curves = _collect(runs, series, s)
     fits = _fits_frame(fit_rows)
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
-    cross, cross_headlines = cross_series(runs, cfg["interval"])
-
-    out_dir = Path(out_dir)
-    write_parquet(check_output("fits.parquet", fits), out_dir / "fits.parquet")
-    write_parquet(check_output("extrapolation.parquet", extra), out_dir / "extrapolation.parquet")
-    write_parquet(check_output("cross_series.parquet", cross), out_dir / "cross_series.parquet")
+    cross, cross_headlines = cross_series(runs, cfg.interval)
     fit_curves = (pd.concat([c for c in law_curves if len(c)], ignore_index=True)
                   if any(len(c) for c in law_curves) else empty_frame("fit_curves.parquet"))
     fit_curves = fit_curves.sort_values(["series_id", "law", "n_accelerators"], kind="mergesort")
-    write_parquet(check_output("fit_curves.parquet", fit_curves.reset_index(drop=True)),
-                  out_dir / "fit_curves.parquet")
-    plots_dir = Path(plots_dir)
-    write_csv(extra.loc[np.isfinite(extra["predicted"]),
-                         ["series_id", "law", "k", "n_target", "actual", "predicted", "pi_low",
-                          "pi_high"]], plots_dir / "fit_extrapolation.csv")
     eff = (pd.concat(curves, ignore_index=True) if curves else
            pd.DataFrame(columns=["series_id", "n_accelerators", "efficiency"]))
-    write_csv(eff.sort_values(["series_id", "n_accelerators"]), plots_dir / "fit_efficiency.csv")
-
+    energy_fits, energy_points, energy = energy_laws(inputs["power.parquet"], cfg.interval,
+                                                     cfg.min_distinct_n)
     metrics = _metrics(fits, extra, cfg, cross_headlines, n_series=len(series))
-    if power_path is not None:
-        metrics["energy"] = _energy(Path(power_path), out_dir, cfg)
-    if cfg["score_other_scale"]:
+    metrics["energy"] = energy
+    if cfg.score_other_scale:
         # metrics only: does `fit.scale` predict better than the other scale on this data?
         other = summarise(_score(pd.DataFrame(other_rows, columns=list(EXTRA_COLUMNS))),
-                          cfg["laws"], cfg["ks"], cfg["min_success"])
-        metrics["other_scale"] = {"scale": next(sc for sc in SCALES if sc != cfg["scale"]),
+                          laws, holdout_k, cfg.default_law_min_success)
+        metrics["other_scale"] = {"scale": next(sc for sc in SCALES if sc != cfg.scale),
                                   "default_law": other["default_law"],
                                   "default_law_scores": other.get("common_mean_median_ape"),
                                   "all_laws_common": other.get("all_laws_common"),
                                   "extrapolation": other["laws"]}
-    write_json(check_metrics("fit", metrics), metrics_path)
-    return metrics
+    frames = {"fits.parquet": fits, "extrapolation.parquet": extra,
+              "cross_series.parquet": cross,
+              "fit_curves.parquet": fit_curves.reset_index(drop=True),
+              "energy_fits.parquet": energy_fits.reindex(columns=list(E_FITS)),
+              "energy_points.parquet": energy_points.reindex(columns=list(POINT_COLUMNS))}
+    plots = {"fit_extrapolation.csv": extra.loc[np.isfinite(extra["predicted"]),
+                                                ["series_id", "law", "k", "n_target", "actual",
+                                                 "predicted", "pi_low", "pi_high"]],
+             "fit_efficiency.csv": eff.sort_values(["series_id", "n_accelerators"])}
+    return Result(frames=frames, metrics=metrics, plots=plots)
 
 
-def _energy(power_path: Path, out_dir: Path, cfg: dict) -> dict[str, Any]:
-    """Energy laws on the power measurements; an absent file gives empty outputs."""
-    from pipeline.fit.energy import FIT_COLUMNS as E_FITS, POINT_COLUMNS, energy_laws
-    power = (pd.read_parquet(power_path) if power_path.is_file() else
-             empty_frame("power.parquet"))
-    fits, points, metrics = energy_laws(power, cfg["interval"], cfg["min_distinct_n"])
-    write_parquet(check_output("energy_fits.parquet", fits.reindex(columns=list(E_FITS))),
-                  out_dir / "energy_fits.parquet")
-    write_parquet(check_output("energy_points.parquet",
-                               points.reindex(columns=list(POINT_COLUMNS))),
-                  out_dir / "energy_points.parquet")
-    return metrics
+def run(params: Mapping[str, Any], **paths: Path) -> dict[str, Any]:
+    """Run the fit stage through the runner (``processed_dir``, ``out_dir``, ``metrics_path``,
+    ``plots_dir``); returns its metrics."""
+    return run_stage("fit", params, **paths)
 
 
-def _metrics(fits: pd.DataFrame, extra: pd.DataFrame, cfg: dict, cross: dict,
+def _metrics(fits: pd.DataFrame, extra: pd.DataFrame, cfg: FitSettings, cross: dict,
              n_series: int) -> dict[str, Any]:
+    laws, holdout_k = list(cfg.laws), list(cfg.holdout_k)
     fitted = fits[fits["converged"]]
     best_law = fits.loc[fits["delta_aicc"] == 0.0, "law"]
-    summary = summarise(extra, cfg["laws"], cfg["ks"], cfg["min_success"])
+    summary = summarise(extra, laws, holdout_k, cfg.default_law_min_success)
     usl = fitted[fitted["law"] == "usl"]
     return {
-        "scale": cfg["scale"],
-        "interval": cfg["interval"],
-        "holdout_k": cfg["ks"],
+        "scale": cfg.scale,
+        "interval": cfg.interval,
+        "holdout_k": holdout_k,
         "n_series": n_series,
         "n_series_fitted": int(fitted["series_id"].nunique()),
         "n_series_extrapolated": int(extra["series_id"].nunique()) if len(extra) else 0,
-        "converged": {law: int((fitted["law"] == law).sum()) for law in cfg["laws"]},
-        "best_aicc": {law: int((best_law == law).sum()) for law in cfg["laws"]},
+        "converged": {law: int((fitted["law"] == law).sum()) for law in laws},
+        "best_aicc": {law: int((best_law == law).sum()) for law in laws},
         "usl_series_with_peak_in_range": int(((usl["n_peak"] >= usl["n_min"]) &
                                               (usl["n_peak"] <= usl["n_max"])).sum()),
         "extrapolation": summary["laws"],
@@ -299,7 +280,7 @@ def _metrics(fits: pd.DataFrame, extra: pd.DataFrame, cfg: dict, cross: dict,
         "default_law_reason": summary.get("default_law_reason"),
         "default_law_scores": summary.get("common_mean_median_ape"),
         "all_laws_common": summary.get("all_laws_common"),
-        "coverage_note": _coverage_note(summary["laws"], cfg["interval"]),
+        "coverage_note": _coverage_note(summary["laws"], cfg.interval),
         "cross_series": cross,
     }
 

@@ -17,8 +17,8 @@ import pandera.pandas as pda
 import pyarrow as pa
 from pydantic import Field
 
-from pipeline.contracts import (ANY, ID, NONNEG, POS, B, F, Headline, I, Metrics, S, arrow_schema,
-                                col)
+from pipeline.contracts import (ANY, ID, NONNEG, POS, B, F, Headline, I, Metrics, S, Stage,
+                                arrow_schema, col)
 from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, SCALINGS, SCALINGS_STATED,
                             SOURCE_KINDS, STATUSES, STRATEGY_FAMILIES, Y_METRICS)
 
@@ -281,3 +281,11 @@ class IngestHeadline(Headline):
 
 METRICS = IngestMetrics.model_validate
 HEADLINE = IngestHeadline
+
+# The ingest streams its inputs (every published table, MLPerf tree and step log under
+# data/raw) and writes steps.parquet as it parses, so it runs its own entry, not the runner.
+STAGE = Stage(
+    name="ingest", help="Published tables, MLPerf result trees and step logs -> runs, rejects, "
+                        "series, steps, power.",
+    params=("ingest",), writes=tuple(OUTPUTS), catalog=True, raw=("data/raw",),
+    entry="pipeline.ingest.stage:run")

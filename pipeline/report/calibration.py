@@ -117,11 +117,11 @@ def section(d: ReportData) -> dict[str, Any]:
         return {"available": False}
     decomp, tops = _decomposition(d)
     ins = m.get("in_sample", {})
-    targets = m.get("targets", {})
-    k1 = targets.get("largest", {}).get("largest_k1", {}).get("all", {})
-    k2 = targets.get("largest", {}).get("largest_k2", {}).get("all", {})
-    cov = targets.get("coverage", {})
-    src = targets.get("source", {})
+    scored = m.get("against_naive", {})
+    k1 = scored.get("largest", {}).get("largest_k1", {}).get("all", {})
+    k2 = scored.get("largest", {}).get("largest_k2", {}).get("all", {})
+    cov = scored.get("coverage", {})
+    src = scored.get("source", {})
     frontier = [dict(scenario=s, knee=v.get("knee_flop"), knee_cal=v.get("knee_flop_calibrated"),
                      ci=v.get("knee_flop_calibrated_ci") or [None, None], wall=v.get("wall_flop"),
                      wall_cal=v.get("wall_flop_calibrated"),
@@ -134,7 +134,7 @@ def section(d: ReportData) -> dict[str, Any]:
         f"{pct(k1.get('best_naive'), 1)} and {pct(k2.get('best_naive'), 1)} for the better naive "
         f"rule; its 95% intervals cover {pct(cov.get('largest_k1', {}).get('selected', {}).get('coverage'))}"
         f" and {pct(cov.get('largest_k2', {}).get('selected', {}).get('coverage'))} of those points."
-        + _gain_caveat(targets.get("largest", {})))
+        + _gain_caveat(scored.get("largest", {})))
     return {
         "available": True, "form": m.get("form"), "headline": headline,
         "in_sample": ins, "fit_runs": m.get("fit_runs"), "sigma_u": m.get("sigma_u"),

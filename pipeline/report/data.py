@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-FRAMES = ("runs", "rejects", "series", "fits", "extrapolation", "bounds", "frontier",
-          "comparison", "comparison_curves", "comparison_series", "energy_points", "energy_fits",
-          "calibration", "calibrated", "predictions", "calibrated_frontier")
-METRICS = ("ingest", "fit", "theory", "compare", "calibrate")
+from pipeline.report.contract import STAGE
+
+FRAMES = tuple(name.removesuffix(".parquet") for name in STAGE.reads)
+METRICS = STAGE.reads_metrics
 
 
 @dataclass

@@ -63,7 +63,7 @@ def predict_multiples(d: ReportData, series_id: str,
     be fitted): the fit stage's own predictions (fits.parquet ``*_at_<m>x_n_max``, written by
     ``pipeline.fit.derived.predictions_at_multiples``); nothing is refitted here.
 
-    The one place the report predicts: when the calibrate stage (issue 9) publishes calibrated
+    The one place the report predicts: when the calibrate stage publishes calibrated
     intervals, this function reads them instead.
     """
     summ, fits = d.comparison_series, d.fits

@@ -12,7 +12,8 @@ from typing import Any
 import pandera.pandas as pda
 from pydantic import Field
 
-from pipeline.contracts import ID, NONNEG, POS, SHARE, UNIT, B, F, Headline, I, Metrics, S, col
+from pipeline.contracts import (ID, NONNEG, POS, SHARE, UNIT, B, F, Headline, I, Metrics, S, Stage,
+                                col)
 from pipeline.vocab import COMPONENTS
 
 _TIMES = tuple(col(f"t_{k}_s", F, f"time of the {k} component per step (s)", **NONNEG)
@@ -142,3 +143,11 @@ class TheoryHeadline(Headline):
 
 METRICS = validate_metrics
 HEADLINE = TheoryHeadline
+
+STAGE = Stage(
+    name="theory", help="Per-run ceilings, series ceilings and the frontier of feasible compute "
+                        "(data-movement limits).",
+    params=("theory", "ingest.attention_flops", "ingest.default_precision",
+            "compare.extrapolate_n", "compare.curve_points"),
+    reads=("runs.parquet", "series.parquet"), catalog=True, writes=tuple(OUTPUTS),
+    plots=("frontier.csv",), plot_significant=6, compute="pipeline.theory.stage:compute")

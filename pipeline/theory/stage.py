@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from pipeline.catalog import load_catalog
-from pipeline.config import settings
-from pipeline.io import write_csv, write_json, write_parquet
-from pipeline.schema import check_metrics, check_output, output_column_names
+from pipeline.config import Settings, settings
+from pipeline.runner import Inputs, Result, run_stage
+from pipeline.schema import output_column_names
 from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.curves import series_ceilings
 from pipeline.theory.energy import frontier_energy
@@ -63,39 +62,37 @@ def run_frontier(params: Mapping[str, Any], catalog, overhead: Overhead = Overhe
     return frame.reset_index(drop=True), metrics
 
 
-def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_dir: Path,
-        metrics_path: Path, plots_dir: Path, series_path: Path | None = None) -> None:
-    """Stage entry point (see ``pipeline/__main__.py``). With ``series_path`` the ceiling
-    curves of every series are written too (``theory_curves.parquet``, on the grid of
-    ``compare.extrapolate_n`` and ``compare.curve_points``)."""
-    catalog = load_catalog(catalog_dir)
-    runs = pd.read_parquet(runs_path)
-    bounds = compute_bounds(runs, catalog, params)
-    memory, memory_metrics = runs_memory(runs, bounds, catalog, params)
-    frontier, metrics = run_frontier(params, catalog, overhead_of(memory_metrics))
+def compute(inputs: Inputs, s: Settings) -> Result:
+    """The theory stage (declared in pipeline/theory/contract.py): every scenario's frontier,
+    every run's ceiling, every series' ceiling on the extrapolation grid (``compare.extrapolate_n``
+    and ``compare.curve_points``, the grid compare draws on) and the energy at the frontier."""
+    catalog, runs = inputs.catalog, inputs["runs.parquet"]
+    bounds = compute_bounds(runs, catalog, s)
+    # the memory model's overhead is fitted first: the frontier searches layouts that fit
+    memory, memory_metrics = runs_memory(runs, bounds, catalog, s)
+    frontier, metrics = run_frontier(s, catalog, overhead_of(memory_metrics))
     metrics["_memory"] = memory_metrics
     bounds = bounds.drop(columns=USED_COLUMNS).merge(memory, on="run_id", how="left",
                                                      validate="one_to_one")
-    if series_path is not None:
-        grid = settings(params, "compare")
-        curves = series_ceilings(runs, pd.read_parquet(series_path), catalog, params,
-                                 sorted(grid.extrapolate_n), grid.curve_points)
-        write_parquet(check_output("theory_curves.parquet", curves),
-                      Path(out_dir) / "theory_curves.parquet")
-    out_dir, plots_dir = Path(out_dir), Path(plots_dir)
-    write_parquet(check_output("bounds.parquet", bounds), out_dir / "bounds.parquet")
-    write_parquet(check_output("frontier.parquet", frontier), out_dir / "frontier.parquet")
-    energy_front, energy = frontier_energy(
-        frontier, metrics, load_scenarios(params, catalog), catalog, runs,
-        settings(params, "theory").duration_days)
-    write_parquet(check_output("frontier_energy.parquet",
-                               energy_front.loc[:, output_column_names("frontier_energy.parquet")]),
-                  out_dir / "frontier_energy.parquet")
-    write_csv(frontier.loc[:, ["scenario", "training_flop", "utilization"]],
-              plots_dir / "frontier.csv", significant=6)
+    curves = series_ceilings(runs, inputs["series.parquet"], catalog, s,
+                             sorted(s.compare.extrapolate_n), s.compare.curve_points)
+    energy_front, energy = frontier_energy(frontier, metrics, load_scenarios(s, catalog), catalog,
+                                           runs, s.theory.duration_days)
+    metrics["_bounds"] = _bounds_metrics(bounds)
+    metrics["_energy"] = energy
+    frames = {"bounds.parquet": bounds, "frontier.parquet": frontier,
+              "theory_curves.parquet": curves,
+              "frontier_energy.parquet":
+                  energy_front.loc[:, output_column_names("frontier_energy.parquet")]}
+    plots = {"frontier.csv": frontier.loc[:, ["scenario", "training_flop", "utilization"]]}
+    return Result(frames=frames, metrics=metrics, plots=plots)
+
+
+def _bounds_metrics(bounds: pd.DataFrame) -> dict[str, Any]:
+    """theory.json ``_bounds``: how many runs got a ceiling, exceed it, and what binds."""
     has_bound = bounds["bound_mfu"].notna()
     exceed = bounds.loc[bounds["exceeds_bound"], ["run_id", "exceed_reason"]]
-    metrics["_bounds"] = {
+    return {
         "runs": int(len(bounds)),
         "with_bound": int(has_bound.sum()),
         "without_bound": int((~has_bound).sum()),
@@ -106,8 +103,12 @@ def run(params: Mapping[str, Any], *, runs_path: Path, catalog_dir: Path, out_di
         "binding_counts": {str(k): int(v) for k, v in
                            bounds.loc[has_bound, "binding"].value_counts().sort_index().items()},
     }
-    metrics["_energy"] = energy
-    write_json(check_metrics("theory", metrics), metrics_path)
+
+
+def run(params: Mapping[str, Any], **paths: Path) -> dict[str, Any]:
+    """Run the theory stage through the runner (``processed_dir``, ``catalog_dir``,
+    ``out_dir``, ``metrics_path``, ``plots_dir``); returns its metrics."""
+    return run_stage("theory", params, **paths)
 
 
 def _median(values: pd.Series) -> float:

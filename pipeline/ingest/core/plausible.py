@@ -1,6 +1,6 @@
 """Plausibility rules: values that parse, but cannot describe one real training run.
 
-Each rule is a reject whose reason quotes the values (issue 13). They run in ``normalize``,
+Each rule is a reject whose reason quotes the values. They run in ``normalize``,
 so the ingest and ``scalewall validate`` apply the same rules.
 
 * ``n_accelerators`` at most ``max_accelerators`` (``ingest.max_accelerators``, default 10^7:

@@ -1,7 +1,7 @@
 """Symbolic links among input files: followed only when they stay inside the folder read.
 
 A link that dangles, loops, or leads outside the data folder being read is a ``bad_link``
-reject naming the link and its target (issue 13): a dangling link is a lost input the user
+reject naming the link and its target: a dangling link is a lost input the user
 should hear about, and a link out of the data folder would make the pipeline's result depend
 on a file that DVC does not track.
 """
