@@ -19,6 +19,7 @@ import typer
 from pipeline.config import ConfigError, load_params, load_settings
 from pipeline.contracts import ContractError
 from pipeline.runner import STAGES, run_stage
+from pipeline.threads import stage_threads
 
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
 # for one hostile sidecar), and they are no help to a user.
@@ -45,10 +46,11 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     try:
         params = load_params(params_path)
         load_settings(params)  # the whole file, so any broken field stops any stage
-        if module in STAGES and STAGES[module].compute:
-            run_stage(module, params, **paths)
-        else:
-            importlib.import_module(module).run(params, **paths)
+        with stage_threads(module.split(".")[1] if module.startswith("pipeline.") else module):
+            if module in STAGES and STAGES[module].compute:
+                run_stage(module, params, **paths)
+            else:
+                importlib.import_module(module).run(params, **paths)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc

@@ -137,6 +137,7 @@ class FitSettings(_Group):
     interval: Fraction
     default_law_min_success: Annotated[float, Field(ge=0, le=1)]
     flag_peak_beyond: Annotated[float, Field(ge=1, le=1e6)]
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
 
 
 class LawsSettings(_Group):

@@ -30,8 +30,11 @@ def _run(root: Path, params: dict) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory, params) -> Path:
-    return _run(tmp_path_factory.mktemp("calibrate"), params)
+def outputs(tmp_path_factory) -> Path:
+    """The calibrate outputs of the session's one downstream run (``shared_downstream``: the
+    synthetic upstream, then calibrate, compare and report): these tests only read them."""
+    from synthetic_upstream import shared_downstream
+    return shared_downstream(tmp_path_factory)["processed"]
 
 
 def test_contract_columns(outputs: Path) -> None:

@@ -12,8 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
+
+from pipeline.report.style import MAX_SERIES
 
 PROJ_ROOT = Path(__file__).resolve().parents[1]
 PLOTS_DIR = PROJ_ROOT / ".dvc" / "plots"
@@ -38,15 +41,49 @@ def test_templates_are_those_the_script_writes() -> None:
     for name, args in plots_page.TEMPLATES.items():
         written = json.loads((PLOTS_DIR / f"{name}.json").read_text())
         assert written == plots_page.template(*args)
-        enc = written["encoding"]
-        assert enc["x"]["scale"] == {"type": "log"} and enc["y"]["scale"] == {"type": "log"}
-        assert enc["color"]["type"] == "nominal"
+    assert sorted(p.stem for p in PLOTS_DIR.glob("*.json")) == sorted(plots_page.TEMPLATES)
     used = {p["template"] for p in _vega_plots()}
     # DVC writes each title into `vegaEmbed('#<title>')` unescaped: a quote breaks the plot
     spec = yaml.safe_load((PROJ_ROOT / "dvc.yaml").read_text())
     titles = [next(iter(p)) for p in spec["plots"] if isinstance(p, dict)]
     assert not [t for t in titles if "'" in t or '"' in t]
     assert used == set(plots_page.TEMPLATES)
+
+
+def _plot_frames() -> list[tuple[str, str, pd.DataFrame, str, str]]:
+    """(title, template, data, x field, y field) of every Vega plot dvc.yaml names."""
+    spec = yaml.safe_load((PROJ_ROOT / "dvc.yaml").read_text())
+    out = []
+    for entry in spec["plots"]:
+        if not isinstance(entry, dict):
+            continue
+        title, p = next(iter(entry.items()))
+        (path, y), = p["y"].items()
+        out.append((title, p["template"], pd.read_csv(PROJ_ROOT / path), p["x"], y))
+    return out
+
+
+def test_each_axis_holds_one_quantity_and_each_panel_a_few_labelled_series() -> None:
+    """What `dvc plots show` draws: no axis spanning more than six decades (two quantities on
+    one axis: throughput ~1e16 and MFU ~0.01), no panel with more series than the report's
+    rule, and a series is named in its legend."""
+    for title, template, frame, x, y in _plot_frames():
+        kind, colour = plots_page.TEMPLATES[template]
+        panel = plots_page.RATIO_PANEL.get(colour) if kind == "ratio" else (
+            "scaling" if kind == "lines" else None)
+        values = frame[y] / frame[x] if kind == "ratio" else frame[y]
+        frame = frame.assign(_v=values)
+        for _, g in (frame.groupby(panel) if panel else [(None, frame)]):
+            v = g["_v"][g["_v"] > 0]
+            assert len(v), title
+            if kind in ("utilization", "mfu"):
+                assert v.max() <= 1.0 + 1e-9, title  # a linear 0..1 axis
+            else:
+                assert v.max() / v.min() < 1e6, f"{title}: {v.min():.3g} to {v.max():.3g}"
+            if kind == "lines":
+                assert g["label"].nunique() <= MAX_SERIES, title
+            else:
+                assert g[colour].nunique() <= 2 * MAX_SERIES, title
 
 
 def test_the_page_is_the_one_the_script_writes() -> None:

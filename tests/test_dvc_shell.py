@@ -1,8 +1,9 @@
 """The README's commands as a user types them, from a shell whose PATH has no ``.venv``.
 
-A copy of the project (the files git would ship) gets a ``.venv`` (a link to the environment
-running the tests, standing in for ``make setup``) and a git history; then ``dvc repro``,
-``dvc exp run -S ...`` and ``dvc metrics show`` run with ``PATH=/usr/bin:/bin``. The stage
+A copy of the project (the files git would ship, less the largest inputs: ``LEFT_OUT``) gets a
+``.venv`` (a link to the environment running the tests, standing in for ``make setup``) and a
+git history; then ``dvc repro``, ``dvc exp run -S ...`` and ``dvc metrics show`` run once
+each with ``PATH=/usr/bin:/bin``. The stage
 commands must find the project's interpreter themselves (``scripts/python``): the system
 ``python3`` lacks the project's dependencies, so a stage run by it fails.
 """
@@ -21,13 +22,20 @@ import yaml
 
 PROJ_ROOT = Path(__file__).resolve().parents[1]
 BARE_PATH = "/usr/bin:/bin"
+# The copy leaves out the largest inputs (the MLPerf table and result trees, the playbook's
+# 3,264 configurations: 98 % of the records and most of each stage's time); the other published
+# tables still give every stage series to work on. The commands, not the data, are under test
+# here: the stages on the whole data are tested (and timed) elsewhere.
+LEFT_OUT = ("data/raw/published/mlperf_training.csv",
+            "data/raw/published/ultrascale_playbook2025_all_configs.csv", "data/raw/mlperf/v")
 pytestmark = pytest.mark.slow
 
 
 def _shipped_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=PROJ_ROOT,
                          check=True, capture_output=True, text=True).stdout
-    return [f for f in out.splitlines() if (PROJ_ROOT / f).is_file()]
+    return [f for f in out.splitlines()
+            if (PROJ_ROOT / f).is_file() and not f.startswith(LEFT_OUT)]
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ from synthetic_upstream import conform, make_runs, make_series
 PARAMS = {"fit": {"laws": ["power", "amdahl", "usl", "comm"], "scale": "linear",
                   "min_distinct_n": 3, "extrapolation_min_distinct_n": 4, "holdout_k": [1, 2],
                   "interval": 0.95, "default_law_min_success": 0.8, "score_other_scale": True,
-                  "flag_peak_beyond": 10},
+                  "flag_peak_beyond": 10, "workers": 1},
           # the extrapolation grid the laws' curves are written on (fit_curves.parquet)
           "compare": {"extrapolate_n": [10000, 100000], "efficiency_threshold": 0.5,
                       "curve_points": 48}}
@@ -64,9 +64,18 @@ def _run(tmp_path: Path, params: dict, tag: str = "a") -> tuple[dict, Path]:
     return metrics, out
 
 
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path]:
+    """One fit-stage run on the synthetic upstream, shared by the tests that only read its
+    outputs: (metrics, outputs folder, upstream folder)."""
+    root = tmp_path_factory.mktemp("fit")
+    metrics, out = _run(root, PARAMS)
+    return metrics, out, root
+
+
 @pytest.mark.slow
-def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
-    metrics, out = _run(tmp_path, PARAMS)
+def test_stage_outputs_follow_the_contract(fitted: tuple[dict, Path, Path]) -> None:
+    metrics, out, _ = fitted
     fits = pd.read_parquet(out / "fits.parquet")
     extra = pd.read_parquet(out / "extrapolation.parquet")
     contract_fits = {"series_id", "law", "y_metric", "params", "stderr", "ci_low", "ci_high",
@@ -75,7 +84,7 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     assert contract_fits <= set(fits.columns)
     assert {"series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "actual",
             "predicted", "pi_low", "pi_high", "ape", "covered"} <= set(extra.columns)
-    series = pd.read_parquet(tmp_path / "series.parquet")
+    series = pd.read_parquet(fitted[2] / "series.parquet")
     # every series x law has exactly one row
     assert len(fits) == 4 * len(series)
     assert not fits.duplicated(["series_id", "law"]).any()
@@ -114,7 +123,7 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
     assert (out / "plots" / "fit_extrapolation.csv").exists()
     # measured figures: the synthetic 8b series carries power; energy per token is recomputed
     # here from the runs themselves (log2-log2 slope) and must match
-    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    runs = pd.read_parquet(fitted[2] / "runs.parquet")
     g = runs[runs.series_id == "syn/8b-h100-strong"]
     slope = np.polyfit(np.log2(g.n_accelerators.astype(float)), np.log2(g.energy_j_per_token), 1)[0]
     row = fits[fits.series_id == "syn/8b-h100-strong"].iloc[0]
@@ -130,8 +139,8 @@ def test_stage_outputs_follow_the_contract(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
-    _, out = _run(tmp_path, PARAMS)
+def test_extrapolation_rows_score_held_out_points(fitted: tuple[dict, Path, Path]) -> None:
+    _, out, _ = fitted
     extra = pd.read_parquet(out / "extrapolation.parquet")
     usl = extra[(extra.series_id == "syn/usl-reps") & (extra.law == "usl")]
     # k=1 holds out the 3 replicates at N=256; k=2 those at 128 and 256
@@ -149,12 +158,12 @@ def test_extrapolation_rows_score_held_out_points(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_stage_is_deterministic(tmp_path: Path) -> None:
-    _run(tmp_path, PARAMS, "a")
-    _run(tmp_path, PARAMS, "b")
+def test_stage_is_deterministic(tmp_path: Path, fitted: tuple[dict, Path, Path]) -> None:
+    _, first, _ = fitted
+    _, again = _run(tmp_path, PARAMS, "b")
     for name in ("fits.parquet", "extrapolation.parquet", "cross_series.parquet", "fit.json",
                  "plots/fit_extrapolation.csv", "plots/fit_efficiency.csv"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+        assert (first / name).read_bytes() == (again / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("field, value, match", [
@@ -317,8 +326,8 @@ def test_implausible_fits_are_flagged_in_note() -> None:
 
 
 @pytest.mark.slow
-def test_comm_only_caveat_stays_on_comm_rows(tmp_path: Path) -> None:
-    _, out = _run(tmp_path, PARAMS)
+def test_comm_only_caveat_stays_on_comm_rows(fitted: tuple[dict, Path, Path]) -> None:
+    _, out, _ = fitted
     fits = pd.read_parquet(out / "fits.parquet")
     flagged = fits[fits.note.str.contains("treated as strong for comm")]
     assert set(flagged.law) <= {"comm"}
@@ -337,7 +346,8 @@ def test_coverage_note_says_when_intervals_undercover() -> None:
 
 
 @pytest.mark.slow
-def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path) -> None:
+def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(
+        fitted: tuple[dict, Path, Path]) -> None:
     """What compare draws is the fit stage's own fit: each converged law's predictions on
     ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""
     from pipeline.fit import get_law
@@ -345,10 +355,11 @@ def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(tmp_path: Path
     from pipeline.fit.series import series_points
     from pipeline.measures import extrapolation_grid
 
-    _, out = _run(tmp_path, PARAMS)
+    _, out, upstream = fitted
     curves = pd.read_parquet(out / "fit_curves.parquet")
     fits = pd.read_parquet(out / "fits.parquet")
-    runs, series = pd.read_parquet(tmp_path / "runs.parquet"), pd.read_parquet(tmp_path / "series.parquet")
+    runs = pd.read_parquet(upstream / "runs.parquet")
+    series = pd.read_parquet(upstream / "series.parquet")
     converged = fits[fits.converged]
     assert set(zip(converged.series_id, converged.law)) <= set(zip(curves.series_id, curves.law))
     sid, law = converged.series_id.iloc[0], converged.law.iloc[0]

@@ -27,8 +27,10 @@ from synthetic_upstream import shared_downstream
 # Reruns whole stages (compare, report) or reads every real trace: slow.
 pytestmark = pytest.mark.slow
 
-SECTIONS = ("Summary", "Data", "Scaling series", "Laws", "Parallelism strategy at scale",
-            "Hardware generations", "Power and cost", "Theory", "Method and caveats")
+SECTIONS = ("Your runs", "Key findings", "Scaling with N", "Parallelism strategy at scale",
+            "Against the data-movement ceiling", "What limits measured scaling",
+            "Memory per accelerator", "How well the laws predict", "Hardware generations", "Power, energy and cost", "Data",
+            "Method and caveats", "Appendix: tables")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
            "energy", "power_cost", "frontier", "gap", "calibrate_predicted_actual",
            "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier")
@@ -59,14 +61,19 @@ def test_filters_golden() -> None:
 
 def test_html_self_contained(out: dict) -> None:
     html = (out["reports"] / "report.html").read_text(encoding="utf-8")
-    assert "<script" not in html.lower()
+    # scripts: the Vega libraries and the charts' specs, inline, none loaded from anywhere
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
+    assert scripts and not [a for a, _ in scripts if "src=" in a]
+    assert {a.strip() for a, _ in scripts} == {"", 'type="application/json" id="spec-scaling_efficiency"'}
+    assert "vegaEmbed" in scripts[-1][1]
+    html = re.sub(r"<script[^>]*>.*?</script>", "", html, flags=re.S)
     # no external request of any kind: every src is a data: URI, no link/import/url() to http
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) >= len(FIGURES) and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert not re.search(r"(src|href)=\"(https?:)?//", html)
     assert "@import" not in html and "url(" not in html and "<link" not in html
     for h in SECTIONS:
-        assert f">{h}</h2>" in html
+        assert f"<h2>{h}</h2>" in html
 
 
 def test_every_figure_decodes(out: dict) -> None:
@@ -105,7 +112,8 @@ def test_findings_are_computed_from_data(out: dict) -> None:
     assert abs(mfu.iloc[-1] / mfu.iloc[0] - zero3) < 0.02  # same loss, MFU or throughput
     strong = summ[(summ["scaling"] == "strong") & (summ["source"] == "megatron2021")]["efficiency_at_n_max"].median()
     assert f"{pct(strong)} in megatron2021 (2 series)" in md
-    assert "syn/" not in md.split("## Data")[0]  # no series ids in the summary
+    findings_md = md[md.index("## Key findings"):md.index("## Scaling with N")]
+    assert "syn/" not in findings_md  # no series ids among the key findings
     assert "knee at 2.0e28 FLOP" in md and "past 2.0e31 FLOP" in md
     assert "unit_slip" in md and "truncated_log" in md  # rejects by reason
 
@@ -125,7 +133,11 @@ def test_findings_follow_changed_data(out: dict, tmp_path: Path) -> None:
 def test_deterministic_bytes(out: dict, tmp_path: Path) -> None:
     report_run(load_params(), processed_dir=out["processed"], metrics_dir=out["metrics"],
                out_dir=tmp_path)
-    for rel in ["report.html", "report.md"] + [f"figures/{f}.png" for f in FIGURES]:
+    tables = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "tables").glob("*.csv"))
+    assert "tables/extrapolation.csv" in tables
+    for rel in (["report.html", "report.md", "plots/report_scaling.csv", "plots/report_frontier.csv"]
+                + [f"figures/{f}.png" for f in FIGURES] + [f"figures/{f}.audit.json" for f in FIGURES]
+                + tables):
         assert (tmp_path / rel).read_bytes() == (out["reports"] / rel).read_bytes(), rel
 
 
@@ -176,7 +188,7 @@ def test_power_section_states_the_measured_energy_once(out: dict) -> None:
     power per accelerator per doubling, time to train x2^-0.8) come out as built, and the
     section's lead does not repeat the measured series the MLPerf paragraph states."""
     md = (out["reports"] / "report.md").read_text(encoding="utf-8")
-    sec = md[md.index("## Power and cost"):md.index("## Theory")]
+    sec = md[md.index("## Power, energy and cost"):md.index("## Data")]
     assert "energy per token is 0.5 J at N=8, 0.666 J at N=64, 0.886 J at N=512" in sec
     assert "is 800 W, 686 W, 588 W" in sec
     # 64 -> 512: 8^0.8 = 5.28 times faster, 1.1^3 = 1.33 times the energy
@@ -184,7 +196,9 @@ def test_power_section_states_the_measured_energy_once(out: dict) -> None:
     assert "multiplies energy per token by 1.1 (" in sec and "power per accelerator by 0.95 (" in sec
     assert "share of the energy is 10% where" in sec
     assert "draws 2,560 MW (5,530 GWh)" in sec
-    lead = sec.split("\n\n")[1]
-    assert lead.startswith("The first figure shows tokens per accelerator-hour for ")
+    claim = sec.split("\n\n")[1]  # the section opens with its claim, in bold
+    assert claim.startswith("**In MLPerf's power-measured runs each doubling of N multiplies "
+                            "energy per token by ×1.10")
+    assert "What an accelerator-hour buys as N grows: tokens per accelerator-hour for " in sec
     assert "energy per token changes" not in sec and sec.count("energy per token is") == 1
 

@@ -165,12 +165,16 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     law_n_at_threshold = dict(zip(zip(fits["series_id"], fits["law"]),
                                   fits["n_at_threshold"].astype(float))) if len(fits) else {}
     theory_curve = {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)}
+    # each series' runs found once (a mask over all runs per series would cost series x runs)
+    runs_of = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
+    no_runs = runs.iloc[0:0]
     rows, summary = [], []
     # progress on a terminal only (tqdm disable=None)
     for s in tqdm(list(series.sort_values("series_id").itertuples()), desc="compare",
                   unit="series", file=sys.stderr, disable=None, delay=1.0):
         law = laws_of.get(s.series_id, (None, None))[0]
-        drawn = _draw_series(s, runs, bound_of, law, default_law, law_curve, theory_curve, cfg,
+        drawn = _draw_series(s, runs_of.get(s.series_id, no_runs), bound_of, law, default_law,
+                             law_curve, theory_curve, cfg,
                              law_n_at_threshold.get((s.series_id, law), np.nan))
         if drawn is None:
             continue
@@ -189,7 +193,8 @@ def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | Non
                  n_at_threshold_law: float = np.nan
                  ) -> tuple[list[dict], dict[str, Any]] | None:
     """One series' curve rows (measured points, then the grid) and its summary row (with its
-    own note under ``_note``); None when it has fewer than two measured N.
+    own note under ``_note``), from ``runs`` (those of the series suffice); None when it has
+    fewer than two measured N.
     ``n_at_threshold_law`` is the fit stage's N at the threshold efficiency for the series'
     law, quoted when it lies within the grid (up to the largest target)."""
     ycol = y_column(runs, s.y_metric)

@@ -20,7 +20,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from pipeline.config import FitSettings, Settings
 from pipeline.fit import LAWS, SCALES, LawFitError, get_law
@@ -32,6 +31,7 @@ from pipeline.fit.nls import fit_law
 from pipeline.fit.result import FitResult, predict_frame
 from pipeline.fit.series import SeriesPoints, measured_figures, series_points
 from pipeline.measures import extrapolation_grid
+from pipeline.fit.workers import map_in_order
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.schema import empty_frame
 
@@ -151,46 +151,56 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
     return extra
 
 
-def _collect(runs: pd.DataFrame, series: pd.DataFrame, s: Settings
-             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
-    """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
-    laws' curves on the extrapolation grid (``compare.extrapolate_n``, ``compare.curve_points``:
-    the grid compare draws on)."""
+def _one_series(task: tuple[pd.Series, pd.DataFrame, Settings]
+                ) -> tuple[list[dict], list[dict], list[dict], pd.DataFrame, list[pd.DataFrame]]:
+    """One series: its fit rows, extrapolation rows (chosen scale, other scale), efficiency
+    curve and laws' curves on the extrapolation grid (``compare.extrapolate_n``,
+    ``compare.curve_points``: the grid compare draws on). A function of the series alone
+    (``workers.map_in_order``)."""
+    srow, runs, s = task
     cfg, laws, holdout_k = s.fit, list(s.fit.laws), list(s.fit.holdout_k)
     law_curves: list[pd.DataFrame] = []
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
     other_rows: list[dict] = []
-    curves: list[pd.DataFrame] = []
-    other_scale = next(sc for sc in SCALES if sc != cfg.scale)
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
-    no_runs = runs.iloc[0:0]
-    for _, srow in tqdm(series.iterrows(), total=len(series), desc="fit", unit="series",
-                        disable=None):
-        points = series_points(by_series.get(srow["series_id"], no_runs), srow)
-        measured, curve = measured_figures(points)
-        curves.append(curve)
-        ident = dict(series_id=points.series_id, source=srow.get("source"),
-                     scaling=srow.get("scaling"),
-                     n_min=int(points.n.min()) if points.n.size else None,
-                     n_max=int(points.n.max()) if points.n.size else None)
-        grid = (extrapolation_grid(float(points.n.min()), sorted(s.compare.extrapolate_n),
-                                   s.compare.curve_points)
-                if np.unique(points.n).size >= 2 else None)
-        for row in fit_series(points, laws, scale=cfg.scale, interval=cfg.interval,
-                              min_distinct_n=cfg.min_distinct_n,
-                              peak_beyond=cfg.flag_peak_beyond, curve_n=grid,
-                              curves_out=law_curves, threshold=s.compare.efficiency_threshold):
-            fit_rows.append({**ident, **row, **measured})
-        if points.n_distinct < cfg.extrapolation_min_distinct_n:
-            continue
+    points = series_points(runs, srow)
+    measured, curve = measured_figures(points)
+    ident = dict(series_id=points.series_id, source=srow.get("source"),
+                 scaling=srow.get("scaling"),
+                 n_min=int(points.n.min()) if points.n.size else None,
+                 n_max=int(points.n.max()) if points.n.size else None)
+    grid = (extrapolation_grid(float(points.n.min()), sorted(s.compare.extrapolate_n),
+                               s.compare.curve_points)
+            if np.unique(points.n).size >= 2 else None)
+    for row in fit_series(points, laws, scale=cfg.scale, interval=cfg.interval,
+                          min_distinct_n=cfg.min_distinct_n,
+                          peak_beyond=cfg.flag_peak_beyond, curve_n=grid,
+                          curves_out=law_curves, threshold=s.compare.efficiency_threshold):
+        fit_rows.append({**ident, **row, **measured})
+    if points.n_distinct >= cfg.extrapolation_min_distinct_n:
         source = str(srow.get("source"))
         extra_rows += extrapolate_series(points, source, laws, holdout_k,
                                          scale=cfg.scale, interval=cfg.interval)
         if cfg.score_other_scale:
+            other_scale = next(sc for sc in SCALES if sc != cfg.scale)
             other_rows += extrapolate_series(points, source, laws, holdout_k,
                                              scale=other_scale, interval=cfg.interval)
-    return fit_rows, extra_rows, other_rows, curves, law_curves
+    return fit_rows, extra_rows, other_rows, curve, law_curves
+
+
+def _collect(runs: pd.DataFrame, series: pd.DataFrame, s: Settings
+             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
+    """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
+    laws' curves, series by series (``fit.workers`` processes)."""
+    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
+    no_runs = runs.iloc[0:0]
+    tasks = [(srow, by_series.get(srow["series_id"], no_runs), s)
+             for _, srow in series.iterrows()]
+    done = map_in_order(_one_series, tasks, s.fit.workers)
+    fit_rows = [row for d in done for row in d[0]]
+    extra_rows = [row for d in done for row in d[1]]
+    other_rows = [row for d in done for row in d[2]]
+    return fit_rows, extra_rows, other_rows, [d[3] for d in done], [c for d in done for c in d[4]]
 
 
 def _fits_frame(fit_rows: list[dict]) -> pd.DataFrame:

@@ -16,7 +16,8 @@ import pandas as pd
 from pipeline.report.data import ReportData, short_label
 from pipeline.report.decompose import LOST, by_source
 from pipeline.report.render import num, pct
-from pipeline.report.style import COMPONENT_COLOURS, family_colour, new_figure, note, save
+from pipeline.report.style import (COMPONENT_COLOURS, MARKERS, band, family_colour, new_figure,
+                                   note, save, tag)
 
 LOST_LABELS = {"compute": "compute inefficiency", "hbm": "HBM", "net_tp": "TP network",
                "net_dp": "DP network", "net_pp": "PP network", "net_ep": "EP network",
@@ -203,11 +204,14 @@ def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
     for i, sid in enumerate(chosen["series_id"]):
         g = c[c["series_id"] == sid].groupby("n_accelerators")[
             ["measured_mfu", "predicted_mfu", "pi_low", "pi_high"]].median().reset_index()
-        colour = f"C{i}"
-        ax.plot(g["n_accelerators"], g["measured_mfu"], "o", color=colour, ms=4,
-                label=short_label(sid, 60))
-        ax.plot(g["n_accelerators"], g["predicted_mfu"], "-", color=colour, lw=1)
-        ax.fill_between(g["n_accelerators"], g["pi_low"], g["pi_high"], color=colour, alpha=0.12)
+        # colour: the accelerator family, as in every figure; marker: the series
+        fam = d.runs.loc[d.runs["series_id"] == sid, "accelerator_family"] \
+            if "accelerator_family" in d.runs else pd.Series(dtype=object)
+        colour = family_colour(fam.iloc[0]) if len(fam) else f"C{i}"
+        tag(ax.plot(g["n_accelerators"], g["measured_mfu"], MARKERS[i % len(MARKERS)],
+                    color=colour, ms=4, label=short_label(sid, 60)), sid)
+        tag(ax.plot(g["n_accelerators"], g["predicted_mfu"], "-", color=colour, lw=1), sid)
+        band(ax, g["n_accelerators"], g["pi_low"], g["pi_high"], colour, sid, upper=1.0)
     ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel="MFU",
            title="measured (points) and calibrated (line, 95% band) MFU")
     ax.legend(frameon=False, fontsize=6, loc="lower left")
@@ -248,12 +252,17 @@ def frontier(d: ReportData, out: Path, scenarios: tuple[str, ...] = ("baseline",
     if cal.empty or ideal.empty:
         note(ax, "no calibrated frontier")
         return save(fig, out / "calibrate_frontier.png")
+    theory = d.metrics.get("theory", {})
     for i, scn in enumerate(s for s in scenarios if s in set(cal["scenario"])):
-        colour = f"C{i}"
+        # colour: the scenario's accelerator family, as in every figure; marker: the scenario
+        acc = (theory.get(scn) or {}).get("accelerator") if isinstance(theory.get(scn), dict) \
+            else None
+        colour = family_colour(acc) if acc else f"C{i}"
         for frame, style, label in ((ideal, "--", "ideal"), (cal, "-", "calibrated")):
             g = frame[(frame["scenario"] == scn) & frame["feasible"].astype(bool)]
-            ax.plot(g["training_flop"], g["utilization"], style, color=colour,
-                    label=f"{scn} ({label})")
+            tag(ax.plot(g["training_flop"], g["utilization"], style, color=colour,
+                        marker=MARKERS[i % len(MARKERS)], markevery=6, ms=4,
+                        label=f"{scn}{f' ({acc})' if acc else ''}, {label}"), f"{scn}|{label}")
     ax.set(xscale="log", xlabel="training compute C (FLOP)", ylabel="utilization",
            ylim=(0, 1.0), title="frontier: ideal efficiencies against today's measured ones")
     ax.legend(frameon=False, fontsize=7)

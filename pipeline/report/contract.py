@@ -19,4 +19,8 @@ STAGE = Stage(
     reads_metrics=("ingest", "fit", "theory", "compare", "calibrate"),
     catalog=True,
     entry="pipeline.report.stage:run",
-    outs=("reports/report.html", "reports/report.md", "reports/figures"))
+    # the Vega libraries of `dvc plots` draw the HTML's interactive charts
+    raw=(".dvc/plots/page.html",),
+    # the series and scenarios the report's figures highlight, for `dvc plots`
+    plots=("report_scaling.csv", "report_frontier.csv"),
+    outs=("reports/report.html", "reports/report.md", "reports/figures", "reports/tables"))

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.report.data import ReportData, finite_or_none
-from pipeline.report.style import family_colour, new_figure, note, save
+from pipeline.report.style import family_colour, new_figure, note, save, tag
 
 # A third-party summary of Fernandez et al. 2024 (arXiv:2411.13055), not verified against the
 # paper's text (data/raw/published/fernandez2024.csv, record_kind "claim").
@@ -109,10 +109,11 @@ def energy_figure(d: ReportData, out: Path) -> Path:
             y = g[f"{q}_median"].to_numpy(float)
             lo = g[f"{q}_min"].to_numpy(float) if f"{q}_min" in g else y
             hi = g[f"{q}_max"].to_numpy(float) if f"{q}_max" in g else y
-            ax.errorbar(g["n_accelerators"].to_numpy(float), y, yerr=[y - lo, hi - y], fmt="o",
+            bar = ax.errorbar(g["n_accelerators"].to_numpy(float), y, yerr=[y - lo, hi - y], fmt="o",
                         ms=3.5, lw=1, capsize=2, color=family_colour(_family(acc)),
                         ls="-" if meas == "AC" else "--", alpha=0.85,
                         label=f"{model.split(' (')[0]} {_family(acc)} {meas}")
+            tag(bar, f"{model}|{acc}|{meas}")
         ax.set(xscale="log", xlabel="accelerators N", ylabel=label, title=label)
         if q != "power_w_per_accelerator":
             ax.set_yscale("log")

@@ -14,14 +14,19 @@ from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
-from pipeline.report.style import (COMPONENT_COLOURS, MARKERS, STRATEGY_COLOURS, STRATEGY_NAMES,
-                                   family_colour, new_figure, note, save)
+from pipeline.fit.contract import MULTIPLES_OF_N_MAX
+from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, CONTEXT_GREY, MARKERS,
+                                   MAX_SERIES, STRATEGY_COLOURS, STRATEGY_NAMES, band, context,
+                                   end_labels, family_colour, new_figure, note, save, tag)
 from pipeline.vocab import SHARE_SLOTS
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
 # the theory's decomposition, in stacking order
 SHARE_COLOURS = {k: COMPONENT_COLOURS[k] for k in SHARE_SLOTS}
 SCENARIO_STYLES = ("-", "--", "-.", ":")
+# A law's curve is drawn at most this far past the largest measured N: the fit stage's
+# furthest prediction (fits.parquet ``*_at_<m>x_n_max``).
+DRAW_BEYOND = max(MULTIPLES_OF_N_MAX)
 
 
 def representative_runs(c: pd.DataFrame, per_source: int | None = None) -> pd.DataFrame:
@@ -38,70 +43,144 @@ def representative_runs(c: pd.DataFrame, per_source: int | None = None) -> pd.Da
 
 
 def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(measured points, the law's curve) of one series. The curve is the dense grid only
+    (``kind == "curve"``): the extrapolation targets are scored elsewhere and, mixed into the
+    grid, drew spikes where another predictor's value sat among the law's."""
     c = data.comparison_curves
     c = c[c["series_id"] == sid]
     return c[c["kind"] == "measured"].sort_values("n_accelerators"), \
-        c[c["kind"] != "measured"].sort_values("n_accelerators")
+        c[c["kind"] == "curve"].sort_values("n_accelerators")
+
+
+def law_domain(curve: pd.DataFrame, n_max: float) -> pd.DataFrame:
+    """The part of a law's curve that is drawn: up to ``DRAW_BEYOND`` x the largest measured N
+    (the fit stage's furthest prediction) and only while its band constrains the outcome
+    (``pi_high / pi_low <= BAND_SPAN``); beyond that the law says nothing."""
+    c = curve[curve["n_accelerators"] <= DRAW_BEYOND * n_max]
+    if c.empty or "pi_low" not in c:
+        return c
+    ratio = c["pi_high"] / c["pi_low"].where(c["pi_low"] > 0)
+    wide = (c["n_accelerators"] > n_max) & ~(ratio <= BAND_SPAN)
+    if wide.any():
+        c = c[c["n_accelerators"] < c.loc[wide, "n_accelerators"].min()]
+    return c
+
+
+def scaling_choice(data: ReportData, kind: str, limit: int, focus: tuple[str, ...] = ()
+                   ) -> list[str]:
+    """The series a scaling panel highlights: the focus series first, then those spanning the
+    widest N of each source in turn; never more than ``MAX_SERIES``."""
+    summ = data.comparison_series
+    if summ.empty:
+        return []
+    ids = set(summ.loc[summ["scaling"] == kind, "series_id"])
+    mine = [f for f in focus if f in ids]
+    rest = [c for c in select_series(summ, kind, limit) if c not in mine]
+    return (mine + rest)[:max(min(limit, MAX_SERIES), len(mine))][:MAX_SERIES]
+
+
+def series_label(data: ReportData, sid: str, width: int = 34) -> str:
+    """A label that tells series apart at a glance: the series id after its source (for the
+    MLPerf-style ids with a path, the model and the last segment), then the family."""
+    meas, _ = _series_frames(data, sid)
+    fam = meas["accelerator_family"].iloc[0] if len(meas) else ""
+    source, _, rest = sid.partition("/")
+    rest = rest[len(source) + 1:] if rest.startswith(source + "-") else rest
+    if "/" in rest and len(meas):
+        tail = rest.rsplit("/", 1)[1]
+        rest = f"{_model_name(meas['model'].iloc[0], 18)} {tail if tail != 'weak' else ''}".strip()
+    rest = rest if len(rest) <= width else rest[: width - 1] + "…"
+    return f"{source.split('_')[0]}: {rest} ({fam})"
 
 
 def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             ) -> tuple[Path, Path]:
-    """Aggregate throughput and efficiency against N, strong and weak scaling apart; the
-    ``focus`` series (``report.focus``) first, drawn bold and starred."""
-    # legends go under each panel (7 labels would cover the data inside it)
-    fig_t, axes_t = new_figure(2, 6.4)
-    fig_e, axes_e = new_figure(2, 6.2, sharey=True)
-    summ = data.comparison_series
+    """Throughput and efficiency against N, strong and weak scaling apart: every series grey,
+    the chosen ones (``scaling_choice``) coloured by accelerator family, marked and labelled at
+    their line end; the fitted law solid over the measured N and dashed past it, only as far
+    as ``law_domain`` allows; bands only where they constrain the outcome."""
+    fig_t, axes_t = new_figure(2, 8.0, squeeze=False, nrows=2)
+    fig_e, axes_e = new_figure(2, 8.0, squeeze=False, nrows=2)
+    axes_t, axes_e = axes_t[:, 0], axes_e[:, 0]
+    summ, curves = data.comparison_series, data.comparison_curves
     threshold = data.metrics["compare"].get("efficiency_threshold", 0.5)
-    level = f'{data.metrics["compare"].get("interval", 0.95):.0%}'
     for col, kind in enumerate(("strong", "weak")):
         ax_t, ax_e = axes_t[col], axes_e[col]
-        mine = [f for f in focus if f in set(summ.loc[summ["scaling"] == kind, "series_id"])] \
-            if not summ.empty else []
-        chosen = mine + [c for c in select_series(summ, kind, limit) if c not in mine]
-        chosen = chosen[:max(limit, len(mine))]
+        chosen = scaling_choice(data, kind, limit, focus)
         if not chosen:
             note(ax_t, f"no {kind}-scaling series")
             note(ax_e, f"no {kind}-scaling series")
             continue
-        lo, hi = np.inf, 0.0
+        meas_all = curves[(curves["kind"] == "measured") & (curves["scaling"] == kind)]
+        for sid, g in meas_all.groupby("series_id", sort=True):
+            if sid in chosen or len(g) < 2:
+                continue
+            g = g.sort_values("n_accelerators")
+            unit = g["y"].iloc[0] / g["n_accelerators"].iloc[0]
+            context(ax_t.plot(g["n_accelerators"], g["y"] / unit, "-", color=CONTEXT_GREY,
+                              lw=0.5, alpha=0.6, zorder=1))
+            context(ax_e.plot(g["n_accelerators"], g["efficiency"], "-", color=CONTEXT_GREY,
+                              lw=0.5, alpha=0.6, zorder=1))
+        lo, hi, top = np.inf, 0.0, 1.0
+        labels_t, labels_e = [], []
         for i, sid in enumerate(chosen):
             meas, curve = _series_frames(data, sid)
-            fam = meas["accelerator_family"].iloc[0]
-            colour, marker = family_colour(fam), MARKERS[i % len(MARKERS)]
+            colour, marker = family_colour(meas["accelerator_family"].iloc[0]), MARKERS[i]
             unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
-            law = meas["law"].iloc[0]
-            label = f"{short_label(sid, 52)} ({fam}{', ' + law if isinstance(law, str) else ''})"
-            bold = {"ms": 8, "mec": "k", "mew": 1.2} if sid in mine else {}
-            label = f"★ {label}" if sid in mine else label
-            ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour, label=label,
-                      **bold)
-            ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
-                      label=label, **bold)
-            if curve["predicted"].notna().any():
-                ax_t.plot(curve["n_accelerators"], curve["predicted"] / unit, "-", color=colour, lw=1)
-                ax_t.fill_between(curve["n_accelerators"], curve["pi_low"] / unit,
-                                  curve["pi_high"] / unit, color=colour, alpha=0.08, lw=0)
-                ax_e.plot(curve["n_accelerators"], curve["efficiency_law"], "-", color=colour, lw=1)
-            if curve["efficiency_theory"].notna().sum() > 1:
-                ax_e.plot(curve["n_accelerators"], curve["efficiency_theory"], ":", color=colour, lw=1.2)
-            lo = min(lo, meas["n_accelerators"].min())
-            hi = max(hi, curve["n_accelerators"].max() if len(curve) else meas["n_accelerators"].max())
+            n_max = float(meas["n_accelerators"].max())
+            bold = {"ms": 7, "mec": "k", "mew": 1.0} if sid in focus else {"ms": 5}
+            tag(ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour,
+                          zorder=3, **bold), sid)
+            tag(ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
+                          zorder=3, **bold), sid)
+            law = law_domain(curve, n_max) if curve["predicted"].notna().any() else curve.iloc[0:0]
+            inside, past = law[law["n_accelerators"] <= n_max], law[law["n_accelerators"] >= n_max]
+            for part, ls in ((inside, "-"), (past, "--")):
+                if len(part) > 1:
+                    tag(ax_t.plot(part["n_accelerators"], part["predicted"] / unit, ls,
+                                  color=colour, lw=1), sid)
+                    tag(ax_e.plot(part["n_accelerators"], part["efficiency_law"], ls,
+                                  color=colour, lw=1), sid)
+            if len(law) > 1:
+                band(ax_t, law["n_accelerators"], law["pi_low"] / unit, law["pi_high"] / unit,
+                     colour, sid, upper=None)
+            top = max(top, float(meas["efficiency"].max()))
+            x_end = float(law["n_accelerators"].max()) if len(law) else n_max
+            end = law.iloc[-1] if len(law) else meas.iloc[-1]
+            y_t = float((end["predicted"] if len(law) else end["y"]) / unit)
+            y_e = float(end["efficiency_law"] if len(law) else end["efficiency"])
+            text = ("★ " if sid in focus else "") + series_label(data, sid)
+            labels_t.append((x_end, y_t, text, sid, colour))
+            labels_e.append((x_end, y_e, text, sid, colour))
+            lo = min(lo, float(meas["n_accelerators"].min()))
+            hi = max(hi, x_end)
         ideal = np.array([lo, hi])
-        ax_t.plot(ideal, ideal, "k--", lw=0.8, label="ideal linear scaling")
-        ax_t.set_ylim(lo / 2, hi * 3)
+        context(ax_t.plot(ideal, ideal, "k--", lw=0.8))
         ax_t.set(xscale="log", yscale="log", xlabel="accelerators N",
                  ylabel="throughput (accelerator-equivalents at smallest N)",
-                 title=f"{kind} scaling: fitted law, {level} prediction band")
-        ax_e.axhline(threshold, color="k", lw=0.6, ls="--")
+                 title=f"{kind} scaling: throughput against N", xlim=(lo / 1.5, hi * 1.3),
+                 ylim=(lo / 2, hi * 1.5))
+        context(ax_e.axhline(threshold, color="k", lw=0.6, ls=":"))
+        context(ax_e.axhline(1.0, color="k", lw=0.6, ls="-", alpha=0.4))
         ax_e.set(xscale="log", xlabel="accelerators N", title=f"{kind} scaling efficiency",
-                 ylim=(0, 1.3))
-        for ax in (ax_t, ax_e):
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, fontsize=6.5)
-    axes_e[0].set_ylabel("efficiency (per-accelerator throughput / at smallest N)")
-    fig_e.suptitle("points: measured · solid: fitted law · dotted: theory ceiling for the same "
-                   "configuration · dashed: threshold", fontsize=8)
-    return save(fig_t, out / "scaling_throughput.png"), save(fig_e, out / "scaling_efficiency.png")
+                 xlim=(lo / 1.5, hi * 1.3), ylim=(0, 1.05 * max(top, 1.0)),
+                 ylabel="efficiency (per-accelerator throughput / at smallest N)")
+        if top > 1.0:
+            ax_e.axhspan(1.0, 1.05 * top, color="#fff2cc", lw=0, zorder=0)
+            ax_e.text(0.02, 0.98, "above 1: per-accelerator throughput rose with N "
+                      "(see text)", transform=ax_e.transAxes, fontsize=6.5, va="top",
+                      color="#7a5c00")
+        end_labels(ax_t, labels_t)
+        end_labels(ax_e, labels_e)
+    legend = ("points: measured, coloured by accelerator family (one series each); solid: "
+              "fitted law over the measured N; dashed: to at most " f"{DRAW_BEYOND}x the "
+              "largest N while its band stays within a factor "
+              f"{BAND_SPAN:.0f}; grey: every other series")
+    for fig in (fig_t, fig_e):
+        fig.text(0.01, 0.005, legend, ha="left", fontsize=6.5, color="#444444", wrap=True)
+    # room at the right for the line-end labels, at the bottom for the key
+    return (save(fig_t, out / "scaling_throughput.png", right=0.72, bottom=0.08),
+            save(fig_e, out / "scaling_efficiency.png", right=0.72, bottom=0.08))
 
 
 def holdout_in_equivalents(data: ReportData) -> pd.DataFrame:
@@ -198,19 +277,38 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
     """MFU against the accelerator's compute-to-bandwidth ratio (peak FLOP/s over HBM B/s):
     every run faint, each family's median with its interquartile range bold, and the fit
     stage's partial slope drawn through the overall medians."""
-    fig, ax = new_figure(1, 4.2)
+    fig, ax = new_figure(1, 4.8)
     c = data.comparison
     col = "flops_per_hbm_byte"
     if c.empty or col not in c or c[col].notna().sum() == 0:
         note(ax, "compute-to-bandwidth ratios are not in the stage outputs")
         return save(fig, out / "hardware.png")
     g = best_per_point(c[c[col].notna()], "mfu", (col,))
+    groups = []
     for (fam, ratio), h in g.groupby(["accelerator_family", col], sort=True):
-        colour = family_colour(fam)
-        ax.plot(h[col], h["mfu"], "o", ms=2.5, alpha=0.25, color=colour)
+        prec = h["precision"].dropna().str.upper().value_counts() if "precision" in h else []
+        groups.append((fam, ratio, h, prec.index[0] if len(prec) else ""))
+    # the families with most points are drawn in colour; the rest grey, labelled in place
+    shown = sorted(groups, key=lambda t: (-len(t[2]), t[0], t[1]))[:MAX_SERIES]
+    variants: dict[str, int] = {}
+    for fam, ratio, h, prec in groups:
+        key = f"{fam}|{ratio:.1f}"
         q1, q2, q3 = h["mfu"].quantile([0.25, 0.5, 0.75])
-        ax.errorbar([ratio], [q2], yerr=[[q2 - q1], [q3 - q2]], fmt="o", ms=7, color=colour,
-                    mec="k", capsize=3, label=f"{fam} at {ratio:.0f} FLOP/B (n={len(h)})")
+        if not any(t[0] == fam and t[1] == ratio for t in shown):
+            context(ax.plot(h[col], h["mfu"], "o", ms=2, alpha=0.3, color=CONTEXT_GREY))
+            context(ax.plot([ratio], [q2], "o", ms=5, color="#999999", mec="k", mew=0.5))
+            t = ax.annotate(fam, (ratio, q2), xytext=(3, -8), textcoords="offset points",
+                            fontsize=6, color="#777777")
+            t.set_gid("label:context")
+            continue
+        colour = family_colour(fam)
+        marker = MARKERS[variants.setdefault(fam, 0) % len(MARKERS)]
+        variants[fam] += 1
+        tag(ax.plot(h[col], h["mfu"], marker, ms=2.5, alpha=0.25, color=colour), key)
+        bar = ax.errorbar([ratio], [q2], yerr=[[q2 - q1], [q3 - q2]], fmt=marker, ms=7,
+                          color=colour, mec="k", capsize=3,
+                          label=f"{fam} {prec} at {ratio:.0f} FLOP/B (n={len(h)})".replace("  ", " "))
+        tag(bar, key)
     slope = (regression or {}).get("slope_per_doubling")
     if slope is not None:
         x = np.geomspace(g[col].min(), g[col].max(), 50)
@@ -219,43 +317,54 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
                 label=f"fit stage: {slope * 100:+.2f} MFU points per doubling (partial effect)")
     ax.set(xscale="log", xlabel="peak FLOP/s ÷ HBM bytes/s at the run's precision (FLOP/byte)",
            ylabel="best MFU per source, model and N (median, IQR)",
-           title="utilization against compute-to-bandwidth ratio", ylim=(0, 1.05))
+           title="utilization against compute-to-bandwidth ratio",
+           ylim=(0, min(1.0, 1.1 * float(g["mfu"].max()))))
     # the ratios span under a decade, so the labelled ticks are minor ones: plain numbers
     # (set after the log scale, which resets formatters)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper right")
+    # under the axes: inside, it hid the best H100 runs
+    ax.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     return save(fig, out / "hardware.png")
 
 
-def power_cost(data: ReportData, out: Path) -> Path:
-    """Energy per token and tokens per accelerator-hour against N."""
+def power_cost(data: ReportData, out: Path, highlight: int = 6) -> Path:
+    """Tokens per accelerator-hour against N: what an accelerator-hour buys as the job grows
+    (best run per source, model, family and N). The ``highlight`` lines over the widest range
+    of N are coloured by accelerator family and labelled at their end; the rest are grey.
+    Energy per token is the energy figure's (MLPerf power)."""
     c = data.comparison
-    has_energy = "energy_j_per_token" in c and c["energy_j_per_token"].notna().any()
-    # without any energy figure the panel would be an empty half page: draw throughput alone
-    fig, axes = new_figure(2 if has_energy else 1, 4.0, squeeze=False)
-    panels = ([("energy_j_per_token", "energy per token (J)")] if has_energy else []) + [
-        ("tokens_per_accelerator_hour", "tokens per accelerator-hour")]
-    for ax, (col, ylabel) in zip(axes[0], panels):
-        g = c[c[col].notna()] if col in c else c
-        if g.empty:
-            note(ax, f"no runs report {ylabel}")
-            continue
-        # energy: lowest is best; throughput: highest is best
-        best = best_per_point(g.assign(_key=-g[col] if col.startswith("energy") else g[col]), "_key")
-        for (src, model, fam), h in best.groupby(["source", "model", "accelerator_family"], sort=True):
-            h = h.sort_values("n_accelerators")
-            ax.plot(h["n_accelerators"], h[col], "o-" if len(h) > 1 else "o", ms=3.5, lw=1,
-                    alpha=0.8, color=family_colour(fam))
-        for fam in sorted(g["accelerator_family"].dropna().unique()):
-            ax.plot([], [], "o", color=family_colour(fam), label=fam)
-        ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel=ylabel,
-               title=f"{ylabel} (best per model and N; one line per model)")
-        ax.legend(frameon=False, ncol=2, title="accelerator family", title_fontsize=7)
-    if not has_energy:
-        fig.text(0.99, 0.01, "no run reports energy per token", ha="right", fontsize=7,
-                 color="#555555")
-    return save(fig, out / "power_cost.png")
+    col = "tokens_per_accelerator_hour"
+    fig, ax = new_figure(1, 4.4)
+    g = c[c[col].notna()] if col in c else c.iloc[0:0]
+    if g.empty:
+        note(ax, "no run reports tokens per accelerator-hour")
+        return save(fig, out / "power_cost.png")
+    best = best_per_point(g, col)
+    lines = []
+    for (src, model, fam), h in best.groupby(["source", "model", "accelerator_family"], sort=True):
+        h = h.sort_values("n_accelerators")
+        span = float(h["n_accelerators"].iloc[-1] / h["n_accelerators"].iloc[0])
+        lines.append((-span, -len(h), src, model, fam, h))
+    lines.sort(key=lambda t: t[:4])
+    chosen = {(t[2], t[3], t[4]) for t in lines[:min(highlight, MAX_SERIES)] if t[0] < -1}
+    labels = []
+    for _, _, src, model, fam, h in lines:
+        style = "o-" if len(h) > 1 else "o"
+        if (src, model, fam) in chosen:
+            key, colour = f"{src}|{model}|{fam}", family_colour(fam)
+            tag(ax.plot(h["n_accelerators"], h[col], style, ms=3.5, lw=1.3, color=colour,
+                        zorder=3), key)
+            labels.append((float(h["n_accelerators"].iloc[-1]), float(h[col].iloc[-1]),
+                           f"{_model_name(model, 20)} ({fam}, {src.split('_')[0]})", key, colour))
+        else:
+            context(ax.plot(h["n_accelerators"], h[col], style, ms=2.5, lw=0.7,
+                            color=CONTEXT_GREY, zorder=1))
+    ax.set(xscale="log", yscale="log", xlabel="accelerators N",
+           ylabel="tokens per accelerator-hour",
+           title="tokens per accelerator-hour against N (best per model and N)")
+    end_labels(ax, labels)
+    return save(fig, out / "power_cost.png", right=0.72)
 
 
 def frontier(data: ReportData, out: Path, scenarios: list[str],
@@ -277,26 +386,27 @@ def frontier(data: ReportData, out: Path, scenarios: list[str],
         colour = family_colour(marks.get("accelerator"))
         ls = SCENARIO_STYLES[styles.setdefault(fam, 0) % len(SCENARIO_STYLES)]
         styles[fam] += 1
-        ax.plot(g["training_flop"], g["utilization"], ls=ls, color=colour, lw=1.4, label=scen)
+        tag(ax.plot(g["training_flop"], g["utilization"], ls=ls, color=colour, lw=1.4,
+                    label=scen), f"scenario:{scen}")
         for key, sym in (("knee_flop", "v"), ("wall_flop", "x")):
             x = marks.get(key)
             # a wall "beyond the grid" is the grid's edge, not a wall: left unmarked
             if x and len(g) and not (key == "wall_flop" and marks.get("wall_beyond_grid")):
                 y = np.interp(np.log(x), np.log(g["training_flop"]), g["utilization"])
-                ax.plot([x], [y], sym, color=colour, mec="k", ms=7)
+                tag(ax.plot([x], [y], sym, color=colour, mec="k", ms=7), f"scenario:{scen}")
     c = data.comparison
     if not c.empty and "training_flop" in c:
+        # one class, not one colour per family: with the scenarios that would be ~18
         r = representative_runs(c[c["training_flop"].notna() & c["mfu"].notna()])
-        for fam, h in r.groupby("accelerator_family"):
-            ax.plot(h["training_flop"], h["mfu"], "o", ms=4, alpha=0.6, color=family_colour(fam),
-                    mec="none")
-        ax.plot([], [], "o", color="#777777", ms=4, label="measured runs (colour: family)")
+        tag(ax.plot(r["training_flop"], r["mfu"], "o", ms=3.5, alpha=0.55, color="#525252",
+                    mec="none", label="measured runs (best per model, family, largest N)"),
+            "measured")
         mine = c[c["run_id"].isin(focus_runs) & c["training_flop"].notna() & c["mfu"].notna()]
         if len(mine):
             ax.plot(mine["training_flop"], mine["mfu"], "*", color="k", ms=11,
                     label="★ your runs")
-    ax.plot([], [], "kv", label="knee")
-    ax.plot([], [], "kx", label="latency wall")
+    context(ax.plot([], [], "kv", label="knee"))
+    context(ax.plot([], [], "kx", label="latency wall"))
     ax.set(xscale="log", xlabel="training compute (FLOP)", ylabel="utilization (MFU)",
            title="frontier per scenario (colour: accelerator family), measured runs overlaid",
            ylim=(0, 1.05))

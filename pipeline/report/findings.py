@@ -15,11 +15,12 @@ from pipeline.measures import finished
 from pipeline.report import calibration
 from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
+from pipeline.report.render import band
 from pipeline.report.focus import focus_section
 
 # An extrapolation band whose upper end is more than this factor above its lower end is reported
-# as uninformative rather than quoted as if it constrained anything.
-BAND_SPAN = 10.0
+# as uninformative rather than quoted as if it constrained anything (the figures' rule too).
+from pipeline.report.style import BAND_SPAN  # noqa: E402
 # Accelerator families with fewer (best-per-point) MFU values are listed, not ranked.
 MIN_POINTS = 3
 
@@ -153,6 +154,8 @@ def _target_rows(curves: pd.DataFrame) -> list[dict[str, Any]]:
     its band and the ceiling's, and whether the band says anything."""
     targets: list[dict[str, Any]] = []
     t = curves[curves["kind"] == "target"] if not curves.empty else curves
+    n_max = (curves[curves["kind"] == "measured"].groupby("series_id")["n_accelerators"].max()
+             .to_dict() if len(t) else {})
     for (n, kind, src), h in (t.groupby(["n_accelerators", "scaling", "source"], sort=True)
                               if len(t) else []):
         e = h["efficiency_law"].dropna()
@@ -165,12 +168,22 @@ def _target_rows(curves: pd.DataFrame) -> list[dict[str, Any]]:
             # cases for a conformal interval): no median of nothing
             "median_eff": _f(e.median()), "median_low": _median(h["efficiency_law_low"]),
             "median_high": _median(h["efficiency_law_high"]),
-            "median_theory": _f(th.median()) if len(th) else None})
+            "median_theory": _f(th.median()) if len(th) else None,
+            # how far past its data each series' law is asked: target N over largest measured N
+            "stretch": _f(np.median([n / n_max[sid] for sid in h["series_id"] if sid in n_max]))
+            if n_max else None})
         low, high = targets[-1]["median_low"], targets[-1]["median_high"]
         # a band wider than a factor BAND_SPAN (or reaching above 100% under strong scaling)
         # says the law is unconstrained there; the prose says so instead of quoting it bare
-        targets[-1]["informative"] = bool(
+        t = targets[-1]
+        t["informative"] = bool(
             low and high and high / low <= BAND_SPAN and not (kind == "strong" and high > 1.0))
+        why = f"the law is asked for {t['stretch']:.1f}x its largest measured N" \
+            if t["stretch"] else ""
+        t["band_text"] = band(low, high, why=why)
+        if not t["informative"] and t["band_text"][:1].isdigit():
+            t["band_text"] = (f"not constrained by the data ({why}; the band passes 100%, "
+                              "more than linear scaling)")
     return targets
 
 

@@ -16,7 +16,9 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.io import write_text
-from pipeline.report.style import STRATEGY_NAMES
+from pipeline.report import books
+from pipeline.report.sections import SECTIONS
+from pipeline.report.style import BAND_SPAN, STRATEGY_NAMES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -52,6 +54,18 @@ def num(x: Any, sig: int = 3) -> str:
 def times(x: Any, digits: int = 2) -> str:
     """1.5 -> '×1.50'."""
     return f"×{x:.{digits}f}" if _finite(x) else "n/a"
+
+
+def band(low: Any, high: Any, fmt: Any = pct, why: str = "") -> str:
+    """An interval as 'low–high' where it constrains something; where its top is more than
+    ``BAND_SPAN`` times its bottom (or the bottom is not positive) it says so instead, with
+    ``why`` (the reason it is that wide) when given."""
+    if _finite(low) and _finite(high) and low > 0 and high / low <= BAND_SPAN:
+        return f"{fmt(low)}–{fmt(high)}"
+    reason = f"{why}; " if why else ""
+    span = (f"the interval spans a factor of {high / low:,.0f}" if _finite(low) and
+            _finite(high) and low > 0 else "the interval reaches zero")
+    return f"not constrained by the data ({reason}{span})"
 
 
 def strategy(family: Any) -> str:
@@ -93,6 +107,7 @@ def environment(autoescape: bool, markdown: bool = False) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(pct=pct, sci=sci, num=num, times=times, strategy=strategy)
+    env.globals.update(band=band, times_fmt=times)
     if markdown:
         env.filters["join"] = _md_join
     return env
@@ -102,15 +117,29 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
-def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path) -> dict[str, Path]:
-    """Write ``report.html`` and ``report.md`` under ``out_dir``; returns their paths."""
+def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path,
+           charts: dict[str, dict] | None = None, audits: dict[str, Any] | None = None
+           ) -> dict[str, Path]:
+    """Write ``report.html``, ``report.md`` and ``tables/*.csv`` under ``out_dir``; returns
+    their paths. ``charts``: Vega-Lite specs drawn in the HTML in place of the PNG of the same
+    name; ``audits``: each figure's readability audit (``style.audit``), carried on its
+    ``<figure>`` for the browser test."""
     out_dir = Path(out_dir)
     html_figs = {k: data_uri(p) for k, p in figures.items()}
-    md_figs = {k: Markup(Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
-                         else Path(p).as_posix()) for k, p in figures.items()}
-    html = environment(True).get_template("report.html.j2").render(**context, fig=html_figs)
-    md = environment(False, markdown=True).get_template("report.md.j2").render(**context, fig=md_figs)
+    md_figs = {k: Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
+               else Path(p).as_posix() for k, p in figures.items()}
+    sections = [s for s in SECTIONS if s.shown(context)]
+    html_book = books.FigureBook(html_figs, markdown=False, charts=charts, audits=audits)
+    html_tables = books.TableBook(markdown=False)
+    html = environment(True).get_template("report.html.j2").render(
+        **context, fig=html_book, tables=html_tables, sections=sections,
+        vega_script=Markup(books.vega_script()) if charts else "")
+    md_book = books.FigureBook(md_figs, markdown=True)
+    md_tables = books.TableBook(markdown=True)
+    md = environment(False, markdown=True).get_template("report.md.j2").render(
+        **context, fig=md_book, tables=md_tables, sections=sections)
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
     write_text(html, paths["html"])
     write_text(md, paths["md"])
+    paths.update(html_tables.write_csvs(out_dir / "tables"))
     return paths

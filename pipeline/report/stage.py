@@ -12,9 +12,10 @@ from tqdm import tqdm
 
 from pipeline.config import ConfigError, check_scenario_names, settings as load_group
 from pipeline.report import data as report_data
-from pipeline.report import figures, findings, render
+from pipeline.report import (charts, figures, findings, key_findings, plot_data, render,
+                             sections)
+from pipeline.report.style import read_audits
 from pipeline.report.focus import focus_figure, focus_ids
-from pipeline.report.memory import memory_section
 from pipeline.report.plan import add_plans
 
 
@@ -56,14 +57,17 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     data = report_data.load(processed_dir, metrics_dir)
     check_sources(cfg, data)
     steps.update()
-    context = findings.build(data, cfg) | {"title": cfg["title"],
-                                           "memory": memory_section(data.metrics)}
+    context = findings.build(data, cfg) | {"title": cfg["title"]}
+    context |= sections.build_all(data, cfg)
+    context["key_findings"] = key_findings.build(data, context)
     context["mine"] = add_plans(context["mine"], data.runs, processed_dir, metrics_dir, params)
     cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
     figs = figures.make_all(data, out_dir / "figures", cfg)
     figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")
     steps.update()
-    paths = render.render(context, figs, out_dir)
+    paths = render.render(context, figs, out_dir, charts=charts.make_all(data, cfg),
+                          audits=read_audits(figs))
+    paths.update(plot_data.write(data, out_dir / "plots", cfg))
     steps.update()
     steps.close()
     print(f"report: {paths['html']} ({len(figs)} figures, "

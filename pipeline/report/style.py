@@ -56,20 +56,46 @@ def family_colour(family: object) -> str:
     return _SPARE[sum(map(ord, name)) % len(_SPARE)]
 
 
-def new_figure(ncols: int = 1, height_in: float = 4.2, **kw: object) -> tuple[plt.Figure, object]:
+def new_figure(ncols: int = 1, height_in: float = 4.2, nrows: int = 1, **kw: object
+               ) -> tuple[plt.Figure, object]:
+    """A figure of the report's width; ``ncols`` panels side by side (or ``nrows`` stacked:
+    then ``ncols`` counts the panels and they are drawn one per row)."""
     plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
                          "legend.fontsize": 7.5, "svg.hashsalt": "scalewall"})
+    if nrows > 1:
+        return plt.subplots(ncols, 1, figsize=(WIDTH_IN, height_in), **kw)
     return plt.subplots(1, ncols, figsize=(WIDTH_IN, height_in), **kw)
 
 
-def save(fig: plt.Figure, path: Path) -> Path:
-    """Write a PNG with no software/date metadata so identical inputs give identical bytes."""
+def save(fig: plt.Figure, path: Path, right: float | None = None,
+         bottom: float | None = None) -> Path:
+    """Write a PNG with no software/date metadata so identical inputs give identical bytes.
+    ``right``/``bottom``: figure fractions kept free (line-end labels, a key under the axes)."""
     plain_text(fig)
+    for t in fig.findobj(Text):
+        if (t.get_gid() or "").startswith("label:"):
+            t.set_in_layout(False)  # placed in the margin ``right`` keeps
     fig.tight_layout()
+    if right is not None or bottom is not None:
+        fig.subplots_adjust(right=right, bottom=bottom)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": None})
+    write_audit(fig, path)
     plt.close(fig)
     return path
+
+
+def audit_path(png: Path) -> Path:
+    """Where ``save`` writes a figure's ``audit`` (next to the PNG)."""
+    return Path(png).with_suffix(".audit.json")
+
+
+def write_audit(fig: plt.Figure, png: Path) -> None:
+    import json
+
+    from pipeline.io import write_text
+
+    write_text(json.dumps(audit(fig), sort_keys=True) + "\n", audit_path(png))
 
 
 def plain_text(fig: plt.Figure) -> None:
@@ -91,3 +117,174 @@ def note(ax: object, text: str) -> None:
             color="#555555", wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+# --- Readability rules every figure is held to (checked by ``audit`` and the browser test) ---
+# At most this many coloured series per panel; the rest are grey context or another facet.
+MAX_SERIES = 8
+# A prediction band whose top is more than this factor above its bottom says nothing: it is
+# not drawn (the text says "not constrained by the data").
+BAND_SPAN = 10.0
+CONTEXT_GREY = "#c8c8c8"
+# Colours that are context, reference lines or annotations, not series.
+_NEUTRAL = {"#000000", "#c8c8c8", "#bbbbbb", "#bdbdbd", "#cccccc", "#d9d9d9", "#999999",
+            "#777777", "#555555", "#444444", "#808080", "#e0e0e0", "#dddddd"}
+
+
+def _flat(artists: object) -> list:
+    from matplotlib.container import Container
+
+    if isinstance(artists, Container):
+        return [a for child in artists.get_children() for a in _flat(child)]
+    if isinstance(artists, (list, tuple)):
+        return [a for child in artists for a in _flat(child)]
+    return [artists] if artists is not None else []
+
+
+def tag(artists: object, series_id: str) -> None:
+    """Mark ``artists`` (an artist, a list or a container such as ``errorbar``'s) as one
+    series for ``audit``: a series is counted once however many artists draw it."""
+    for a in _flat(artists):
+        a.set_gid(f"series:{series_id}")
+
+
+def context(artists: object) -> None:
+    """Mark ``artists`` as grey context or a reference line (not a series)."""
+    for a in _flat(artists):
+        a.set_gid("context")
+
+
+def end_label(ax: object, x: float, y: float, text: str, series_id: str, colour: str,
+              dy_px: float = 0.0) -> None:
+    """Label a series at its line end (right of the last point), in its colour."""
+    t = ax.annotate(text, (x, y), xytext=(4, dy_px), textcoords="offset points", fontsize=6.5,
+                    color=colour, va="center", ha="left", annotation_clip=False)
+    t.set_gid(f"label:{series_id}")
+
+
+def band(ax: object, x: object, low: object, high: object, colour: str, series_id: str,
+         upper: float | None = None, alpha: float = 0.12) -> float:
+    """Fill a prediction band where it constrains something: points whose ``high / low``
+    exceeds ``BAND_SPAN`` (or whose low end is not positive) are left out, and the band is
+    clipped at ``upper`` (a physical limit: MFU 1, the ceiling). Returns the widest ratio
+    drawn (0 when nothing was)."""
+    import numpy as np
+
+    x, lo, hi = (np.asarray(v, float) for v in (x, low, high))
+    if upper is not None:
+        hi, lo = np.minimum(hi, upper), np.minimum(lo, upper)
+    ok = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi / np.where(lo > 0, lo, 1) <= BAND_SPAN)
+    if ok.sum() < 2:
+        return 0.0
+    poly = ax.fill_between(x, np.where(ok, lo, np.nan), np.where(ok, hi, np.nan), color=colour,
+                           alpha=alpha, lw=0)
+    ratio = float(np.max(hi[ok] / lo[ok]))
+    poly.set_gid(f"band:{series_id}:{ratio:.4g}")
+    return ratio
+
+
+def _hex(colour: object) -> str:
+    from matplotlib.colors import to_hex
+
+    try:
+        return to_hex(colour)
+    except (TypeError, ValueError):
+        return "#000000"
+
+
+def _style_key(artist: object) -> str:
+    """A series key for an artist drawn without ``tag``: its colour, marker and line style."""
+    from matplotlib.lines import Line2D
+
+    if isinstance(artist, Line2D):
+        return f"{_hex(artist.get_color())}|{artist.get_marker()}|{artist.get_linestyle()}"
+    try:
+        face = artist.get_facecolor()
+        colour = face[0] if len(face) else artist.get_edgecolor()[0]
+    except (AttributeError, IndexError):
+        colour = "#000000"
+    return f"{_hex(colour)}|c|"
+
+
+def audit(fig: plt.Figure) -> list[dict[str, object]]:
+    """Per panel with data: coloured series drawn, how many of them carry a label (a legend
+    entry or a line-end label), grey context artists, and the widest band drawn.
+
+    A series is what ``tag`` named, else one colour/marker/line-style combination; grey and
+    black artists are context. Legend entries label the series of the same key."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.lines import Line2D
+
+    panels = []
+    labels = {t.get_gid()[6:] for t in fig.findobj(Text)
+              if (t.get_gid() or "").startswith("label:")}
+    # a legend labels the series of the same key in every panel of the figure (shared
+    # legend): the keys of the artists it was drawn from (its handles are copies without gid)
+    legend_keys: set[str] = set()
+    for ax in fig.axes:
+        if ax.get_legend() is None and not fig.legends:
+            continue
+        for h in ax.get_legend_handles_labels()[0]:
+            legend_keys.update(a.get_gid() or _style_key(a) for a in _flat(h))
+    for ax in fig.axes:
+        series: dict[str, bool] = {}
+        n_context, widest = 0, 0.0
+        for a in [*ax.lines, *ax.collections]:
+            gid = a.get_gid() or ""
+            if gid.startswith("band:"):
+                widest = max(widest, float(gid.rsplit(":", 1)[1]))
+                continue
+            if isinstance(a, Line2D):
+                has_data = len(a.get_xdata()) > 0
+            elif isinstance(a, PathCollection):
+                has_data = len(a.get_offsets()) > 0
+            else:
+                continue  # bands, bars, error-bar stems belong to a series drawn elsewhere
+            if not has_data or gid == "context":
+                n_context += has_data
+                continue
+            key = gid if gid.startswith("series:") else _style_key(a)
+            if _hex(a.get_color() if isinstance(a, Line2D) else a.get_facecolor()[0]
+                    if len(a.get_facecolor()) else "#000000") in _NEUTRAL and not gid:
+                n_context += 1
+                continue
+            named = key in legend_keys \
+                or (gid.startswith("series:") and gid[7:] in labels)
+            series[key] = series.get(key, False) or named
+        if series or n_context or widest:
+            panels.append({"title": ax.get_title(), "series": len(series),
+                           "labelled": sum(series.values()), "context": n_context,
+                           "widest_band": round(widest, 3)})
+    return panels
+
+
+def end_labels(ax: object, items: list[tuple[float, float, str, str, str]],
+               min_gap_px: float = 10.0) -> None:
+    """Line-end labels ``(x, y, text, series_id, colour)``, nudged apart vertically so that no
+    two overlap (call after the axes' limits are set)."""
+    if not items:
+        return
+    fig = ax.figure
+    pts = [(ax.transData.transform((x, y))[1], i) for i, (x, y, *_rest) in enumerate(items)]
+    pts.sort()
+    placed: list[tuple[float, int]] = []
+    for y_px, i in pts:
+        if placed and y_px < placed[-1][0] + min_gap_px:
+            y_px = placed[-1][0] + min_gap_px
+        placed.append((y_px, i))
+    scale = 72.0 / fig.dpi  # display pixels -> points
+    for y_px, i in placed:
+        x, y, text, sid, colour = items[i]
+        dy = (y_px - ax.transData.transform((x, y))[1]) * scale
+        end_label(ax, x, y, text, sid, colour, dy_px=dy)
+
+
+def read_audits(figures: dict[str, Path]) -> dict[str, list]:
+    """Each figure's audit as ``save`` wrote it (empty where absent)."""
+    import json
+
+    out = {}
+    for name, png in figures.items():
+        path = audit_path(png)
+        out[name] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    return out

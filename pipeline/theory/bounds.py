@@ -31,6 +31,9 @@ from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants, bytes_
 BOUND_COLUMNS = ("run_id", "bound_mfu", "t_compute_s", "t_hbm_s", "t_net_tp_s", "t_net_dp_s",
                  "t_net_pp_s", "t_net_ep_s", "t_bubble_s", "t_latency_s", "binding", "assumed")
 _HW_COLUMNS = typing.get_args(BoundHardware)  # hbm, scale-up, domain size, scale-out
+# Candidate layouts evaluated at once (runs x TP x PP): ~40 arrays of 8 bytes each per
+# candidate, so ~20 MB a chunk, whatever the number of runs.
+CANDIDATES_PER_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -123,8 +126,19 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     _shape(r)
     _layout(r)
     _batch(r)
-    cand, owner, c_tp, c_pp, v, valid = _candidates(r, const, latency)
-    return _best(r, cand, owner, c_tp, c_pp, v, valid)
+    picks = [_pick(*_candidates(r, const, latency, chunk)) for chunk in _chunks(r)]
+    cost = type(picks[0][0])(**{k: np.concatenate([p[0].__dict__[k] for p in picks])
+                                for k in picks[0][0].__dict__})
+    return _best(r, cost, *(np.concatenate([p[i] for p in picks]) for i in range(1, 5)))
+
+
+def _chunks(r: _PerRun) -> list[np.ndarray]:
+    """Runs in consecutive chunks of at most ``CANDIDATES_PER_CHUNK`` candidate layouts (a
+    searched run has one per TP x PP pair): memory stays that of one chunk's candidates, not
+    of runs x candidates."""
+    per_run = np.where(r["searched"], (r.dflt.search_max_log2 + 1) ** 2, 1)
+    chunk = (np.cumsum(per_run) - 1) // CANDIDATES_PER_CHUNK
+    return np.split(np.arange(len(r.runs)), np.flatnonzero(np.diff(chunk)) + 1)
 
 
 def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
@@ -255,18 +269,18 @@ def _batch(r: _PerRun) -> None:
     r.values.update(batch=batch, micro=micro)
 
 
-def _candidates(r: _PerRun, const, latency: Mapping[str, float]):
-    """The cost model on every candidate: one per run, or the TP x PP grid for runs whose
-    layout is searched. Returns the costs, the owning run of each candidate, its tp, pp and
-    interleave, and whether it is a valid layout."""
+def _candidates(r: _PerRun, const, latency: Mapping[str, float], runs: np.ndarray):
+    """The cost model on every candidate of ``runs`` (run indices): one per run, or the TP x PP
+    grid for runs whose layout is searched. Returns the costs, the owning run of each
+    candidate, its tp, pp and interleave, and whether it is a valid layout."""
     n, dflt, searched, deg = len(r.runs), r.dflt, r["searched"], r["deg"]
     n_acc, cp, layers, d, seq = r["n_acc"], deg["cp"], r["layers"], r["d"], r["seq"]
     grid = 2.0 ** np.arange(dflt.search_max_log2 + 1)
     g_tp, g_pp = (a.ravel() for a in np.meshgrid(grid, grid, indexing="ij"))
-    counts = np.where(searched, g_tp.size, 1)
-    owner = np.repeat(np.arange(n), counts)
+    counts = np.where(searched[runs], g_tp.size, 1)
+    owner = np.repeat(runs, counts)
     first = np.r_[0, np.cumsum(counts)[:-1]]
-    pos = np.arange(owner.size) - first[owner]
+    pos = np.arange(owner.size) - np.repeat(first, counts)
     c_tp = np.where(searched[owner], g_tp[pos % g_tp.size], deg["tp"][owner])
     c_pp = np.where(searched[owner], g_pp[pos % g_pp.size], deg["pp"][owner])
     dp = n_acc[owner] / (c_tp * c_pp * cp[owner])
@@ -306,20 +320,25 @@ def _candidates(r: _PerRun, const, latency: Mapping[str, float]):
     return cand, owner, c_tp, c_pp, v, valid
 
 
-def _best(r: _PerRun, cand, owner: np.ndarray, c_tp: np.ndarray, c_pp: np.ndarray,
-          v: np.ndarray, valid: np.ndarray) -> pd.DataFrame:
-    """The best valid candidate per run (first on ties), as ``bounds.parquet`` rows."""
-    notes, searched, deg = r.notes, r["searched"], r["deg"]
+def _pick(cand, owner: np.ndarray, c_tp: np.ndarray, c_pp: np.ndarray, v: np.ndarray,
+          valid: np.ndarray):
+    """The best valid candidate of each run (first on ties): its cost, tp, pp, interleave and
+    whether it is valid at all, one entry per run in run order."""
     score = np.where(valid, cand.utilization, -np.inf)
     order = np.lexsort((np.arange(owner.size), -score, owner))
     pick = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
-    cost = type(cand)(**{k: np.broadcast_to(val, owner.shape)[pick]
+    cost = type(cand)(**{k: np.array(np.broadcast_to(val, owner.shape)[pick])
                          for k, val in cand.__dict__.items()})
-    found = np.isfinite(score[pick])
-    notes.add(searched & found, lambda i: f"layout searched: tp={c_tp[pick][i]:g}, "
-              f"pp={c_pp[pick][i]:g} (best 1-D TP x PP dividing n_accelerators)")
+    return cost, c_tp[pick], c_pp[pick], v[pick], np.isfinite(score[pick])
+
+
+def _best(r: _PerRun, cost, tp_pick: np.ndarray, pp_pick: np.ndarray, v_pick: np.ndarray,
+          found: np.ndarray) -> pd.DataFrame:
+    """The best candidate per run (``_pick``), as ``bounds.parquet`` rows."""
+    notes, searched, deg = r.notes, r["searched"], r["deg"]
+    notes.add(searched & found, lambda i: f"layout searched: tp={tp_pick[i]:g}, "
+              f"pp={pp_pick[i]:g} (best 1-D TP x PP dividing n_accelerators)")
     notes.add(searched & ~found, "no bound: no TP x PP layout divides n_accelerators")
-    v_pick = v[pick]
     no_bound = r.no_bound
     notes.add(found & (v_pick > 1) & ~no_bound,
               lambda i: f"interleave={v_pick[i]:g} (L/pp chunks per stage)")

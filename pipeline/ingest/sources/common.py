@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import codecs
+import os
 import gzip
 import io
 import zlib
@@ -138,9 +139,26 @@ def looks_binary(head: bytes) -> bool:
     return controls + text.count("\ufffd") > BINARY_FRACTION * len(head)
 
 
-def shown_path(path: Path, root: Path = PROJ_ROOT) -> str:
+def shown_path(path: Path, root: Path = PROJ_ROOT, folders: dict | None = None) -> str:
     """``path`` as outputs record it (``config.project_relative``) with its folder resolved but
     not the file itself: a symlinked input is shown where the link lies, and a looping link
-    cannot raise here."""
+    cannot raise here. ``folders`` memoizes resolved folders (``_resolved``): resolving
+    costs a system call per path component, most of the cost of a small log without it."""
     path = Path(path)
-    return (PurePosixPath(project_relative(path.parent, root)) / path.name).as_posix()
+    if folders is None:
+        return (PurePosixPath(project_relative(path.parent, root)) / path.name).as_posix()
+    folder, top = _resolved(path.parent, folders), _resolved(root, folders)
+    shown = folder.relative_to(top) if folder.is_relative_to(top) else folder
+    return (PurePosixPath(shown) / path.name).as_posix()
+
+
+def _resolved(folder: Path, memo: dict) -> Path:
+    """``folder.resolve()``, from its parent's when memoized: a folder that is no link resolves
+    to its resolved parent plus its name (one ``lstat``, not one per component)."""
+    key = ("resolved", folder)
+    if key not in memo:
+        if folder.parent == folder or folder.name in ("", "..") or os.path.islink(folder):
+            memo[key] = folder.resolve()
+        else:
+            memo[key] = _resolved(folder.parent, memo) / folder.name
+    return memo[key]

@@ -25,6 +25,7 @@ the run's ``notes``.
 
 from __future__ import annotations
 
+import io
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -59,6 +60,9 @@ DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
 BUFFER_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 26
+# Logs read as one task: a batch of small logs is one round trip to a worker and one steps
+# file, not one each.
+BATCH_FILES, BATCH_BYTES = 64, 1 << 22
 # Start-up facts (argument and config dumps) are looked for in the first chunks only.
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
@@ -109,23 +113,26 @@ def detect_format(text: str) -> str | None:
     return best
 
 
-def sniff(path: Path) -> tuple[str, str | None]:
-    """("binary" | "empty" | "text", detected format) reading only as far as needed."""
+def sniff(path: Path) -> tuple[str, str | None, bytes | None]:
+    """("binary" | "empty" | "text", detected format, the whole file when the first read held
+    it all) reading only as far as needed. A small log (most of a fleet's) is thus read once:
+    ``parse_file`` takes those bytes instead of opening the file again."""
     with open_binary(path, buffering=BUFFER_BYTES) as fh:
         head = fh.read(SNIFF_BYTES)
         if not head:
-            return "empty", None
+            return "empty", None, None
         if looks_binary(head):
-            return "binary", None
+            return "binary", None, None
         chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
+        whole = chunk if len(chunk) < DETECT_BYTES else None
         while chunk:
             cut = chunk.rfind(b"\n") + 1 or len(chunk)
             fmt = detect_format((carry + chunk[:cut]).decode("utf-8", errors="replace"))
             if fmt:
-                return "text", fmt
+                return "text", fmt, whole
             carry = chunk[cut:][-DETECT_BYTES:]
             chunk = fh.read(CHUNK_BYTES)
-        return "text", None
+        return "text", None, whole
 
 
 def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> None:
@@ -141,8 +148,9 @@ def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> N
     parser.feed_chunk(text, lineno, header)
 
 
-def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
-    """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut).
+def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseState, int, bool]:
+    """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut);
+    ``whole``: the file's bytes, already read (``sniff``), parsed instead of reopening it.
 
     The file is read in ``CHUNK_BYTES`` blocks cut at the last newline (the rest is carried
     into the next block), so memory stays flat whatever the file size; a "line" longer than
@@ -152,7 +160,7 @@ def parse_file(path: Path, fmt: str) -> tuple[ParseState, int, bool]:
     parser = FORMATS[fmt].Parser(state)
     counts = state.counts
     lineno, n_chunks, carry = 1, 0, b""
-    with open_binary(path, buffering=BUFFER_BYTES) as fh:
+    with io.BytesIO(whole) if whole is not None else open_binary(path, BUFFER_BYTES) as fh:
         while block := fh.read(CHUNK_BYTES):
             data = carry + block if carry else block
             cut = data.rfind(b"\n") + 1
@@ -221,13 +229,16 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
 def read_one(path: Path, logs_dir: Path, s: Settings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
-    shown = shown_path(path)
+    def display(p: Path) -> str:
+        return shown_path(p, folders=cache)
+
+    shown = display(path)
     bad_link = link_problem(path, logs_dir)
     if bad_link:
         return ("bad_link", bad_link), None
     try:
-        side = load_sidecar(path, logs_dir, cache, display=shown_path)
-        kind, fmt = sniff(path)
+        side = load_sidecar(path, logs_dir, cache, display=display)
+        kind, fmt, whole = sniff(path)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     except READ_ERRORS as exc:
@@ -246,7 +257,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
                 + "); set 'format:' in a sidecar to force one"), None
     try:
-        state, _, cut = parse_file(path, fmt)
+        state, _, cut = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:
         return ("unreadable", f"{shown}: {read_error(exc)}"), None
     try:
@@ -319,16 +330,42 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_task(args: tuple[Path, Path, Settings, Path | None],
-               cache: dict | None = None) -> tuple[Any, dict[str, Any] | str | None]:
-    """One log, in a worker or not; with ``out`` its rows go to that file (its name returned)
-    instead of travelling back."""
-    path, logs_dir, s, out = args
-    result, steps = _read_guarded(path, logs_dir, s, {} if cache is None else cache)
-    if out is not None and steps is not None:
-        write_steps(steps, out)
-        return result, out.name
-    return result, steps
+# A worker process's memo of folder listings, sidecars and resolved folders (``read_one``'s
+# ``cache``), emptied when the worker starts (``_fresh_worker``).
+_WORKER_CACHE: dict = {}
+
+
+def _fresh_worker() -> None:
+    _WORKER_CACHE.clear()
+
+
+def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
+    """``order`` cut into batches of at most ``BATCH_FILES`` logs and ``BATCH_BYTES`` bytes (a
+    large log goes alone)."""
+    batches: list[list[int]] = []
+    size = 0
+    for i in order:
+        if not batches or len(batches[-1]) >= BATCH_FILES or size + sizes[i] > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(i)
+        size += sizes[i]
+    return batches
+
+
+def _read_batch(batch: tuple[list[Path], Path, Settings, Path | None],
+                cache: dict | None = None) -> list[tuple[Any, dict[str, Any] | str | None]]:
+    """Some logs, in a worker or not; with ``out`` their rows go to that one file (its name
+    returned in place of each log's rows) instead of travelling back."""
+    paths, logs_dir, s, out = batch
+    cache = _WORKER_CACHE if cache is None else cache
+    outcomes = [_read_guarded(path, logs_dir, s, cache) for path in paths]
+    if out is None:
+        return outcomes
+    rows = [steps for _, steps in outcomes if steps is not None]
+    if rows:
+        write_steps(rows, out)
+    return [(result, None if steps is None else out.name) for result, steps in outcomes]
 
 
 def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
@@ -338,10 +375,11 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     ``ingest.logs.workers`` (default 1) processes read logs in parallel, one file each at a
     time; the result does not depend on it. Without ``steps_dir`` the rows of all logs come
     back in one DataFrame (``STEP_COLUMNS``; memory grows with the steps). With it, each log's
-    rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it (see
+    rows are written to ``steps_dir/<n>.arrow`` by the process that parsed it, one file per
+    batch of logs (see
     ``pipeline.ingest.sources.steplogs.store``), each Record's ``meta["steps_file"]`` names its file
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
-    memory then stays that of the largest single log, whatever their number. ``paths`` reads
+    memory then stays that of the largest log or batch, whatever their number. ``paths`` reads
     those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
     s = settings(params)
@@ -353,20 +391,31 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
         steps_dir.mkdir(parents=True, exist_ok=True)
         for old in steps_dir.glob("*.arrow"):
             old.unlink()  # files of an earlier run must not mix with this one's
-    tasks = [(p, logs_dir, s, None if steps_dir is None else steps_dir / f"{i:06d}.arrow")
-             for i, p in enumerate(paths)]
-    if workers > 1 and len(paths) > 1:
-        # Largest files first, so no worker is left with a big one while the others idle.
-        order = sorted(range(len(tasks)), key=lambda i: (-_size(paths[i]), i))
-        with ProcessPoolExecutor(max_workers=min(workers, len(paths))) as pool:
-            futures = {i: pool.submit(_read_task, tasks[i]) for i in order}
-            outcomes = [futures.pop(i).result() for i in range(len(tasks))]
+    sizes = [_size(p) for p in paths]
+    parallel = workers > 1 and len(paths) > 1
+    # In parallel, largest files first, so no worker is left with a big one while the others
+    # idle; small ones go in batches (one round trip to a worker and one steps file per batch).
+    order = sorted(range(len(paths)), key=lambda i: (-sizes[i], i)) if parallel else range(
+        len(paths))
+    batches = _batches(list(order), sizes)
+    tasks = [([paths[i] for i in b], logs_dir, s,
+              None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
+    if parallel:
+        with ProcessPoolExecutor(max_workers=min(workers, len(paths)),
+                                 initializer=_fresh_worker) as pool:
+            done = list(pool.map(_read_batch, tasks))
     else:
         cache: dict = {}
-        outcomes = [_read_task(t, cache) for t in tasks]
+        done = [_read_batch(t, cache) for t in tasks]
+    outcomes: list[Any] = [None] * len(paths)
+    for batch, results in zip(batches, done):
+        for i, outcome in zip(batch, results):
+            outcomes[i] = outcome
+    del done
     records = []
+    folders: dict = {}
     for path, (result, steps) in zip(paths, outcomes):
-        shown = shown_path(path)
+        shown = shown_path(path, folders=folders)
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             meta = {"format": fmt}

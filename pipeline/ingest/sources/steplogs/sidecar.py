@@ -16,6 +16,7 @@ differs from a sidecar value rejects the log (``conflict``, both values named).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,23 @@ class Sidecar:
     files: list[str] = field(default_factory=list)
 
 
-def sidecar_paths(log_path: Path, logs_dir: Path) -> list[Path]:
+def _files_in(folder: Path, cache: dict | None) -> frozenset[str] | None:
+    """Names of the files in ``folder`` (links to files included, as ``Path.is_file`` counts
+    them), listed once per folder when a cache is given: a folder of 10^4 logs is read once,
+    not stat-ed three times per log. None without a cache (each candidate is stat-ed)."""
+    if cache is None:
+        return None
+    key = ("files", folder)
+    if key not in cache:
+        try:
+            with os.scandir(folder) as entries:
+                cache[key] = frozenset(e.name for e in entries if e.is_file())
+        except OSError:
+            cache[key] = frozenset()
+    return cache[key]
+
+
+def sidecar_paths(log_path: Path, logs_dir: Path, cache: dict | None = None) -> list[Path]:
     """Existing sidecar files for ``log_path``, weakest first (see module docstring)."""
     log_path, logs_dir = Path(log_path), Path(logs_dir)
     folders: list[Path] = []
@@ -97,7 +114,12 @@ def sidecar_paths(log_path: Path, logs_dir: Path) -> list[Path]:
     candidates = [f / "run.yaml" for f in reversed(folders)]
     candidates += [log_path.with_name(log_path.stem + ".run.yaml"),
                    log_path.with_name(log_path.name + ".yaml")]
-    return [p for p in candidates if p.is_file()]
+    found = []
+    for path in candidates:
+        names = _files_in(path.parent, cache)
+        if (path.name in names) if names is not None else path.is_file():
+            found.append(path)
+    return found
 
 
 def _check(key: str, value: Any, where: str) -> Any:
@@ -125,6 +147,18 @@ def _check(key: str, value: Any, where: str) -> Any:
     return value
 
 
+def _parse(text: str, cache: dict | None) -> Any:
+    """The YAML of one sidecar; with a cache, each distinct text is parsed once (a fleet's job
+    folders hold a few distinct sidecars many times over: pure-Python YAML costs ~0.5 ms each).
+    The parsed value is only read afterwards (``_check`` builds new values from it)."""
+    if cache is None:
+        return yaml.load(text, Loader=_SidecarLoader)
+    key = ("yaml", text)
+    if key not in cache:
+        cache[key] = yaml.load(text, Loader=_SidecarLoader)
+    return cache[key]
+
+
 def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
     """One sidecar file as a checked mapping; raises SidecarError naming the file."""
     if cache is not None and path in cache:
@@ -133,7 +167,7 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
         if path.stat().st_size > MAX_SIDECAR_BYTES:
             raise SidecarError("malformed_row", f"sidecar {path}: over {MAX_SIDECAR_BYTES} "
                                                 "bytes; a sidecar is a short mapping")
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SidecarLoader)
+        data = _parse(path.read_text(encoding="utf-8"), cache)
     except (OSError, UnicodeDecodeError) as exc:
         raise SidecarError("unreadable", f"sidecar {path}: {short(exc, 200)}") from exc
     except yaml.YAMLError as exc:
@@ -159,7 +193,7 @@ def load_sidecar(log_path: Path, logs_dir: Path,
                  display: Any = str) -> Sidecar:
     """Merge the sidecars of ``log_path`` (weakest first); ``display`` names files in notes."""
     merged = Sidecar()
-    for path in sidecar_paths(log_path, logs_dir):
+    for path in sidecar_paths(log_path, logs_dir, cache):
         values = read_sidecar(path, cache)
         name = display(path)
         merged.files.append(name)

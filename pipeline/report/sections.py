@@ -1,0 +1,50 @@
+"""The report's sections, in reading order: one entry each, one pair of templates each.
+
+A section is ``templates/sections/<id>.html.j2`` and ``templates/sections/<id>.md.j2``; both
+follow the same pattern: the claim (one sentence, its numbers computed), the figure that shows
+it, then the detail (short tables; long ones go to the appendix through ``tables.table``).
+
+To add a section: write its two templates and a ``Section`` here; ``build`` (optional) computes
+its context from the stage outputs and the ``report`` settings, and the templates read it as
+``<id>`` (the keys the core report computes are in ``findings.build``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pipeline.report.memory import memory_section
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str  # the heading, and the entry of the contents line
+    build: Callable[[Any, dict[str, Any]], Any] | None = None
+
+    def shown(self, context: dict[str, Any]) -> bool:
+        # a section with a ``build`` shows only where its context was built
+        return self.build is None or self.id in context
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("yours", "Your runs"),
+    Section("findings", "Key findings"),
+    Section("series", "Scaling with N"),
+    Section("strategy", "Parallelism strategy at scale"),
+    Section("theory", "Against the data-movement ceiling"),
+    Section("calibration", "What limits measured scaling"),
+    Section("memory", "Memory per accelerator", lambda data, cfg: memory_section(data.metrics)),
+    Section("laws", "How well the laws predict"),
+    Section("hardware", "Hardware generations"),
+    Section("power", "Power, energy and cost"),
+    Section("data", "Data"),
+    Section("method", "Method and caveats"),
+    Section("appendix", "Appendix: tables"),
+)
+
+
+def build_all(data: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The context of every section that has a ``build``."""
+    return {s.id: s.build(data, cfg) for s in SECTIONS if s.build is not None}
