@@ -240,6 +240,8 @@ class Catalog:
     # name_key(generic alias) -> ((params, model_id), ...)
     model_generics: Mapping[str, tuple[tuple[float, str], ...]] = field(
         default_factory=dict, repr=False)
+    #: the folder it was read from (the calibrate stage reads its efficiency tables there too)
+    directory: Path | None = None
 
     # Accelerators ---------------------------------------------------------------------------
     def resolve_accelerator(self, name: str | None) -> str | None:
@@ -417,6 +419,7 @@ def load_catalog(catalog_dir: str | Path) -> Catalog:
     alias_index, ambiguous = _alias_index(aliases, hardware_ids, al_path)
     model_aliases, model_generics = _model_indexes(models, mo_path)
     return Catalog(
+        directory=catalog_dir,
         hardware=hardware.set_index("accelerator", drop=True),
         models=models.set_index("model_id", drop=True),
         accelerator_aliases=alias_index,

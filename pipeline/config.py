@@ -356,19 +356,21 @@ class ReportSettings(_Group):
 
 # Terms of the calibrated step-time model (docs/theory.md §10; their meanings are
 # pipeline/calibrate/features.py TERMS, which a test keeps equal to this list).
-CalibrateTerm = Literal["compute", "small_work", "hbm", "net_tp", "net_tp_out", "net_dp",
-                        "net_pp", "net_ep", "bubble", "latency", "overhead", "sync", "launch"]
+# the family parameters of the step model (pipeline/calibrate/critical_path.py PARAMETERS)
+CalibrateTerm = Literal["compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s",
+                        "layer_overhead_s", "attention_efficiency"]
 CalibratePredictor = Literal["naive_linear", "naive_loglinear", "calibrated"]
 IntervalMethod = Literal["analytic", "conformal"]
 
 
 def _compute_first(terms: list[str]) -> list[str]:
-    if terms[0] != "compute":
-        raise ValueError("a form's first term must be 'compute' (the arithmetic every run has)")
+    if terms[0] != "compute_efficiency":
+        raise ValueError("a form's first parameter must be 'compute_efficiency' (every run "
+                         "computes)")
     return terms
 
 
-CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=13),
+CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=6),
                           AfterValidator(_compute_first)]
 
 
@@ -402,10 +404,10 @@ class CalibrateSettings(_Group):
 
     forms: Annotated[dict[Annotated[str, Field(min_length=1)], CalibrateForm],
                      Field(min_length=1, max_length=32)]
-    criterion: Literal["aicc", "bic"]
+    criterion: Literal["aicc", "bic", "first"]
     balance: Annotated[float, Field(ge=0, le=1)]
     em_rounds: Annotated[int, Field(ge=1, le=100)]
-    min_source_runs: Annotated[int, Field(ge=2, le=1_000_000)]
+    min_source_runs: Annotated[int, Field(ge=1, le=1_000_000)]
     interval_method: CalibrateIntervalMethods
     selected: CalibrateSelected
     # each draw is one frontier search per scenario on frontier_ci_points points

@@ -10,6 +10,13 @@ from __future__ import annotations
 SOURCE_KINDS = ("published", "mlperf", "log")
 
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32", "tf32")
+# Activation recomputation of a run's schedule (``recompute``): none, selective (attention core
+# only, Korthikanti et al. 2022) or full (every layer's forward replayed in the backward).
+RECOMPUTE_MODES = ("none", "selective", "full")
+# Optional schedule columns of published tables and step-log sidecars (after the v1 columns;
+# empty = the source does not state it): recompute, virtual pipeline chunks per stage (v >= 1),
+# Megatron sequence parallelism (true/false).
+SCHEDULE_COLUMNS = ("recompute", "virtual_pipeline", "sequence_parallel")
 # Other spellings of those precisions (after lower-casing), accepted by the ingest and by the
 # catalog's peak lookup alike.
 PRECISION_ALIASES: dict[str, str] = {

@@ -1,9 +1,9 @@
-"""Render the measured figures of docs/theory.md §10.3-10.4 from reports/metrics/calibrate.json.
+"""Render the measured figures of docs/theory.md §10 from reports/metrics/calibrate.json.
 
-The calibration's forms, estimates, in-sample errors and held-out scores change with the data,
-so docs/theory.md does not type them: each block between ``<!-- begin: NAME -->`` and
-``<!-- end: NAME -->`` is written here from the metrics ``dvc repro`` wrote. Run after
-``dvc repro``::
+The calibration's forms, per-family parameters, in-sample and held-out scores, interval coverage
+and width, layout ranking and frontier change with the data, so docs/theory.md does not type
+them: each block between ``<!-- begin: NAME -->`` and ``<!-- end: NAME -->`` is written here
+from the metrics ``dvc repro`` wrote. Run after ``dvc repro``::
 
     .venv/bin/python scripts/theory_tables.py          # rewrite the blocks in docs/theory.md
     .venv/bin/python scripts/theory_tables.py --check  # exit 1 if docs/theory.md is stale
@@ -23,20 +23,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "theory.md"
 METRICS = ROOT / "reports" / "metrics" / "calibrate.json"
-LAWS = ("power", "amdahl", "usl", "comm")
-# terms whose coefficient is seconds (per step, per doubling, per layer and microbatch)
-SECONDS = {"overhead": "s per step", "sync": "s per step per doubling of N",
-           "launch": "per layer and microbatch"}
-HOLDOUTS = ("largest_k1", "largest_k2", "source")
+HOLDOUTS = ("largest_k1", "largest_k2")
 COLUMNS = ("selected", "calibrated", "naive_linear", "naive_loglinear")
+LAWS = ("power", "amdahl", "usl", "comm")
+# parameters whose unit is seconds; the rest are fractions
+SECONDS = {"fixed_s": "s", "layer_overhead_s": "ms"}
 
 
 def pct(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{100 * x:.{digits}f} %"
-
-
-def cov(x: float | None) -> str:
-    return "no interval" if x is None else f"{x:.2f}"
 
 
 def num(x: float | None, digits: int = 3) -> str:
@@ -45,46 +40,85 @@ def num(x: float | None, digits: int = 3) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
 
 
-def _value(term: str, x: float | None) -> str:
+def sci(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2g}".replace("e+", "e")
+
+
+def met(flag: bool | None) -> str:
+    return "" if flag is None else ("met" if flag else "missed")
+
+
+def _param(name: str, x: float | None) -> str:
     if x is None:
         return "–"
-    if term == "launch":
-        return f"{1e3 * x:.2g} ms"
-    return num(x)
+    if SECONDS.get(name) == "ms":
+        return f"{1e3 * x:.2g}"
+    return f"{x:.2g}"
 
 
 def forms_block(m: dict[str, Any]) -> str:
-    rows = ["| form | terms kept | AICc | in-sample median APE |", "|---|---|---|---|"]
+    rows = ["| form | parameters fitted | AICc | BIC | in-sample median APE of step time, production runs |",
+            "|---|---|---|---|---|"]
     for f in m["forms"]:
-        name = f"**{f['form']}**" if f["form"] == m["form"] else f["form"]
-        aicc = f"**{num(f['aicc'])}**" if f["form"] == m["form"] else num(f["aicc"])
-        rows.append(f"| {name} | {f['terms'].replace(',', ', ')} | {aicc} | "
-                    f"{pct(f['median_ape'])} |")
+        chosen = f["form"] == m["form"]
+        name = f"**{f['form']}**" if chosen else f["form"]
+        rows.append(f"| {name} | {f['terms'].replace(',', ', ')} | {num(f['aicc'])} | "
+                    f"{num(f['bic'])} | {pct(f['median_ape'])} |")
+    best = min(m["forms"], key=lambda f: f["aicc"])["form"]
+    rows.append("")
+    rows.append(f"Used: **{m['form']}** (bold); lowest AICc: {best}.")
     return "\n".join(rows)
 
 
-def estimates_block(m: dict[str, Any]) -> str:
-    kept, dropped = [], []
-    for term, p in sorted(m["parameters"].items(), key=lambda kv: kv[0] != "compute"):
-        if p["ci_low"] is None and p["ci_high"] is None:
-            dropped.append(term)
-            continue
-        unit = f" {SECONDS[term]}" if term in SECONDS else ""
-        kept.append(f"{term} {_value(term, p['estimate'])}{unit} "
-                    f"({_value(term, p['ci_low'])}–{_value(term, p['ci_high'])})")
-    text = f"Estimates ({m['form']}, 95 % CI): " + "; ".join(kept)
-    if dropped:
-        text += ("; not estimated (no run exercises them, or dropped by the form): "
-                 + ", ".join(dropped))
-    return text + f". σ_u = {num(m['sigma_u'], 2)} (log)."
+def parameters_block(m: dict[str, Any]) -> str:
+    families = sorted({k.split(".", 1)[0] for k in m["parameters"]},
+                      key=lambda f: (f != "production", f))
+    names = m["parameter_names"]
+    head = [f"{n} ({SECONDS[n]})" if n in SECONDS else n for n in names]
+    rows = ["| family | " + " | ".join(head) + " |", "|---" * (len(names) + 1) + "|"]
+    for fam in families:
+        cells = []
+        for n in names:
+            p = m["parameters"].get(f"{fam}.{n}")
+            if p is None:
+                cells.append("–")
+            elif p["ci_low"] is None and p["ci_high"] is None:
+                cells.append(f"{_param(n, p['estimate'])} (held)")
+            else:
+                cells.append(f"{_param(n, p['estimate'])} ({_param(n, p['ci_low'])}–"
+                             f"{_param(n, p['ci_high'])})")
+        rows.append(f"| {fam} | " + " | ".join(cells) + " |")
+    rows.append("")
+    rows.append(f"95 % CI in brackets; held: not fitted by the form. σ_u = {num(m['sigma_u'], 2)} "
+                "(log). Schedule defaults: " + ", ".join(m["schedule_defaults"]) + ".")
+    return "\n".join(rows)
 
 
 def in_sample_block(m: dict[str, Any]) -> str:
     ins = m["in_sample"]
-    per = ", ".join(f"{s} {pct(v['median_ape'])} ({v['n']} runs)"
+    per = "; ".join(f"{s} {pct(v['median_ape'])} (n = {v['n']:,}, coverage "
+                    f"{v['coverage']:.2f}, median width {v['median_width']:.2f})"
                     for s, v in sorted(ins["by_source"].items()))
-    return (f"In-sample median APE of MFU: {pct(ins['median_ape'])} over all {ins['n']:,} runs; "
-            f"per source {per}; the 95 % intervals cover {pct(ins['coverage'])}.")
+    return (f"In-sample median APE of MFU: {pct(ins['median_ape'])} over all {ins['n']:,} runs "
+            f"(mean over sources {pct(ins['median_ape_source_mean'])}); the 95 % intervals "
+            f"cover {pct(ins['coverage'])}. Per source: {per}.")
+
+
+def source_holdout_block(m: dict[str, Any]) -> str:
+    sh = m["targets"]["source_holdout"]
+    fam = m["against_naive"].get("source", {})
+    rows = ["| held-out source | runs | median APE | family median MFU | coverage | "
+            "median width | ≤ 15 % |", "|---|---|---|---|---|---|---|"]
+    for s in sorted(sh, key=lambda s: (s == "production", s)):
+        v = sh[s]
+        fm = pct(fam[s]["family_median"]) if s in fam else "–"
+        rows.append(f"| {s} | {v['n']:,} | {pct(v['median_ape'])} | {fm} | "
+                    f"{v['coverage']:.2f} | {v['median_width']:.2f} | {met(v.get('met'))} |")
+    hw = m["interval_half_width_log"]
+    rows.append("")
+    rows.append("Interval half-widths (log): " + ", ".join(
+        f"{k} {v:.2f}" for k, v in sorted(hw.items())) + ".")
+    return "\n".join(rows)
 
 
 def _row(m: dict[str, Any], holdout: str, predictor: str) -> dict[str, Any] | None:
@@ -92,9 +126,8 @@ def _row(m: dict[str, Any], holdout: str, predictor: str) -> dict[str, Any] | No
                  and r["predictor"] == predictor), None)
 
 
-def holdouts_block(m: dict[str, Any]) -> str:
-    rows = ["| holdout | selected | calibrated | naive_linear | naive_loglinear | best law or "
-            "family median |", "|---|---|---|---|---|---|"]
+def largest_k_block(m: dict[str, Any]) -> str:
+    rows = ["| holdout | " + " | ".join(COLUMNS) + " | best law |", "|---" * 6 + "|"]
     for holdout in HOLDOUTS:
         sel = _row(m, holdout, "selected")
         if sel is None:
@@ -102,39 +135,72 @@ def holdouts_block(m: dict[str, Any]) -> str:
         cells = []
         for p in COLUMNS:
             r = _row(m, holdout, p)
-            cells.append("–" if r is None else f"{pct(r['median_ape'])}, {cov(r['coverage'])}")
-        others = [r for r in (_row(m, holdout, law) for law in (*LAWS, "family_median")) if r]
-        best = min(others, key=lambda r: r["median_ape"], default=None)
-        extra = "–" if best is None else (
-            f"{best['predictor']} {pct(best['median_ape'])} ({cov(best['coverage'])}, "
-            f"{int(best['n']):,} cases)")
+            cells.append("–" if r is None else f"{pct(r['median_ape'])}, {r['coverage']:.2f}")
+        laws = [r for r in (_row(m, holdout, law) for law in LAWS) if r]
+        best = min(laws, key=lambda r: r["median_ape"], default=None)
+        extra = "–" if best is None else (f"{best['predictor']} {pct(best['median_ape'])} "
+                                          f"({best['coverage']:.2f}, {int(best['n']):,} cases)")
         rows.append(f"| {holdout} ({int(sel['n']):,}) | " + " | ".join(cells) + f" | {extra} |")
+    parts = []
+    for holdout, t in sorted(m["targets"]["largest_k"].items()):
+        per = ", ".join(f"{s} {pct(v['selected'])} vs {pct(v['best_naive'])} ({v['n']} cases, "
+                        f"{met(v['met'])})" for s, v in sorted(t["by_source"].items()))
+        a = m["against_naive"]["largest"][holdout]["all"]
+        ci = a.get("ratio_ci") or [None, None]
+        parts.append(f"{holdout}: per source {per}; macro mean {pct(t['macro_selected'])} vs "
+                     f"{pct(t['macro_best_naive'])} ({met(t['macro_met'])}); pooled "
+                     f"{pct(t['pooled_selected'])} vs {pct(t['pooled_best_naive'])}, ratio "
+                     f"{a['ratio']:.2f} (95 % interval resampling series {num(ci[0], 2)}–"
+                     f"{num(ci[1], 2)})")
+    rows.append("")
+    rows.append("Selected against the better naive rule on the same cases: " + "; ".join(parts)
+                + ".")
     return "\n".join(rows)
 
 
-def against_naive_block(m: dict[str, Any]) -> str:
-    scored = m["against_naive"]
-    parts = []
-    for holdout, by in sorted(scored["largest"].items()):
-        a = by.get("all")
-        if not a:
-            continue
-        ci = a.get("ratio_ci") or [None, None]
-        per = ", ".join(f"{s} {v['ratio']:.2f}" for s, v in sorted(by.items()) if s != "all")
-        parts.append(f"{holdout}: {a['ratio']:.2f} (95 % interval resampling series "
-                     f"{num(ci[0], 2)}–{num(ci[1], 2)}; per source {per})")
-    text = ("Selected's median APE over the better naive rule's, on the same cases: "
-            + "; ".join(parts) + ".")
-    src = scored.get("source", {})
-    if src:
-        text += " Held-out sources, calibrated against the hardware family's median MFU: " + \
-            ", ".join(f"{s} {pct(v['calibrated'])} ({pct(v['family_median'])})"
-                      for s, v in sorted(src.items())) + "."
-    return text
+def targets_block(m: dict[str, Any]) -> str:
+    t = m["targets"]
+    rk = t["ranking"]
+    above = t["mfu_above_one"]
+    base = m["frontier"]["baseline"]
+    llama = base["llama3_compute"]
+    lay = llama["layout"]
+    prod = t["source_holdout"]["production"]
+    knee_ci, wall_ci = base["knee_flop_calibrated_ci"], base["wall_flop_calibrated_ci"]
+    prod_ok = 0.85 <= prod["coverage"] <= 0.99 and prod["median_width"] <= 3
+    clipped = not any(above.values())
+    rows = ["| target | measured | |", "|---|---|---|",
+            f"| production leave-source-out coverage 0.85–0.99, median width ≤ 3 | "
+            f"{prod['coverage']:.2f}, {prod['median_width']:.2f} | {met(prod_ok)} |",
+            f"| no MFU or interval end above 1 (or the ceiling) | calibrated.parquet "
+            f"{above['calibrated']} ({above['calibrated_above_ceiling']} above the ceiling), "
+            f"predictions.parquet {above['predictions']} | {met(clipped)} |",
+            f"| Playbook layout ranking ({rk['groups']} (model, N) groups ≥ {rk['min_layouts']} "
+            f"layouts): median Spearman ≥ 0.75, regret ≤ 10 % | "
+            f"{rk['calibrated']['median_spearman']:.2f}, {pct(rk['calibrated']['median_regret'])} "
+            f"(ideal ceiling {rk['ceiling']['median_spearman']:.2f}, "
+            f"{pct(rk['ceiling']['median_regret'])}; fewest PP then TP "
+            f"{rk['fewest_pp_then_tp']['median_spearman']:.2f}, "
+            f"{pct(rk['fewest_pp_then_tp']['median_regret'])}) | {met(rk['met'])} |",
+            f"| baseline frontier at {sci(llama['training_flop'])} FLOP feasible at u ≥ 0.30 | "
+            f"{'feasible' if lay['feasible'] else 'infeasible'}, u = {llama['utilization']:.3f} "
+            f"({int(lay['n_accelerators']):,} accelerators, TP {int(lay['tp1'])}, "
+            f"PP {int(lay['pp'])}, DP {int(lay['dp'])}) | {met(llama['met'])} |"]
+    rows.append("")
+    rows.append(f"Baseline frontier at the calibrated efficiencies: knee "
+                f"{sci(base['knee_flop_calibrated'])} FLOP (CI {sci(knee_ci[0])}–"
+                f"{sci(knee_ci[1])}), wall {sci(base['wall_flop_calibrated'])} "
+                f"({sci(wall_ci[0])}–{sci(wall_ci[1])}), plateau utilization "
+                f"{base['plateau_utilization_calibrated']:.2f}; ideal knee "
+                f"{sci(base['knee_flop'])}, wall {sci(base['wall_flop'])}. Production layer "
+                f"overhead k = {_param('layer_overhead_s', m['parameters']['production.layer_overhead_s']['estimate'])} "
+                "ms per layer and microbatch.")
+    return "\n".join(rows)
 
 
-BLOCKS = {"forms": forms_block, "estimates": estimates_block, "in_sample": in_sample_block,
-          "holdouts": holdouts_block, "against_naive": against_naive_block}
+BLOCKS = {"forms": forms_block, "parameters": parameters_block, "in_sample": in_sample_block,
+          "source_holdout": source_holdout_block, "largest_k": largest_k_block,
+          "targets": targets_block}
 
 
 def render(doc: str, metrics: dict[str, Any]) -> str:
@@ -142,9 +208,12 @@ def render(doc: str, metrics: dict[str, Any]) -> str:
     for name, block in BLOCKS.items():
         pattern = re.compile(rf"(<!-- begin: {name} [^\n]*-->\n)(.*?)(<!-- end: {name} -->)",
                              re.S)
-        if not pattern.search(doc):
-            raise SystemExit(f"docs/theory.md has no block {name!r}")
+        if len(pattern.findall(doc)) != 1:
+            raise SystemExit(f"docs/theory.md needs exactly one block {name!r}")
         doc = pattern.sub(lambda mt: mt.group(1) + block(metrics) + "\n" + mt.group(3), doc)
+    stale = set(re.findall(r"<!-- begin: (\w+) ", doc)) - set(BLOCKS)
+    if stale:
+        raise SystemExit(f"docs/theory.md has blocks no renderer writes: {sorted(stale)}")
     return doc
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from pipeline.ingest.contract import PUBLISHED_COLUMNS
+from pipeline.vocab import SCHEDULE_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference-data"
@@ -40,8 +41,12 @@ EXTRA_COLUMNS = (
     "peak_memory_bytes_per_accelerator", "extra_metric", "extra_value", "extra_unit", "figure",
     "benchmark", "mlperf_version", "submitter", "system", "olympic_score_s",
     "accelerators_per_node", "global_batch_sequences", "samples_per_s", "init_s", "eval_time_s",
-    "result_path", "log_sha1",
+    "result_path", "log_sha1", *SCHEDULE_COLUMNS,
 )
+# Megatron-LM 2021 Table 1: --num-layers-per-virtual-pipeline-stage of NVIDIA/Megatron-LM
+# examples/sc21/run_table_1.sh, as chunks per stage (layers / pp / layers-per-chunk), by depth:
+# 76B 60/4/5 = 3, 145B 80/8/5 = 2, 310B 96/16/3 = 2, 530B 105/35/1 = 3; unset (1) otherwise.
+MEGATRON_TABLE1_V = {60: 3, 80: 2, 96: 2, 105: 3}
 Row = dict[str, Any]
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -202,6 +207,14 @@ def convert_megatron2021(refs: list[dict[str, str]]) -> list[Row]:
             row.update(scaling="single", series="megatron2021:sec5.1:175b")
         else:  # Sec 5.9: effective bisection bandwidth during the 1T run
             row.update(record_kind="statistic", scaling="single")
+        if row.get("record_kind", "run") == "run":
+            # every run recomputes activations (Eq. 3 counts the recomputed forward; Table 1:
+            # --recompute-method uniform); sequence parallelism postdates the paper
+            row.update(recompute="full", sequence_parallel=False)
+            if row["pp"] == 1:
+                row["virtual_pipeline"] = 1
+            elif table == "Table 1" and row["pp"]:
+                row["virtual_pipeline"] = MEGATRON_TABLE1_V.get(row.get("n_layers"), 1)
         if row["hardware_tflops_per_accelerator"] and row.get("n_layers") and row["seq_len"]:
             per_token = megatron_flops_per_token(row["n_layers"], row["d_model"], row["seq_len"])
             row["tokens_per_s"] = round(
@@ -283,6 +296,11 @@ def convert_torchtitan2024(refs: list[dict[str, str]]) -> list[Row]:
         float8 = "Float8" in ref["strategy"] or table in ("table2", "table4", "table5", "table6")
         row.update(micro_batch=int(local[1]) if local else None, zero_stage=3,
                    precision="fp8" if float8 else None)
+        notes = (row.get("notes") or "").lower()
+        row["recompute"] = ("selective" if "selective" in notes else
+                            "full" if "full activation checkpointing" in notes else None)
+        if row["pp"] == 1:
+            row["virtual_pipeline"] = 1
         if ref["extra_metric"] == "peak_memory" and ref["extra_unit"] == "GiB":
             row["peak_memory_bytes_per_accelerator"] = float(ref["extra_value"]) * 2.0**30
             for key in ("extra_metric", "extra_value", "extra_unit"):
@@ -335,6 +353,8 @@ def convert_nvidia_dgxc2024(refs: list[dict[str, str]]) -> list[Row]:
                                  " 3); the README prints 405.")
         row.update(micro_batch=1, precision=precision, scaling="weak",
                    series=f"nvidia_dgxc2024:{family}:{precision}")
+        vp = re.search(r"VP=(\d+)", ref["notes"])  # the recipe's virtual pipeline size
+        row["virtual_pipeline"] = 1 if row["pp"] == 1 else (int(vp[1]) if vp else None)
         out.append(with_derived(row, *derived))
     return out
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.calibrate.features import SHARES
+from pipeline.calibrate.contract import CALIBRATED_SHARES as SHARES
 from pipeline.calibrate.holdout import COLUMNS
 from pipeline.calibrate.stage import run
 from pipeline.schema import ContractError, check_metrics, check_output
@@ -47,7 +47,8 @@ def test_contract_columns(outputs: Path) -> None:
     assert {"run_id", "source", "series_id", "n_accelerators", "measured_mfu", "predicted_mfu",
             "pi_low", "pi_high", *shares} <= set(runs)
     np.testing.assert_allclose(runs[shares].sum(axis=1), 1.0, atol=1e-12)
-    assert (runs["pi_low"] < runs["predicted_mfu"]).all()
+    assert (runs["pi_low"] <= runs["predicted_mfu"]).all()
+    assert (runs["pi_high"] <= runs["ceiling_mfu"] * (1 + 1e-9)).all()
     pred = pd.read_parquet(outputs / "predictions.parquet")
     assert set(COLUMNS) <= set(pred)
     assert {"largest_k1", "largest_k2", "source"} <= set(pred["holdout"])

@@ -22,7 +22,7 @@ from pipeline.vocab import SHARE_SLOTS
 # Slots of calibrated.parquet's shares of the step time (share_<slot>, summing to 1).
 CALIBRATED_SHARES = SHARE_SLOTS
 CALIBRATION_GROUPS = ("efficiency", "efficiency_fixed", "source_effect", "residual_sd",
-                      "between_source_sd")
+                      "between_source_sd", "interval", "constant")
 # predictors of predictions.parquet: the naive rules, the calibrated model, the recommended
 # rule, the hardware family's median MFU (source holdout) and the fit stage's laws
 PREDICTORS = ("naive_linear", "naive_loglinear", "calibrated", "selected", "family_median",
@@ -30,15 +30,17 @@ PREDICTORS = ("naive_linear", "naive_loglinear", "calibrated", "selected", "fami
 _HOLDOUT = r"^(largest_k[0-9]+|source)$"
 OUTPUTS: dict[str, tuple] = {}
 OUTPUTS["calibration.parquet"] = (
-    col("parameter", S, "term of the model, or source (source_effect)", **ID),
+    col("parameter", S, "<family>.<parameter> (efficiency, efficiency_fixed; family "
+                        "'production' = the population), source (source_effect, residual_sd), "
+                        "family (interval: conformal log half-width) or constant name", **ID),
     col("group", S, "efficiency | efficiency_fixed | source_effect | residual_sd | "
-                    "between_source_sd", checks=[pda.Check.isin(list(CALIBRATION_GROUPS))],
-       nullable=False),
+                    "between_source_sd | interval | constant",
+        checks=[pda.Check.isin(list(CALIBRATION_GROUPS))], nullable=False),
     col("form", S, "model form chosen (calibrate.forms)", **ID),
     col("estimate", F, "estimate"), col("stderr", F, "standard error", **NONNEG),
     col("ci_low", F, "confidence interval (fit.interval), low"),
     col("ci_high", F, "confidence interval, high"),
-    col("n_runs", I, "runs where the term is non-zero", **NONNEG),
+    col("n_runs", I, "runs of the family or source", **NONNEG),
 )
 OUTPUTS["calibrated_forms.parquet"] = (
     col("form", S, "candidate form (calibrate.forms)", **ID),
@@ -54,6 +56,7 @@ OUTPUTS["calibrated.parquet"] = (
     col("predicted_mfu", F, "calibrated in-sample MFU", **POS),
     col("pi_low", F, "95% prediction interval, low", **NONNEG),
     col("pi_high", F, "95% prediction interval, high", **POS),
+    col("ceiling_mfu", F, "ideal ceiling of the run's layout and schedule", **UNIT),
     # the arithmetic's share can exceed 1 and the residual be negative where the model predicts
     # a longer step than measured; the shares still sum to 1 (frame check)
     *(col(f"share_{k}", F, f"calibrated share of the step time: {k}", **NONNEG)
@@ -159,12 +162,13 @@ METRICS = CalibrateMetrics.model_validate
 HEADLINE = CalibrateHeadline
 
 STAGE = Stage(
-    name="calibrate", help="The data-movement model with efficiencies estimated from the runs; "
-                           "held-out predictions against naive rules.",
+    name="calibrate", help="The step-time model (critical path, measured hardware efficiencies, "
+                           "family parameters) fitted to the runs; held-out predictions against "
+                           "naive rules.",
     params=("calibrate", "theory", "fit.interval", "fit.holdout_k",
             "fit.extrapolation_min_distinct_n", "ingest.attention_flops",
             "ingest.default_precision", "compare.extrapolate_n"),
-    reads=("runs.parquet", "series.parquet", "bounds.parquet", "extrapolation.parquet"),
+    reads=("runs.parquet", "series.parquet", "extrapolation.parquet"),
     reads_metrics=("theory",), catalog=True, writes=tuple(OUTPUTS),
     plots=("calibrate_predictions.csv",), plot_significant=6,
     compute="pipeline.calibrate.stage:compute")

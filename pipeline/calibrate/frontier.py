@@ -1,93 +1,112 @@
-"""The frontier at today's measured efficiencies: the theory's search with the calibrated step
-time (population values, no source effect), and a CI of its knee from parameter draws.
+"""The frontier at today's measured efficiencies: the theory's layout search, each layout costed
+by the calibrated step function (:func:`pipeline.calibrate.critical_path.step_components`, the
+one the fit uses), at the production population values (no source effect), with CIs of the
+knee and wall from draws of those values.
 
-The calibrated step time of a layout is the model of docs/theory.md §10 applied to the ideal
-component times of :func:`pipeline.theory.cost.step_cost`:
-
-    T = theta_compute t_c + theta_small t_c W_ref / W + theta_hbm t_hbm + theta_tp t_tp (inside
-        the scale-up domain) + theta_tp_out t_tp (beyond it) + theta_dp t_dp + theta_pp t_pp
-        + theta_ep t_ep + theta_bubble t_bubble + theta_latency t_latency + theta_overhead
-        + theta_sync log2 G + theta_launch m L / pp,
-
-and utilization = t_c / T (t_c is the model FLOP over G F). Terms the fit dropped count 0;
-terms it held at the ideal count 1.
+What the calibrated search lets a layout be: what frameworks run (1-D TP with sequence
+parallelism, plain 1F1B: v = 1, no recomputation, ZeRO as ``theory.search.zero_stage``), on
+the default measured network (data/catalog/collectives.csv) and the chip's measured GEMM rate.
+Layouts whose predicted peak memory (:mod:`pipeline.theory.memory`, the theory stage's fitted
+overhead) exceeds HBM are left out, as in the ideal search (``theory.search.memory_check``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import numpy as np
 
-from pipeline.calibrate.features import WORK_REF
-from pipeline.calibrate.model import Calibration
-from pipeline.theory.cost import COMPONENTS, StepCost, step_cost
+from pipeline.calibrate import fitting as ft
+from pipeline.calibrate.families import buckets
+from pipeline.calibrate.critical_path import COMPONENTS, Config, Machine, Theta, step_components
+from pipeline.calibrate.hardware import DEFAULT_CLUSTER, gemm_max_efficiency
+from pipeline.calibrate.step import StepModel
+from pipeline.theory.cost import COMPONENTS as THEORY_COMPONENTS
+from pipeline.theory.cost import StepCost
 from pipeline.theory.frontier import headline
 from pipeline.theory.search import search
 
-_ORDER = {name: i for i, name in enumerate(COMPONENTS)}
+# calibrated component -> the theory's component vocabulary (frontier.parquet's binding)
+_AS_THEORY = {"compute": "compute", "kernel_overhead": "latency", "tp_comm": "net_tp", "cp_comm": "net_tp", "ep_comm": "net_ep",
+              "pp_p2p": "net_pp", "bubble": "bubble", "dp_comm": "net_dp", "optimizer": "hbm",
+              "fixed": "latency"}
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
 
 
 @dataclass(frozen=True)
-class Efficiencies:
-    """theta per term (missing terms: 0). ``step_cost`` has the signature of the ideal one."""
+class CalibratedStep:
+    """``step_cost`` with the signature of the ideal one, for :func:`search`."""
 
-    theta: Mapping[str, float]
-
-    def _t(self, name: str) -> float:
-        return float(self.theta.get(name, 0.0))
+    model: StepModel
+    theta: np.ndarray                 # natural units, order PARAMETERS
+    accelerator: str
+    precision: str
 
     @property
     def bound_scale(self) -> tuple[float, float, float]:
-        """Factors on the search's lower bound: compute, HBM weight traffic, latency chain."""
-        return self._t("compute"), self._t("hbm"), self._t("latency")
-
-    def parts(self, ideal: StepCost, hw, shape, layout) -> dict[str, np.ndarray]:
-        """Calibrated seconds per step by component (``overhead``: the fixed, sync and launch
-        terms), from the ideal cost of the same configuration."""
-        t_c = ideal.t_compute_s
-        tp = np.asarray(layout.tp1, float) * np.asarray(layout.tp2, float)
-        outside = tp > np.asarray(hw.scaleup_domain_size, float)
-        work = ideal.microbatch_tokens * np.asarray(shape.d_model, float) / tp
-        parts = {
-            "compute": self._t("compute") * t_c + self._t("small_work") * t_c * WORK_REF / work,
-            "hbm": self._t("hbm") * ideal.t_hbm_s,
-            "net_tp": np.where(outside, self._t("net_tp_out"), self._t("net_tp")) * ideal.t_net_tp_s,
-            "net_dp": self._t("net_dp") * ideal.t_net_dp_s,
-            "net_pp": self._t("net_pp") * ideal.t_net_pp_s,
-            "net_ep": self._t("net_ep") * ideal.t_net_ep_s,
-            "bubble": self._t("bubble") * ideal.t_bubble_s,
-            "latency": self._t("latency") * ideal.t_latency_s,
-            "overhead": self._t("overhead") + self._t("sync") * np.log2(np.maximum(
-                ideal.n_accelerators, 1.0)) + self._t("launch") * np.asarray(
-                layout.microbatches, float) * np.asarray(shape.n_layers, float)
-            / np.asarray(layout.pp, float),
-        }
-        shape_ = np.broadcast(*parts.values()).shape
-        return {k: np.broadcast_to(v, shape_) for k, v in parts.items()}
+        """Factors on the search's lower bound: compute time is at least model FLOP over the
+        measured GEMM rate times eta; the HBM and latency terms of the ideal bound are not
+        separate components here, so they are not used to prune (0)."""
+        eta = gemm_max_efficiency(self.model.gemm, np.array([self.accelerator]),
+                                  np.array([self.precision]))[0]
+        return 1.0 / (eta * float(self.theta[0])), 0.0, 0.0
 
     def step_cost(self, hw, shape, layout, batch_tokens, const) -> StepCost:
-        ideal = step_cost(hw, shape, layout, batch_tokens, const)
-        parts = self.parts(ideal, hw, shape, layout)
-        shape_ = parts["compute"].shape
-        t_step = sum(parts.values())
-        # the fixed per-step terms count with the latency chain (COMPONENTS has no overhead)
-        parts["latency"] = parts["latency"] + parts.pop("overhead")
-        names = list(parts)
-        stacked = np.stack([parts[n] for n in names])
-        binding = np.array([_ORDER[n] for n in names], dtype=np.int8)[np.argmax(stacked, axis=0)]
-        return replace(ideal, t_step_s=t_step,
-                       utilization=np.broadcast_to(ideal.t_compute_s, shape_) / t_step,
-                       binding=binding)
+        arrays = np.broadcast_arrays(
+            _f(shape.params), _f(shape.active_params), _f(shape.expert_fraction),
+            _f(shape.top_k), _f(shape.n_layers), _f(shape.d_model), _f(batch_tokens),
+            _f(layout.dp), _f(layout.tp1) * _f(layout.tp2), _f(layout.pp), _f(layout.ep),
+            _f(layout.microbatches), _f(layout.zero_stage), _f(shape.attention_flop_per_token),
+            _f(shape.seq_len), _f(hw.peak_flops_per_s), _f(hw.hbm_bytes_per_s),
+            _f(hw.scaleup_domain_size), _f(hw.scaleup_bytes_per_s), _f(hw.scaleout_bytes_per_s))
+        shape_ = arrays[0].shape
+        (params, active, expert, top_k, layers, d, batch, dp, tp, pp, ep, m, zero, attn, seq,
+         peak, hbm, domain, up, out) = (a.ravel().astype(float) for a in arrays)
+        n = params.size
+        peak16, _ = self.model.catalog.peak_flops_per_s(self.accelerator, "bf16")
+        reduce_bucket, gather_bucket = buckets(np.full(n, "megatron", dtype=object), dp * ep,
+                                               zero)
+        cfg = Config(params=params, active_params=active, expert_fraction=expert, top_k=top_k,
+                     n_layers=layers, d_model=d, batch_tokens=batch,
+                     microbatch_tokens=batch / (dp * ep * m), microbatches=m,
+                     flop_per_token=6.0 * active + attn, counted_attention_flop_per_token=attn,
+                     attention_flop_per_token=12.0 * layers * d * seq, dp=dp * ep, tp=tp, pp=pp,
+                     cp=np.ones(n), ep=ep, zero_stage=zero, recompute=np.zeros(n),
+                     virtual_pipeline=np.ones(n), sequence_parallel=tp > 1,
+                     reduce_bucket_bytes=reduce_bucket, gather_bucket_bytes=gather_bucket)
+        eta = gemm_max_efficiency(self.model.gemm, np.full(n, self.accelerator, dtype=object),
+                                  np.full(n, self.precision, dtype=object))
+        mach = Machine(peak_flops_per_s=peak,
+                       attention_peak_flops_per_s=np.minimum(peak, float(peak16 or peak[0])),
+                       hbm_bytes_per_s=hbm, domain=domain, scaleup_bytes_per_s=up,
+                       scaleout_bytes_per_s=out, gemm_max_efficiency=eta,
+                       cluster=np.full(n, DEFAULT_CLUSTER, dtype=object),
+                       network=self.model.network,
+                       scaleup_latency_s=self.model.scaleup_latency_s,
+                       launch_s=self.model.kernel_latency_s)
+        th = Theta(*(np.full(n, v) for v in self.theta))
+        parts = step_components(cfg, mach, th)
+        t = parts["step_time_s"].reshape(shape_)
+        theory_index = {name: i for i, name in enumerate(THEORY_COMPONENTS)}
+        stacked = np.stack([parts[k] for k in COMPONENTS])
+        which = np.argmax(stacked, axis=0)
+        binding = np.array([theory_index[_AS_THEORY[c]] for c in COMPONENTS],
+                           dtype=np.int8)[which].reshape(shape_)
 
-
-def efficiencies_of(cal: Calibration, log_theta: np.ndarray | None = None) -> Efficiencies:
-    """Population efficiencies of a fit (or of a draw of its log theta)."""
-    lt = cal.log_theta if log_theta is None else log_theta
-    theta = {t: float(np.exp(v)) for t, v in zip(cal.terms, lt)}
-    theta.update(cal.fixed)
-    return Efficiencies(theta)
+        def r(name):
+            return parts[name].reshape(shape_)
+        t_compute = (parts["model_flop_per_rank"] / peak).reshape(shape_)
+        return StepCost(t_compute_s=t_compute, t_hbm_s=r("optimizer"),
+                        t_net_tp_s=r("tp_comm") + r("cp_comm"), t_net_dp_s=r("dp_comm"),
+                        t_net_pp_s=r("pp_p2p"), t_net_ep_s=r("ep_comm"), t_bubble_s=r("bubble"),
+                        t_latency_s=r("fixed") + r("kernel_overhead"), t_step_s=t,
+                        utilization=t_compute / t, binding=binding,
+                        n_accelerators=(dp * ep * tp * pp).reshape(shape_),
+                        microbatch_tokens=(batch / (dp * ep * m)).reshape(shape_),
+                        tau_layer_s=np.zeros(shape_))
 
 
 def _percentiles(values: list[float]) -> list[float]:
@@ -97,40 +116,67 @@ def _percentiles(values: list[float]) -> list[float]:
     return np.percentile(v, [2.5, 97.5]).tolist() if v.size else [np.nan, np.nan]
 
 
-def calibrated_frontier(scenarios, cal: Calibration, grid: np.ndarray, knee_fraction: float,
+def _framework_search(scn):
+    """What frameworks run: 1-D TP, plain 1F1B."""
+    return replace(scn.search, interleave="none", two_d_tp=False)
+
+
+def calibrated_frontier(scenarios, model: StepModel, z_pop: np.ndarray, cov_z: np.ndarray,
+                        free: tuple[str, ...], grid: np.ndarray, knee_fraction: float,
                         samples: int, seed: int, rounds: int = 2, points: int = 8,
                         ci_grid: np.ndarray | None = None) -> dict:
     """Per scenario: calibrated knee and wall (population values) and their 95% CIs from
-    ``samples`` draws of log theta ~ N(estimate, covariance) (each searched on ``ci_grid``, a
-    coarser grid, with one refinement round), with the frontier at the point estimate."""
+    ``samples`` draws of the population parameters (logistic scale, Gaussian with the fit's
+    covariance; each draw searched on ``ci_grid`` with one refinement round)."""
     ci_grid = grid if ci_grid is None else ci_grid
     rng = np.random.default_rng(seed)
-    p = len(cal.terms)
-    draws = rng.multivariate_normal(cal.log_theta, cal.cov[:p, :p], size=samples,
-                                    method="eigh") if samples else np.zeros((0, p))
-    # the compute term is held >= 1 in the fit; draws keep that constraint
-    if cal.terms and cal.terms[0] == "compute":
-        draws[:, 0] = np.maximum(draws[:, 0], 0.0)
+    held = [j for j, p in enumerate(ft.PARAMETERS) if p not in free]
+    draws = rng.multivariate_normal(z_pop, cov_z, size=samples, method="eigh") if samples \
+        else np.zeros((0, z_pop.size))
+
+    def natural(z):
+        th = ft.to_natural(z)
+        for j in held:
+            th[j] = ft.OFF[ft.PARAMETERS[j]]
+        return th
+
     out = {}
     for scn in scenarios:
-        mine = replace(scn, efficiency=efficiencies_of(cal))
+        base = replace(scn, search=_framework_search(scn))
+
+        def costed(z):
+            return replace(base, efficiency=CalibratedStep(model, natural(z), scn.accelerator,
+                                                           scn.precision))
+        mine = costed(z_pop)
         front = search(mine, grid)
         head = headline(mine, front, knee_fraction, rounds, points)
         knees, walls = [], []
-        for lt in draws:
-            drawn = replace(scn, efficiency=efficiencies_of(cal, lt))
+        for z in draws:
+            drawn = costed(z)
             f = search(drawn, ci_grid)
             h = headline(drawn, f, knee_fraction, 1, points)
             knees.append(h.knee_flop)
             walls.append(h.wall_flop)
-        ci, wci = _percentiles(knees), _percentiles(walls)
-        out[scn.name] = dict(knee_flop_calibrated=head.knee_flop, knee_flop_calibrated_ci=ci,
-                             wall_flop_calibrated=head.wall_flop, wall_flop_calibrated_ci=wci,
+        out[scn.name] = dict(knee_flop_calibrated=head.knee_flop,
+                             knee_flop_calibrated_ci=_percentiles(knees),
+                             wall_flop_calibrated=head.wall_flop,
+                             wall_flop_calibrated_ci=_percentiles(walls),
                              plateau_utilization_calibrated=head.plateau_utilization,
-                             # utilization highest at the grid's smallest C: the plateau (and so
-                             # the knee) lies at or below theory.frontier.min_flop, unresolved
                              plateau_at_grid_start=bool(front.feasible[0] and np.nanargmax(
                                  np.where(front.feasible, front.utilization, -np.inf)) == 0),
                              wall_beyond_grid_calibrated=head.wall_beyond_grid,
                              frontier=front)
     return out
+
+
+def utilization_at(scenario, model: StepModel, theta: np.ndarray, flop: float) -> tuple[float,
+                                                                                      dict]:
+    """Best calibrated utilization at one training compute (feasible or not) and its layout."""
+    scn = replace(scenario, search=_framework_search(scenario),
+                  efficiency=CalibratedStep(model, theta, scenario.accelerator,
+                                            scenario.precision))
+    front = search(scn, np.array([float(flop)]))
+    layout = {k: float(getattr(front, k)[0]) for k in ("dp", "tp1", "tp2", "pp", "ep",
+                                                       "microbatches", "n_accelerators")}
+    return (float(front.utilization[0]) if front.feasible[0] else 0.0), dict(
+        layout, feasible=bool(front.feasible[0]), binding=str(front.binding[0]))

@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
-from pipeline.calibrate.features import x_matrix
-from pipeline.calibrate.forms import fit_frame
-from pipeline.calibrate.model import Calibration
+from pipeline.calibrate.estimate import Data, Fitted, fit_groups
 from pipeline.calibrate.settings import CalibrateRun
 from pipeline.fit.extrapolation import holdout_split
 from pipeline.fit.series import series_points
@@ -80,31 +79,47 @@ def _rows(case: Case, predictor: str, predicted: np.ndarray, sd: np.ndarray,
             for i in range(case.n_test.size)]
 
 
-def within_series_sd(cal: Calibration, frame: pd.DataFrame) -> float:
+def predicted_log_time(data: Data, fitted: Fitted, mask: np.ndarray,
+                       with_source: bool = True) -> np.ndarray:
+    """Calibrated log step time of the rows of ``mask`` (NaN elsewhere) at ``fitted``'s family
+    values, with each seen source's effect (``with_source``)."""
+    out = np.full(mask.size, np.nan)
+    if not mask.any():
+        return out
+    sub = data.subset(mask)
+    lt = ft.log_step_time(sub, fitted.theta_rows(sub.family))
+    if with_source:
+        lt = lt + fitted.source_effect(sub.source)
+    out[mask] = lt
+    return out
+
+
+def within_series_sd(data: Data, log_pred: np.ndarray) -> float:
     """Pooled sd of the fit's log residuals about each series' mean residual: the spread a
     series-anchored prediction has around the truth."""
-    mean, _ = cal.predict_log_time(x_matrix(frame, cal.all_terms), frame["source"].to_numpy(object))
-    resid = np.log(1.0 / frame["measured_mfu"].to_numpy(float)) - mean
-    g = frame["series_id"].astype(str).to_numpy()
+    fit = data.fit & np.isfinite(log_pred)
+    resid = data.log_t[fit] - log_pred[fit]
+    g = data.runs["series_id"].astype(str).to_numpy()[fit]
     dev = resid - pd.Series(resid).groupby(g).transform("mean").to_numpy()
     sizes = pd.Series(g).map(pd.Series(g).value_counts()).to_numpy()
     dof = float(np.sum(sizes > 1) - np.unique(g[sizes > 1]).size)
     return float(np.sqrt(np.sum(dev ** 2) / max(dof, 1.0)))
 
 
-def calibrated_case(case: Case, cal: Calibration, design: pd.DataFrame, sd_within: float
-                    ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Series-anchored calibrated prediction of the case's held-out y (NaN where no bound)."""
-    rows = design.reindex(np.concatenate([case.run_train, case.run_test]))
-    x = x_matrix(rows, cal.all_terms)
-    mean, _ = cal.predict_log_time(x, rows["source"].to_numpy(object))
-    # modelled y up to a series constant: MFU x N x peak (= model FLOP/s; the constant absorbs
-    # FLOP per token and, for time to train, the work to the target).
-    y_model = np.exp(-mean) * rows["n_accelerators"].to_numpy(float) * rows["peak"].to_numpy(float)
+def calibrated_case(case: Case, index: pd.Series, y_model: np.ndarray, has_layout: np.ndarray,
+                    sd_within: float) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Series-anchored calibrated prediction of the case's held-out y (NaN where no model)."""
+    ids = np.concatenate([case.run_train, case.run_test])
+    pos = index.reindex(ids).to_numpy()
+    known = np.isfinite(pos)
+    y = np.full(ids.size, np.nan)
+    lay = np.zeros(ids.size, bool)
+    y[known] = y_model[pos[known].astype(int)]
+    lay[known] = has_layout[pos[known].astype(int)]
     n_tr = case.run_train.size
-    tr, te = y_model[:n_tr], y_model[n_tr:]
+    tr, te = y[:n_tr], y[n_tr:]
     ok = np.isfinite(tr) & (tr > 0)
-    assumed = not bool(rows["has_layout"].fillna(False).all())
+    assumed = not bool(lay.all())
     if not ok.any():
         nan = np.full(te.size, np.nan)
         return nan, nan, assumed
@@ -113,55 +128,117 @@ def calibrated_case(case: Case, cal: Calibration, design: pd.DataFrame, sd_withi
     return te * np.exp(offset), sd, assumed
 
 
-def largest_k_predictions(cases: list[Case], design: pd.DataFrame, fit_set: pd.DataFrame,
-                          cal: Calibration, cfg: CalibrateRun) -> pd.DataFrame:
-    """Rows of the naive and calibrated predictors for every largest-k case (no intervals yet)."""
+def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: CalibrateRun
+                          ) -> pd.DataFrame:
+    """Rows of the naive and calibrated predictors for every largest-k case (no intervals yet).
+
+    The model is refitted once per (source, k) without the held-out runs of every case of that
+    source at that k (warm start, residual sds of the full fit), then each case is anchored on
+    its own training runs: y_model = MFU x N x peak, up to a series constant.
+    """
     rows: list[dict] = []
-    sd_within = within_series_sd(cal, fit_set)
-    in_fit = set(fit_set["run_id"])
-    sigma_fixed = (cal.sigma_source, cal.sigma_u)
+    sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
+    index = pd.Series(np.arange(len(data.runs)), index=data.runs["run_id"].astype(str))
+    flop = data.rows.peak_flops_per_s * data.rows.n_accelerators
+    groups: dict[tuple[str, int], list[Case]] = {}
     for case in cases:
-        ones = np.ones(case.n_test.size)
-        rows += _rows(case, "naive_linear",
-                      iv.naive_linear(case.n_train, case.y_train, case.n_test), ones, False)
-        rows += _rows(case, "naive_loglinear",
-                      iv.naive_loglinear(case.n_train, case.y_train, case.n_test), ones, False)
-        held = [r for r in case.run_test if r in in_fit]
-        refit = cal
-        if held:  # refit without the held-out runs (warm start, variances as in the full fit)
-            refit = fit_frame(fit_set[~fit_set["run_id"].isin(held)], cal.all_terms,
-                              balance=cfg.balance, em_rounds=1, start=cal.start,
-                              sigma_fixed=sigma_fixed)
-        pred, sd, assumed = calibrated_case(case, refit, design, sd_within)
-        rows += _rows(case, "calibrated", pred, sd, assumed)
+        groups.setdefault((case.source, case.k), []).append(case)
+    free = tuple(fitted.production.free)
+    for (source, k), mine in sorted(groups.items()):
+        held = set().union(*(set(c.run_test) for c in mine))
+        keep = data.fit & ~data.runs["run_id"].astype(str).isin(held).to_numpy()
+        refit = fitted
+        if (data.fit & ~keep).any():
+            prod, pb = fit_groups(data, keep, free, em_rounds=1, balance=cfg.balance,
+                                  start=fitted, fixed_sigma=True)
+            refit = Fitted(production=prod, playbook=pb, form=fitted.form, forms=fitted.forms)
+        lt = predicted_log_time(data, refit, data.has_layout)
+        # modelled throughput up to a series constant: model FLOP/s = MFU x N x peak
+        y_model = np.exp(-lt) * flop * _mfu_factor(data)
+        for case in mine:
+            ones = np.ones(case.n_test.size)
+            rows += _rows(case, "naive_linear",
+                          iv.naive_linear(case.n_train, case.y_train, case.n_test), ones, False)
+            rows += _rows(case, "naive_loglinear",
+                          iv.naive_loglinear(case.n_train, case.y_train, case.n_test), ones,
+                          False)
+            pred, sd, assumed = calibrated_case(case, index, y_model, data.has_layout,
+                                                sd_within)
+            rows += _rows(case, "calibrated", pred, sd, assumed)
     return pd.DataFrame(rows)
 
 
-def source_predictions(fit_set: pd.DataFrame, cal: Calibration, cfg: CalibrateRun
-                       ) -> pd.DataFrame:
-    """Leave-one-source-out: calibrated (population) and family_median rows, metric mfu."""
-    counts = fit_set["source"].value_counts()
-    rows = []
-    for source in sorted(counts[counts >= cfg.min_source_runs].index):
-        test = fit_set[fit_set["source"] == source]
-        train = fit_set[fit_set["source"] != source]
-        refit = fit_frame(train, cal.all_terms, balance=cfg.balance, em_rounds=cfg.em_rounds,
-                          start=cal.start)
-        mfu, lo, hi, sd = refit.predict_mfu(x_matrix(test, refit.all_terms),
-                                            test["source"].to_numpy(object), cfg.interval,
-                                            population=True)
-        fam = train.groupby("accelerator_family")["measured_mfu"].median()
-        base = test["accelerator_family"].map(fam).fillna(train["measured_mfu"].median())
-        for name, pred, low, high, s in (("calibrated", mfu, lo, hi, sd),
-                                         ("family_median", base.to_numpy(float), None, None, None)):
-            rows.append(pd.DataFrame(dict(
-                run_id=test["run_id"].to_numpy(), series_id=test["series_id"].astype(str).to_numpy(),
-                source=source, holdout="source", predictor=name, metric="mfu",
-                n_train_max=np.nan, n_target=test["n_accelerators"].to_numpy(float),
-                actual=test["measured_mfu"].to_numpy(float), predicted=pred,
-                pi_low=np.nan if low is None else low, pi_high=np.nan if high is None else high,
-                sd_log=np.nan if s is None else s, assumed_layout=False)))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=COLUMNS)
+def _mfu_factor(data: Data) -> np.ndarray:
+    """MFU = model FLOP per rank / (peak t): exp(-log t) times this is the predicted MFU."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return data.flop_per_rank / data.rows.peak_flops_per_s
+
+
+def conformal_by_source(scores: np.ndarray, sources: np.ndarray, production: np.ndarray,
+                        level: float) -> dict[str, float]:
+    """Per source, the conformal quantile of the leave-source-out scores of the OTHER
+    production sources (split conformal, leave-group-out); 'production' over all of them."""
+    out = {}
+    for s in sorted(set(sources.tolist())):
+        others = production & (sources != s)
+        out[s] = iv.conformal_quantile(scores[others], level)
+    out["production"] = iv.conformal_quantile(scores[production], level)
+    return out
+
+
+def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateRun
+                       ) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Leave-one-source-out: every source with >= ``min_source_runs`` fitted runs is left out of
+    the fit (one refit each), its runs predicted from layout and hardware at its family's values
+    from the other sources (the production population where none of its family remain), with
+    no source effect. Intervals: leave-source-out conformal (``conformal_by_source``), the fast
+    end clipped at the ideal step time. Returns the rows (calibrated and family_median) and
+    the conformal half-widths (per source and 'production')."""
+    source = data.rows.source
+    counts = pd.Series(source[data.fit]).value_counts()
+    held_out = sorted(counts[counts >= cfg.min_source_runs].index)
+    log_pred = np.full(source.size, np.nan)
+    free = tuple(fitted.production.free)
+    for s in held_out:
+        keep = data.fit & (source != s)
+        prod, pb = fit_groups(data, keep, free, em_rounds=2, balance=cfg.balance, start=fitted)
+        refit = Fitted(production=prod, playbook=pb, form=fitted.form, forms=fitted.forms)
+        test = data.fit & (source == s)
+        log_pred[test] = predicted_log_time(data, refit, test, with_source=False)[test]
+    tested = data.fit & np.isfinite(log_pred)
+    scores = np.abs(data.log_t - log_pred)
+    production = tested & ~data.playbook
+    q = conformal_by_source(scores, source, production, cfg.interval)
+    half = np.array([q.get(s, np.nan) if isinstance(s, str) else np.nan for s in source])
+    ideal = data.log_ideal
+    mfu = np.exp(-log_pred) * _mfu_factor(data)
+    low = np.exp(-(log_pred + half)) * _mfu_factor(data)
+    high = np.exp(-np.maximum(log_pred - half, ideal)) * _mfu_factor(data)
+    mfu = np.minimum(mfu, np.exp(-ideal) * _mfu_factor(data))
+    frame = pd.DataFrame({"run_id": data.runs["run_id"].astype(str), "source": source,
+                          "series_id": data.runs["series_id"].astype(str),
+                          "family": data.accelerator_family,
+                          "n": data.rows.n_accelerators, "actual": data.measured_mfu,
+                          "predicted": mfu, "pi_low": low, "pi_high": high,
+                          "sd_log": half})[tested]
+    out = []
+    for s in held_out:
+        test = frame[frame["source"] == s]
+        train = frame[frame["source"] != s]
+        fam = train.groupby("family")["actual"].median()
+        base = test["family"].map(fam).fillna(train["actual"].median())
+        for name, pred, lo, hi, sd in (
+                ("calibrated", test["predicted"], test["pi_low"], test["pi_high"], test["sd_log"]),
+                ("family_median", base, np.nan, np.nan, np.nan)):
+            out.append(pd.DataFrame(dict(
+                run_id=test["run_id"].to_numpy(), series_id=test["series_id"].to_numpy(),
+                source=s, holdout="source", predictor=name, metric="mfu", n_train_max=np.nan,
+                n_target=test["n"].to_numpy(float), actual=test["actual"].to_numpy(float),
+                predicted=np.asarray(pred, float), pi_low=lo, pi_high=hi, sd_log=sd,
+                interval_method="conformal" if name == "calibrated" else "",
+                assumed_layout=False)))
+    rows = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=COLUMNS)
+    return rows, q
 
 
 def add_intervals(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
@@ -177,7 +254,10 @@ def add_intervals(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
     has_sd = largest & (frame["predictor"] == "calibrated")
     frame.loc[has_sd, "pi_low"] = analytic_lo[has_sd]
     frame.loc[has_sd, "pi_high"] = analytic_hi[has_sd]
-    frame["interval_method"] = np.where(frame["pi_low"].notna(), "analytic", "")
+    stated = (frame["interval_method"].fillna("").astype(str) if "interval_method" in frame
+              else pd.Series("", index=frame.index))
+    frame["interval_method"] = np.where(frame["pi_low"].notna(),
+                                        np.where(stated != "", stated, "analytic"), "")
     if cfg.interval_method.largest == "conformal":
         for predictor, g in frame[largest].groupby("predictor"):
             scale = iv.distance_scale(g["sd_log"].to_numpy(float), g["n_target"].to_numpy(float),

@@ -1,234 +1,282 @@
-"""The calibrated step time of any layout: one function for ``plan`` and the report.
+"""The calibrated step time of any table of layouts: the one entry point the fit, the per-run
+decomposition, the frontier and the planner share.
 
-    model = load_model(processed, catalog)       # reads calibrate's outputs, never refits
-    frame = predict(layouts, model, interval)     # row-aligned with ``layouts``
+- :func:`load_model` reads what the calibrate stage wrote (``calibration.parquet``) and the
+  hardware catalog; it never refits.
+- :func:`predict` takes runs.parquet-style rows (params, active_params, n_layers, d_model,
+  seq_len, accelerator, n_accelerators, accelerators_per_node, precision, dp, tp, pp, cp, ep,
+  zero_stage, micro_batch, global_batch_tokens, recompute, virtual_pipeline,
+  sequence_parallel, optionally framework_family and source) and returns, row-aligned, the
+  step time with its interval, MFU with its interval, the ideal ceiling, the binding component
+  and one ``<component>_s`` column per component of :mod:`pipeline.calibrate.critical_path`.
 
-``layouts`` has runs.parquet-style columns (params, active_params, n_layers, d_model, seq_len,
-accelerator, n_accelerators, accelerators_per_node, precision, dp, tp, pp, cp, ep, zero_stage,
-micro_batch, global_batch_tokens, recompute, virtual_pipeline, sequence_parallel, optional
-framework_family). The result has ``step_time_s`` with ``step_time_low_s`` and
-``step_time_high_s``, ``mfu`` with ``mfu_low`` and ``mfu_high``, ``ceiling_mfu`` (the ideal
-theory's ceiling of the same layout), ``binding`` (the costliest component) and one
-``<component>_s`` per component.
-
-The model behind this interface today is the calibrate stage's fitted form
-(``calibration.parquet``, docs/theory.md §10) applied to the ideal component times of
-:func:`pipeline.theory.cost.step_cost` for the layout, with the theory's per-run constants
-(``theory.bounds``: attention + MLP TP blocks, ZeRO-3 gathered once a step) and at the
-population level (no source effect: a new user's software is a new source). A layout without
-``virtual_pipeline`` gets the interleaving the model was fitted with (``theory.bounds``: L / pp
-chunks where m >= pp); missing depth, width and batch are completed by pipeline/shapes.py, as
-for the runs the model was fitted on. Two additions the
-fitted form lacks: activation recompute costs its FLOP (full: one more forward, 1/3 of the
-step's model FLOP; selective: the attention core's forward, Korthikanti et al. 2022 §5), and
-the predicted MFU and its interval never exceed the ideal ceiling (a physical bound). The
-interval is log-normal with the pooled residual and between-source spreads of the fit and the
-efficiencies' standard errors (their covariance is not stored, so they are taken as
-independent).
+Intervals: the conformal half-width the stage measured for the row's family (leave-source-out
+for production families, docs/theory.md §11.5), at ``interval`` = 0.95; other levels scale it
+by the normal quantile ratio. The fast end is clipped at the ideal step time, so MFU and its
+interval never exceed the ideal ceiling (which never exceeds 1).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from pipeline.calibrate.frontier import Efficiencies
+from pipeline.calibrate import families as fam
+from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Machine, Theta,
+                                              binding_of, step_components)
+from pipeline.calibrate.hardware import Network, gemm_max_efficiency, load_gemm, load_network
 from pipeline.catalog import Catalog, load_catalog
-from pipeline.config import PROJ_ROOT, ConfigError, load_params, settings
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
-from pipeline.shapes import batch_tokens, complete_shape, microbatches
-from pipeline.theory.cost import step_cost
-from pipeline.theory.inputs import Hardware, Layout, Shape
-from pipeline.theory.memory import recompute_code
-from pipeline.theory.scenarios import LATENCY_FIELDS, baseline_constants
+from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
 
-COMPONENTS = ("compute", "hbm", "net_tp", "net_dp", "net_pp", "net_ep", "bubble", "latency",
-              "overhead")
-OUTPUT_COLUMNS = ("step_time_s", "step_time_low_s", "step_time_high_s", "mfu", "mfu_low",
-                  "mfu_high", "ceiling_mfu", "binding", *(f"{c}_s" for c in COMPONENTS))
+__all__ = ["StepModel", "load_model", "predict", "COMPONENTS", "PARAMETERS"]
+
+# Stand-in where a layout row gives no sequence length (theory.bounds' default).
+DEFAULT_SEQ_LEN = 2048.0
+LEVEL = 0.95
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepModel:
-    """The calibrated efficiencies and spreads, with the settings and catalog they apply to."""
+    """Fitted family parameters (natural units, order ``PARAMETERS``), the production
+    population values, source effects (log step time), residual sds, conformal half-widths
+    (log) per family at ``LEVEL``, and the constants and catalog the step function needs."""
 
-    efficiencies: Efficiencies
-    log_sd_new: float            # residual + between-source spread of log step time
-    log_se_theta: Mapping[str, float]
-    params: Mapping[str, Any]
+    theta: dict[str, np.ndarray]
+    population: np.ndarray
+    source_effect: dict[str, float]
+    interval_q: dict[str, float]
     catalog: Catalog
+    gemm: dict[tuple[str, str], float]
+    network: Network
+    kernel_latency_s: float
+    scaleup_latency_s: float
+    attention_flops: bool = True
+    residual_sd: dict[str, float] = field(default_factory=dict)
+    aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
 
-
-def load_model(processed: Path, catalog: Path, params: Mapping[str, Any] | None = None
-               ) -> StepModel:
-    """The model from ``processed/calibration.parquet`` (no refit) and the catalog;
-    ``params`` defaults to the project's params.yaml."""
-    path = Path(processed) / "calibration.parquet"
-    if not path.exists():
-        raise ConfigError(f"{path}: no calibrated model (run `dvc repro calibrate` first)")
-    cal = pd.read_parquet(path)
-    eff = cal[cal["group"].isin(["efficiency", "efficiency_fixed"])]
-    theta = {str(r.parameter): float(r.estimate) for r in eff.itertuples()}
-    se = {str(r.parameter): float(r.stderr / r.estimate)
-          for r in eff.itertuples() if r.estimate > 0 and np.isfinite(r.stderr)}
-    sd = {str(r.parameter): float(r.estimate) for r in cal.itertuples()
-          if r.parameter in ("sigma_pool", "sigma_u")}
-    log_sd = float(np.hypot(sd.get("sigma_pool", 0.0), sd.get("sigma_u", 0.0)))
-    loaded = load_params(PROJ_ROOT / "params.yaml") if params is None else params
-    return StepModel(Efficiencies(theta), log_sd, se, loaded, load_catalog(catalog))
+    def family_theta(self, family: str) -> np.ndarray:
+        return self.theta.get(family, self.population)
 
 
 def _num(frame: pd.DataFrame, name: str, default: float = np.nan) -> np.ndarray:
     if name not in frame.columns:
-        return np.full(len(frame), default, dtype=float)
-    out = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    return np.where(np.isfinite(out), out, default)
+        return np.full(len(frame), default)
+    values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.where(np.isfinite(values), values, default)
 
 
-def _hardware(layouts: pd.DataFrame, model: StepModel) -> tuple[Hardware, np.ndarray]:
-    """Per row: the catalog hardware (theory.bounds fills a missing scale-out bandwidth) and
-    the bytes per value of its precision."""
-    theory = settings(model.params, "theory")
-    fill = theory.bounds.hardware or {}
-    _, _, _, latency = baseline_constants(model.params)
-    cat = model.catalog
-    cols = {k: np.full(len(layouts), np.nan) for k in
-            ("peak", "hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domain_size",
-             "scaleout_bytes_per_s", "width")}
-    default = settings(model.params, "ingest").default_precision
-    precision = (layouts["precision"].astype(object).where(layouts["precision"].notna(), default)
-                 if "precision" in layouts else pd.Series([default] * len(layouts)))
-    keys = pd.Series(list(zip(layouts["accelerator"], precision)))
-    for (acc, prec), rows in keys.groupby(keys).groups.items():
-        at = np.asarray(rows)
-        if acc not in cat.hardware.index:
-            raise ValueError(f"accelerator: {acc!r} is not a catalog id")
-        peak, used = cat.peak_flops_per_s(acc, prec or default)
-        if peak is None:
-            raise ValueError(f"precision: the catalog has no {prec or default} peak for {acc}")
-        cols["peak"][at] = peak
-        cols["width"][at] = theory.bytes_per_value.get(used, 2.0)
-        row = cat.hardware.loc[acc]
-        for k in ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleup_domain_size",
-                  "scaleout_bytes_per_s"):
-            v = row[k]
-            cols[k][at] = float(v) if pd.notna(v) else float(fill.get(k, np.nan))
-    per_node = _num(layouts, "accelerators_per_node")
-    domain = np.where(per_node >= 1, per_node, cols["scaleup_domain_size"])
-    hw = Hardware(peak_flops_per_s=cols["peak"], hbm_bytes_per_s=cols["hbm_bytes_per_s"],
-                  scaleup_bytes_per_s=cols["scaleup_bytes_per_s"], scaleup_domain_size=domain,
-                  scaleout_bytes_per_s=cols["scaleout_bytes_per_s"],
-                  **{k: latency[k] for k in LATENCY_FIELDS})
-    return hw, cols["width"]
+def _text(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), None, dtype=object)
+    return frame[name].astype(object).where(frame[name].notna(), None).to_numpy()
 
 
-def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> pd.DataFrame:
-    """Calibrated step time, MFU and their interval for every row of ``layouts``."""
-    layouts = layouts.reset_index(drop=True)
-    theory = settings(model.params, "theory")
-    attention = settings(model.params, "ingest").attention_flops
-    hw, width = _hardware(layouts, model)
-    params = _num(layouts, "params")
-    active = _num(layouts, "active_params")
-    active = np.where(active > 0, active, params)
-    seq = _num(layouts, "seq_len", theory.bounds.seq_len)
-    n = _num(layouts, "n_accelerators")
-    tp, pp, cp, ep = (np.maximum(_num(layouts, k, 1.0), 1.0) for k in ("tp", "pp", "cp", "ep"))
-    shape_ = complete_shape(active, _num(layouts, "n_layers"), _num(layouts, "d_model"), pp,
-                            theory.bounds.aspect_ratio)
-    layers, d = shape_.n_layers, shape_.d_model
-    dp = _num(layouts, "dp")
-    dp = np.where(dp >= 1, dp, n / (tp * pp * cp))
-    micro = _num(layouts, "micro_batch", theory.bounds.micro_batch_sequences)
-    batch, _ = batch_tokens(_num(layouts, "global_batch_tokens"), dp, micro, seq, pp)
-    m = microbatches(batch, dp, micro, seq)
-    replicas = dp * cp
-    ep = np.minimum(ep, replicas)
-    attn = attention_flop_per_token(layers, d, seq) if attention else np.zeros(len(layouts))
-    moe = active < params * (1 - 1e-9)
-    f_exp = np.where(moe, theory.bounds.moe_expert_fraction, 0.0)
-    top_k = theory.bounds.moe_top_k
-    ratio = params / active
-    n_experts = np.where(moe, top_k * (ratio - (1 - f_exp)) / np.maximum(f_exp, 1e-9), 1.0)
-    shape = Shape(params=params, active_params=active, n_layers=layers, d_model=d, seq_len=seq,
-                  expert_fraction=f_exp, top_k=top_k, n_experts=n_experts,
-                  attention_flop_per_token=attn)
-    # no stated interleaving: the theory's per-run convention the model was fitted on
-    # (theory.bounds.interleave "max": L / pp chunks per stage when m >= pp)
-    v_max = np.where((m >= pp) & (pp > 1), np.maximum(np.floor(layers / pp), 1.0), 1.0) \
-        if theory.bounds.interleave == "max" else np.ones(len(layouts))
-    v = _num(layouts, "virtual_pipeline")
-    layout = Layout(dp=replicas / ep, tp1=tp, pp=pp, ep=ep, microbatches=m,
-                    zero_stage=_num(layouts, "zero_stage", 1.0),
-                    interleave=np.where(v >= 1, v, v_max))
-    _, const, _, _ = baseline_constants(model.params)
-    const = replace(const, blocks_per_layer=theory.bounds.blocks_per_layer,
-                    fsdp_gather=theory.bounds.fsdp_gather)
-    ideal, parts = None, None
-    for w in np.unique(width):
-        sel = width == w
-        sub = _subset(sel, hw, shape, layout)
-        c = replace(const, bytes_per_value=float(w))
-        one = step_cost(*sub[:3], batch[sel], c)
-        one_parts = model.efficiencies.parts(one, *sub)
-        if parts is None:
-            parts = {k: np.full(len(layouts), np.nan) for k in one_parts}
-            ideal = {k: np.full(len(layouts), np.nan) for k in ("utilization", "t_compute_s")}
-        for k, v in one_parts.items():
-            parts[k][sel] = v
-        ideal["utilization"][sel] = np.broadcast_to(one.utilization, (sel.sum(),))
-        ideal["t_compute_s"][sel] = np.broadcast_to(one.t_compute_s, (sel.sum(),))
-    rc = (recompute_code(layouts["recompute"].to_numpy(dtype=object)) if "recompute" in layouts
-          else np.zeros(len(layouts), np.int64))
-    parts["compute"] = parts["compute"] * _recompute_factor(rc, d, seq)
-    t_step = sum(parts.values())
-    t_c = ideal["t_compute_s"]
-    z = norm.ppf(0.5 + interval / 2)
-    shares = {k: v / t_step for k, v in parts.items()}
-    var_par = sum((shares.get(k, 0.0) * model.log_se_theta.get(k, 0.0)) ** 2
-                  for k in model.efficiencies.theta)
-    sd = np.sqrt(model.log_sd_new ** 2 + var_par)
-    ceiling = np.minimum(ideal["utilization"], 1.0)
-    mfu = np.minimum(t_c / t_step, ceiling)
-    out = pd.DataFrame({
-        "step_time_s": t_c / mfu,
-        "step_time_low_s": np.maximum(t_step * np.exp(-z * sd), t_c / ceiling),
-        "step_time_high_s": t_step * np.exp(z * sd),
-        "mfu": mfu,
-        "mfu_low": t_c / (t_step * np.exp(z * sd)),
-        "mfu_high": np.minimum(t_c / (t_step * np.exp(-z * sd)), ceiling),
-        "ceiling_mfu": ceiling,
-    })
-    names = list(parts)
-    stacked = np.stack([parts[k] for k in names])
-    out["binding"] = np.asarray(names, dtype=object)[np.argmax(stacked, axis=0)]
-    for k in COMPONENTS:
-        out[f"{k}_s"] = parts.get(k, np.zeros(len(layouts)))
+def _shape(frame: pd.DataFrame, aspect_ratio: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n_layers, d_model, whether both were stated): missing ones by the project's one rule
+    (pipeline/shapes.py)."""
+    active = np.where(_num(frame, "active_params") > 0, _num(frame, "active_params"),
+                      _num(frame, "params"))
+    d_stated, l_stated = _num(frame, "d_model"), _num(frame, "n_layers")
+    shape = complete_shape(active, l_stated, d_stated, _num(frame, "pp", 1.0), aspect_ratio)
+    return shape.n_layers, shape.d_model, (d_stated > 0) & (l_stated > 0)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Layout rows turned into step-function inputs, with what the caller needs beside."""
+
+    config: Config
+    machine: Machine
+    family: np.ndarray
+    source: np.ndarray
+    ok: np.ndarray           # rows with everything the step function needs
+    n_accelerators: np.ndarray
+    peak_flops_per_s: np.ndarray
+    defaults: list[str]
+
+
+def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
+    acc = _text(frame, "accelerator")
+    # the precision stated, else the one the ingest rated the run's peak at, else bf16
+    precision = np.array([p if isinstance(p, str) else q if isinstance(q, str) else "bf16"
+                          for p, q in zip(_text(frame, "precision"),
+                                          _text(frame, "peak_precision"))], dtype=object)
+    cols = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleout_bytes_per_s",
+            "scaleup_domain_size")
+    specs, peaks = {}, {}
+    for a, p in set(zip(acc.tolist(), precision.tolist())):
+        if a in catalog.hardware.index:
+            spec = catalog.spec(a)
+            specs[a] = [float(spec.get(c) or np.nan) for c in cols]
+            peaks[(a, p)] = catalog.peak_flops_per_s(a, p)[0] or np.nan
+            peaks[(a, "16")] = catalog.peak_flops_per_s(a, "bf16")[0] or np.nan
+    nan4 = [np.nan] * 4
+    table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(frame), 4)
+    out = {c: table[:, i] for i, c in enumerate(cols)}
+    out["peak"] = np.array([peaks.get((a, p), np.nan) for a, p in zip(acc, precision)], float)
+    peak16 = np.array([peaks.get((a, "16"), np.nan) for a in acc], float)
+    out["peak16"] = np.where(np.isfinite(peak16), np.minimum(peak16, out["peak"]), out["peak"])
+    out["accelerator"], out["precision"] = acc, precision
     return out
 
 
-def _recompute_factor(code: np.ndarray, d_model: np.ndarray, seq_len: np.ndarray) -> np.ndarray:
-    """Compute time with recompute over compute without: full recomputes the forward, 1/3 of
-    the 6 N FLOP per token; selective the attention core's forward, 4 s h of the 72 h^2 + 12 s h
-    training FLOP per token and layer (Korthikanti et al. 2022 §5, GPT layer)."""
-    h, s = d_model, seq_len
-    selective = 1.0 + 4.0 * s * h / (72.0 * h * h + 12.0 * s * h)
-    full = 1.0 + 2.0 / FLOP_PER_PARAM_PER_TOKEN
-    return np.where(code >= 2, full, np.where(code >= 1, selective, 1.0))
+def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
+    """Step-function inputs of runs.parquet-style rows (module docstring for the columns)."""
+    n_rows = len(layouts)
+    hw = _hardware(layouts, model.catalog)
+    family = fam.family_of(layouts)
+    n = _num(layouts, "n_accelerators")
+    tp, pp, cp = (np.maximum(_num(layouts, k, 1.0), 1.0) for k in ("tp", "pp", "cp"))
+    ep = np.maximum(_num(layouts, "ep", 1.0), 1.0)
+    dp = _num(layouts, "dp")
+    dp = np.where(dp >= 1, dp, np.maximum(n / (tp * pp * cp), 1.0))
+    seq = _num(layouts, "seq_len", DEFAULT_SEQ_LEN)
+    micro = stated_or(_num(layouts, "micro_batch"), 1.0)
+    batch, _ = batch_tokens(_num(layouts, "global_batch_tokens"), dp, micro, seq, pp)
+    m = microbatches(batch, dp, micro, seq)
+    layers, d, stated = _shape(layouts, model.aspect_ratio)
+    params = _num(layouts, "params")
+    active = np.where(_num(layouts, "active_params") > 0, _num(layouts, "active_params"), params)
+    attn = attention_flop_per_token(layers, d, seq)
+    # the model FLOP as the ingest counts them: attention only where the shape is stated
+    counted = np.where(stated & model.attention_flops, attn, 0.0)
+    flop_per_token = FLOP_PER_PARAM_PER_TOKEN * active + counted
+    zero = np.where(_num(layouts, "zero_stage") >= 0, _num(layouts, "zero_stage"), 0.0)
+    rec, v, sp, used = fam.schedule(layouts, family, tp)
+    v = np.where(pp > 1, v, 1.0)
+    expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
+    reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
+    cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
+                 top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
+                 microbatch_tokens=micro * seq / cp, microbatches=m,
+                 flop_per_token=flop_per_token, counted_attention_flop_per_token=counted,
+                 attention_flop_per_token=attn, dp=dp, tp=tp,
+                 pp=pp, cp=cp, ep=ep, zero_stage=zero, recompute=rec, virtual_pipeline=v,
+                 sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
+                 gather_bucket_bytes=gather_bucket)
+    per_node = _num(layouts, "accelerators_per_node")
+    domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
+    eta = gemm_max_efficiency(model.gemm, hw["accelerator"], hw["precision"])
+    mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
+                   hbm_bytes_per_s=hw["hbm_bytes_per_s"],
+                   domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
+                   scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
+                   cluster=fam.cluster_of(layouts), network=model.network,
+                   scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s)
+    # scale-out bandwidth matters only for groups that leave the domain
+    needs_out = n > domain
+    ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
+          & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
+          & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
+    return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
+                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used)
 
 
-def _subset(sel: np.ndarray, *objs):
-    """The dataclasses with every array field restricted to ``sel``."""
-    out = []
-    for obj in objs:
-        values = {}
-        for k, v in obj.__dict__.items():
-            a = np.asarray(v)
-            values[k] = a[sel] if a.ndim and a.shape[0] == sel.size else v
-        out.append(type(obj)(**values))
-    return tuple(out)
+def theta_of(model: StepModel, family: np.ndarray) -> Theta:
+    table = np.array([model.family_theta(f) for f in family],
+                     dtype=float).reshape(-1, len(PARAMETERS))
+    return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
+
+
+def evaluate(rows: Rows, theta: Theta, source_effect: np.ndarray | None = None
+             ) -> dict[str, np.ndarray]:
+    """Step components at ``theta`` (and a source effect in log time, spread over the
+    components in proportion) and the ideal step time."""
+    parts = step_components(rows.config, rows.machine, theta)
+    if source_effect is not None:
+        scale = np.exp(source_effect)
+        parts = {k: v * scale if k in COMPONENTS or k == "step_time_s" else v
+                 for k, v in parts.items()}
+    ideal_mach = replace(rows.machine, ideal=True)
+    ideal = step_components(rows.config, ideal_mach, Theta.ideal(rows.ok.size))
+    parts["ideal_step_time_s"] = ideal["step_time_s"]
+    return parts
+
+
+def _z_ratio(interval: float) -> float:
+    return float(norm.ppf(0.5 + interval / 2) / norm.ppf(0.5 + LEVEL / 2))
+
+
+def interval_half_width(model: StepModel, family: np.ndarray, interval: float) -> np.ndarray:
+    q = model.interval_q
+    base = q.get("production", np.nan)
+    return np.array([q.get(f, base) for f in family], dtype=float) * _z_ratio(interval)
+
+
+def frame_of(parts: Mapping[str, np.ndarray], half: np.ndarray, ok: np.ndarray
+             ) -> pd.DataFrame:
+    """predict()'s columns from step components and a log half-width."""
+    t = parts["step_time_s"]
+    ideal = parts["ideal_step_time_s"]
+    flop_rate = parts["model_flop_per_rank"]
+    low = np.maximum(t * np.exp(-half), ideal)
+    high = t * np.exp(half)
+    t = np.maximum(t, ideal)
+    peak = parts["peak"]
+    mfu = flop_rate / (peak * t)
+    out = pd.DataFrame({
+        "step_time_s": t, "step_time_low_s": low, "step_time_high_s": high,
+        "mfu": mfu, "mfu_low": flop_rate / (peak * high), "mfu_high": flop_rate / (peak * low),
+        "ceiling_mfu": flop_rate / (peak * ideal),
+        "binding": binding_of(parts),
+        **{f"{k}_s": parts[k] for k in COMPONENTS},
+    })
+    out.loc[~ok, [c for c in out.columns if c != "binding"]] = np.nan
+    out.loc[~ok, "binding"] = None
+    return out
+
+
+def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> pd.DataFrame:
+    """Row-aligned step time, MFU, their intervals, the ideal ceiling, the binding component
+    and the components (module docstring). Rows the catalog cannot cost (unknown accelerator,
+    a missing bandwidth the layout needs) get NaN and binding None."""
+    rows = rows_of(layouts.reset_index(drop=True), model)
+    theta = theta_of(model, rows.family)
+    known = np.array([model.source_effect.get(s, 0.0) if isinstance(s, str) else 0.0
+                      for s in rows.source])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parts = evaluate(rows, theta, known)
+        parts["peak"] = rows.peak_flops_per_s
+        out = frame_of(parts, interval_half_width(model, rows.family, interval), rows.ok)
+    out.index = layouts.index
+    return out
+
+
+# -- reading the stage's outputs ----------------------------------------------------------------
+def load_model(processed: Path, catalog: Path) -> StepModel:
+    """The model calibrate wrote to ``processed/calibration.parquet``, with the catalog."""
+    table = pd.read_parquet(Path(processed) / "calibration.parquet")
+    return model_from_table(table, load_catalog(catalog), Path(catalog))
+
+
+def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -> StepModel:
+    def group(name: str) -> pd.DataFrame:
+        return table[table["group"] == name]
+
+    theta: dict[str, np.ndarray] = {}
+    for g in ("efficiency", "efficiency_fixed"):
+        for row in group(g).itertuples(index=False):
+            family, param = str(row.parameter).split(".", 1)
+            theta.setdefault(family, np.full(len(PARAMETERS), np.nan))[
+                PARAMETERS.index(param)] = float(row.estimate)
+    population = theta.pop("production")
+    const = {str(r.parameter): float(r.estimate) for r in group("constant").itertuples()}
+    return StepModel(
+        theta=theta, population=population,
+        source_effect={str(r.parameter): float(r.estimate)
+                       for r in group("source_effect").itertuples()},
+        interval_q={str(r.parameter): float(r.estimate) for r in group("interval").itertuples()},
+        catalog=catalog, gemm=load_gemm(catalog_dir),
+        network=load_network(catalog_dir, catalog.hardware),
+        kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
+        attention_flops=bool(const.get("attention_flops", 1.0)),
+        aspect_ratio=float(const.get("aspect_ratio", 128.0)),
+        residual_sd={str(r.parameter): float(r.estimate)
+                     for r in group("residual_sd").itertuples()})

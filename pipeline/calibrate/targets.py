@@ -2,27 +2,27 @@
 (the compare stage's 10,000 and 100,000), with the interval the holdouts calibrated.
 
 A series that states its layout: its largest run with N scaled to the target (dp scaled with it;
-the global batch kept under strong scaling and scaled under weak), costed by the theory's
-bounds from the catalog, predicted by the calibrated model and anchored on all the series'
-measured runs (as ``calibrated`` in the holdouts). Otherwise ``naive_linear``. The interval is
+the global batch kept under strong scaling and scaled under weak), costed by the calibrated
+step function and anchored on all the series' measured runs (as ``calibrated`` in the
+holdouts). Otherwise ``naive_linear``. The interval is
 the conformal one: the 95% quantile of the largest-k scores of that predictor over all series,
 scaled by sd (1 + log2(n / n_max)).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
+from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
-from pipeline.calibrate.features import design, x_matrix
-from pipeline.calibrate.holdout import within_series_sd
-from pipeline.calibrate.model import Calibration
-from pipeline.config import settings
+from pipeline.calibrate.critical_path import Theta, step_components
+from pipeline.calibrate.estimate import Data, Fitted
+from pipeline.calibrate.holdout import predicted_log_time, within_series_sd
+from pipeline.calibrate.step import StepModel, rows_of
 from pipeline.fit.series import series_points
-from pipeline.theory.bounds import compute_bounds
 
 
 def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
@@ -51,16 +51,28 @@ def _scaled_runs(largest: pd.DataFrame, targets: list[int], weak: bool) -> pd.Da
     return pd.concat(rows, ignore_index=True)
 
 
-def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, frame: pd.DataFrame,
-                     fit_set: pd.DataFrame, cal: Calibration, pred: pd.DataFrame,
-                     params: Mapping[str, Any], catalog, targets: list[int], level: float
+def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> np.ndarray:
+    """MFU x N x peak of the calibrated model (with the source effect) for rows of runs."""
+    rows = rows_of(frame.reset_index(drop=True), model)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lt = ft.log_step_time(rows, fitted.theta_rows(rows.family)) \
+            + fitted.source_effect(rows.source)
+        ideal = step_components(rows.config, replace(rows.machine, ideal=True),
+                                Theta.ideal(len(frame)))
+        mfu = np.minimum(ideal["model_flop_per_rank"] / rows.peak_flops_per_s * np.exp(-lt),
+                         ideal["model_flop_per_rank"] / (rows.peak_flops_per_s
+                                                         * ideal["step_time_s"]))
+    return np.where(rows.ok, mfu * rows.n_accelerators * rows.peak_flops_per_s, np.nan)
+
+
+def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitted: Fitted,
+                     model: StepModel, pred: pd.DataFrame, targets: list[int], level: float
                      ) -> pd.DataFrame:
     """One row per (series, target N): series_id, source, n_accelerators, y_metric, predictor,
     predicted, pi_low, pi_high, assumed_layout."""
     q = {p: pooled_quantile(pred, p, level) for p in ("calibrated", "naive_linear")}
-    sd_within = within_series_sd(cal, fit_set)
-    indexed = frame.set_index("run_id", drop=False)
-    domain = catalog.hardware["scaleup_domain_size"]
+    sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
+    layout = pd.Series(data.has_layout, index=data.runs["run_id"].astype(str))
     by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
     rows = []
     for _, s in series.sort_values("series_id").iterrows():
@@ -72,22 +84,16 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, frame: pd.DataFra
             continue
         n_max = float(pts.n.max())
         ids = pts.runs["run_id"].astype(str).to_numpy()
-        known = indexed.reindex(ids)
-        stated = bool(known["has_layout"].fillna(False).all())
+        stated = bool(layout.reindex(ids).fillna(False).all())
         n_t = np.array([n for n in targets if n > n_max], float)
         if n_t.size == 0:
             continue
         predicted, sd, name = None, None, "naive_linear"
-        if stated and known["peak"].notna().all():
+        if stated:
             largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
             new = _scaled_runs(largest, [int(n) for n in n_t], str(s.get("scaling")) == "weak")
-            new_frame = design(new, compute_bounds(new, catalog, params), domain,
-                               settings(params, "theory").bounds)
-            both = pd.concat([known, new_frame], ignore_index=True)
-            mean, _ = cal.predict_log_time(x_matrix(both, cal.all_terms),
-                                           both["source"].to_numpy(object))
-            y_model = np.exp(-mean) * both["n_accelerators"].to_numpy(float) \
-                * both["peak"].to_numpy(float)
+            both = pd.concat([pts.runs, new], ignore_index=True)
+            y_model = _model_throughput(both, fitted, model)
             train = y_model[: ids.size]
             if np.all(np.isfinite(y_model)) and np.all(train > 0):
                 offset = float(np.mean(np.log(pts.y) - np.log(train)))

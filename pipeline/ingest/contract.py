@@ -19,8 +19,9 @@ from pydantic import Field
 
 from pipeline.contracts import (ANY, ID, NONNEG, POS, B, F, Headline, I, Metrics, S, Stage,
                                 arrow_schema, col)
-from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, SCALINGS, SCALINGS_STATED,
-                            SOURCE_KINDS, STATUSES, STRATEGY_FAMILIES, Y_METRICS)
+from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, RECOMPUTE_MODES, SCALINGS,
+                            SCALINGS_STATED, SOURCE_KINDS, STATUSES, STRATEGY_FAMILIES,
+                            Y_METRICS)
 
 # Published tables, format v1: the columns in file order. The "one measure"
 # columns (a run needs at least one) and the energy columns are named apart because the ingest
@@ -74,6 +75,9 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("ep", I, "expert-parallel degree"),
     ("zero_stage", I, "ZeRO stage; FSDP = 3"),
     ("micro_batch", I, "sequences per microbatch"),
+    ("recompute", S, "activation recomputation: none | selective | full (null: not stated)"),
+    ("virtual_pipeline", I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
+    ("sequence_parallel", B, "Megatron sequence parallelism on the TP group (null: not stated)"),
     ("global_batch_tokens", F, "tokens per optimizer step"),
     ("strategy", S, "strategy as published (free text)"),
     ("strategy_family", S, "coarse family, see STRATEGY_FAMILIES"),
@@ -140,7 +144,7 @@ _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_param
              "n_accelerators", "strategy_family", "status", "provenance")
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
-          "power_measurement": POWER_MEASUREMENTS}
+          "power_measurement": POWER_MEASUREMENTS, "recompute": RECOMPUTE_MODES}
 _FRACTIONS = ("mfu", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
 # The switches' estimate may be 0 W (null when no switch log was submitted).
@@ -169,7 +173,7 @@ def _run_column(name: str, arrow_type: object) -> pda.Column:
         checks.append(pda.Check.gt(0))
     if name == "run_id":
         checks.append(pda.Check.str_matches(r"^[0-9a-f]{16}$"))
-    dtype = {"string": str, "double": float, "int64": "Int64"}[kind]
+    dtype = {"string": str, "double": float, "int64": "Int64", "bool": "boolean"}[kind]
     return pda.Column(dtype, checks=checks, nullable=name not in _REQUIRED,
                       unique=name == "run_id", coerce=False)
 

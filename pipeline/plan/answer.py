@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import load_model
-from pipeline.config import settings
+from pipeline.config import load_params, settings
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.plan.request import PlanError, Request, check_layout_divides
 from pipeline.plan.search import PlanContext, plan_for_n
@@ -28,12 +28,15 @@ JOULES_PER_MWH = 3.6e9
 
 def load_context(processed: Path, catalog: Path, theory_metrics: Path,
                  params: Mapping[str, Any] | None = None) -> PlanContext:
-    """The step model, memory constants and the theory stage's fitted memory overhead."""
-    step = load_model(processed, catalog, params)
+    """The step model, the settings (``params`` defaults to the project's params.yaml), memory
+    constants and the theory stage's fitted memory overhead."""
+    step = load_model(processed, catalog)
+    params = load_params() if params is None else params
     node = {}
     if Path(theory_metrics).exists():
         node = json.loads(Path(theory_metrics).read_text(encoding="utf-8")).get("_memory", {})
-    return PlanContext(step=step, memory=memory_constants(step.params), overhead=overhead_of(node))
+    return PlanContext(step=step, params=params, memory=memory_constants(params),
+                       overhead=overhead_of(node))
 
 
 def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> float:
@@ -47,7 +50,7 @@ def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> flo
 def answer(req: Request, ctx: PlanContext, batch_tokens: float | None, seq_len: float | None,
            top: int, train_tokens: float | None = None) -> pd.DataFrame:
     """Rows (N, layout) of the best ``top`` layouts per N."""
-    params = ctx.step.params
+    params = ctx.params
     seq = seq_len or (req.model.seq_len if np.isfinite(req.model.seq_len)
                       else settings(params, "theory").bounds.seq_len)
     if not seq >= 1:

@@ -14,7 +14,7 @@ fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -33,9 +33,11 @@ MAX_PP = 128
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What a search needs: the step model, the memory constants and fitted overhead."""
+    """What a search needs: the step model, the settings, the memory constants and fitted
+    overhead."""
 
     step: StepModel
+    params: Mapping[str, Any]
     memory: MemoryConstants
     overhead: Overhead
 

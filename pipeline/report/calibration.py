@@ -112,6 +112,59 @@ def _gain_caveat(largest: dict[str, Any]) -> str:
                  + (f"; the gain comes from {', '.join(better)}." if better else "."))
     return text
 
+def _yes(flag: Any) -> str:
+    return "met" if flag else "missed"
+
+
+def target_rows(m: dict) -> list[list[str]]:
+    """The step model's targets as measured by this run: [target, figure, met/missed]."""
+    t = m.get("targets", {})
+    rows = []
+    src = t.get("source_holdout", {})
+    for s in ("megatron2021", "nvidia_dgxc2024", "llama3"):
+        if s in src:
+            rows.append([f"leave-source-out median APE, {s} (<= 15%)",
+                         f"{pct(src[s]['median_ape'], 1)} over {src[s]['n']} runs",
+                         _yes(src[s].get("met"))])
+    prod = src.get("production")
+    if prod:
+        rows.append(["leave-source-out 95% intervals, production: coverage 0.85-0.99, median "
+                     "width (high/low) <= 3",
+                     f"coverage {pct(prod['coverage'])}, width {num(prod['median_width'], 3)}",
+                     _yes(prod.get("met"))])
+    above = t.get("mfu_above_one", {})
+    if above:
+        n = above.get("calibrated", 0) + above.get("predictions", 0)
+        rows.append(["MFU predictions or interval ends above 1", num(n), _yes(n == 0)])
+    for holdout, v in sorted(t.get("largest_k", {}).items()):
+        per = ", ".join(f"{s} {pct(x['selected'], 1)} vs {pct(x['best_naive'], 1)}"
+                        for s, x in sorted(v.get("by_source", {}).items()))
+        ok = all(x["met"] for x in v.get("by_source", {}).values())
+        rows.append([f"{holdout}: selected <= better naive + 2 points per source (>= 3 cases)",
+                     per, _yes(ok)])
+        rows.append([f"{holdout}: macro mean over sources <= 0.9 x better naive",
+                     f"{pct(v.get('macro_selected'), 1)} vs {pct(v.get('macro_best_naive'), 1)}"
+                     f" (pooled {pct(v.get('pooled_selected'), 1)} vs "
+                     f"{pct(v.get('pooled_best_naive'), 1)})", _yes(v.get("macro_met"))])
+    r = t.get("ranking", {})
+    if r.get("groups"):
+        c = r["calibrated"]
+        rows.append(["Playbook layout ranking: median Spearman >= 0.75 and median regret <= 10%",
+                     f"Spearman {num(c['median_spearman'], 2)}, regret "
+                     f"{pct(c['median_regret'], 1)} over {r['groups']} (model, N) groups; "
+                     f"ceiling {num(r['ceiling']['median_spearman'], 2)} / "
+                     f"{pct(r['ceiling']['median_regret'], 1)}; fewest PP then TP "
+                     f"{num(r['fewest_pp_then_tp']['median_spearman'], 2)} / "
+                     f"{pct(r['fewest_pp_then_tp']['median_regret'], 1)}", _yes(r.get("met"))])
+    base = m.get("frontier", {}).get("baseline", {}).get("llama3_compute")
+    if base:
+        rows.append(["calibrated baseline frontier at 3.8e25 FLOP: feasible, utilization >= 0.30",
+                     f"utilization {num(base['utilization'], 3)} on "
+                     f"{num(base['layout']['n_accelerators'])} accelerators",
+                     _yes(base.get("met"))])
+    return rows
+
+
 def section(d: ReportData) -> dict[str, Any]:
     m = d.metrics.get("calibrate", {})
     if not m or d.calibrated.empty:
@@ -146,7 +199,7 @@ def section(d: ReportData) -> dict[str, Any]:
         "decomposition": decomp, "lost_headers": [LOST_LABELS[c] for c in LOST], "tops": tops,
         "predictors": _predictor_rows(m), "by_source": _source_rows(m),
         "source_targets": [dict(source=s, **v) for s, v in sorted(src.items())],
-        "coverage": cov, "frontier": frontier,
+        "coverage": cov, "frontier": frontier, "targets": target_rows(m),
         "in_sample_by_source": [[s, num(v["n"]), pct(v["median_ape"], 1), pct(v["coverage"])]
                                 for s, v in sorted(ins.get("by_source", {}).items())],
     }

@@ -8,9 +8,8 @@ from pipeline.contracts import Stage
 STAGE = Stage(
     name="report", help="Render reports/report.html and reports/report.md with figures from the "
                         "stage outputs.",
-    # theory and ingest's FLOP counting: the planner's answer for "Your runs" (pipeline/plan)
-    params=("report", "fit.default_law_min_success", "theory", "ingest.attention_flops",
-            "ingest.default_precision"),
+    # theory (laws, bounds.seq_len, memory): the planner's answer for "Your runs" (pipeline/plan)
+    params=("report", "fit.default_law_min_success", "theory"),
     reads=("runs.parquet", "rejects.parquet", "series.parquet", "fits.parquet",
            "extrapolation.parquet", "bounds.parquet", "frontier.parquet", "comparison.parquet",
            "comparison_curves.parquet", "comparison_series.parquet", "energy_points.parquet",

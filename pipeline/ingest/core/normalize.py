@@ -37,6 +37,7 @@ from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
                                              check_scale, rounding)
+from pipeline.ingest.core.schedule import parse_schedule
 from pipeline.ingest.records import Record
 from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
 from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES, SCALINGS,
@@ -358,6 +359,7 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     check_layout(row["n_accelerators"], {k: row[k] for k in ("tp", "pp", "cp", "dp", "ep")})
     if row["zero_stage"] is not None and row["zero_stage"] > 3:
         raise Reject("out_of_range", f"zero_stage={row['zero_stage']} not in 0..3")
+    parse_schedule(f, row)
     for name in _POSITIVE:
         if name in f:
             row[name] = _positive(f, name)

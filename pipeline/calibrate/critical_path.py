@@ -1,0 +1,298 @@
+"""The step time of one configuration along its critical path, component by component.
+
+One function, :func:`step_components`, used by the fit, the per-run decomposition, the
+frontier search and the planner (``pipeline/calibrate/step.py`` wraps it for tables of
+layouts). Vectorised: every field is an array over configurations. Derivation and sources:
+docs/theory.md §11.
+
+    t_stage  = t_comp / m + L_s k + (1 - omega) (t_TP + t_CP + t_EP) / m + t_p2p  (a microbatch)
+    t_pipe   = (m + (pp - 1) / v) t_stage                       (1F1B, v interleaved chunks)
+    t_DP,exp = max(0, t_DP - phi W)          (W: the backward the gradient traffic can hide in)
+    t_step   = t_pipe + t_DP,exp + t_opt + c0
+
+- t_comp: the hardware FLOP of the step on this rank (model FLOP plus the recomputed forward:
+  all of it with full recomputation, the attention core with selective) at the GEMM rate the
+  microbenchmarks give for this rank's microbatch GEMMs, times the family's compute efficiency
+  eta (non-GEMM kernels, stalls); eta <= 1, so no rank runs above its measured GEMM rate. Under
+  fp8 only the linear layers run at the fp8 peak; attention stays at the 16-bit peak.
+- k: the family's seconds per layer and microbatch outside the GEMMs' rate: the launches
+  and memory-bound kernels (norms, activations, softmax, optimizer-free glue) that a layer
+  runs whatever its size; L_s = L / pp layers per stage. It is what makes small microbatches
+  slow beyond the GEMM roofline.
+- t_TP: per layer and microbatch two collectives forward and two backward over the TP group
+  (all-reduce, or all-gather + reduce-scatter with sequence parallelism), two more forward with
+  full recomputation; message = tokens x d x w. t_CP: the ring exchange of K and V (d_kv = d, an
+  upper bound where the shape gives no KV width) once forward, twice backward. t_EP: dispatch +
+  combine all-to-all forward and backward of top_k tokens x d x w. omega: the share of these
+  that the family's kernels overlap with compute.
+- t_p2p: one activation send forward and one gradient send backward per chunk boundary
+  (v per stage), tokens x d x w / tp (scatter/gather over the TP ranks).
+- t_DP: ZeRO-0 an all-reduce of the local gradients, ZeRO-1/2 a reduce-scatter plus the
+  parameter all-gather, ZeRO-3 two all-gathers and a reduce-scatter, in the framework's
+  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency). W is the last
+  microbatch's backward for the gradient reduction (ZeRO 0-2: earlier microbatches' gradients
+  wait for accumulation to finish), the first microbatch's forward for ZeRO-1/2's parameter
+  all-gather, or the whole step's compute for ZeRO-3 (it prefetches the next layer's
+  parameters during the current one).
+- t_opt: Adam's pass over the rank's optimizer shard at HBM bandwidth, ``OPTIMIZER_BYTES``
+  per parameter. c0: the family's fixed seconds per step (data loading, logging, launch gaps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from pipeline.calibrate.hardware import Network, gemm_efficiency
+
+COMPONENTS = ("compute", "kernel_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
+              "dp_comm", "optimizer", "fixed")
+PARAMETERS = ("compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s", "layer_overhead_s",
+              "attention_efficiency")
+# Adam with fp32 master weights: read weight, gradient, m and v (4 x 4 B), write weight, m, v
+# (3 x 4 B) and the bf16 copy (2 B) = 30 B per parameter of the shard.
+OPTIMIZER_BYTES = 30.0
+# Recomputed share of a microbatch's forward FLOP: full 1/3 of the step (one more forward);
+# selective the attention core only (Korthikanti et al. 2022, arXiv:2205.05198 §4.2).
+BACKWARD_SHARE = 2.0 / 3.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """Arrays over configurations: model, batch, layout and schedule (docs/theory.md §11.1)."""
+
+    params: np.ndarray
+    active_params: np.ndarray
+    expert_fraction: np.ndarray
+    top_k: np.ndarray
+    n_layers: np.ndarray
+    d_model: np.ndarray
+    batch_tokens: np.ndarray          # tokens per optimizer step (whole job)
+    microbatch_tokens: np.ndarray     # tokens per microbatch on one rank (after cp split)
+    microbatches: np.ndarray          # m per step per pipeline
+    flop_per_token: np.ndarray        # model FLOP per token (6 N_act + attention as counted)
+    counted_attention_flop_per_token: np.ndarray   # the attention part of flop_per_token
+    attention_flop_per_token: np.ndarray           # 12 L d s, counted or not (recompute)
+    dp: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    zero_stage: np.ndarray
+    recompute: np.ndarray             # 0 none, 1 selective, 2 full
+    virtual_pipeline: np.ndarray
+    sequence_parallel: np.ndarray
+    reduce_bucket_bytes: np.ndarray   # gradient bucket of the framework (NaN: one per layer)
+    gather_bucket_bytes: np.ndarray   # parameter all-gather unit (NaN: one per layer)
+    bytes_per_value: float = 2.0
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Arrays over configurations: the chip, its links and their measured efficiencies."""
+
+    peak_flops_per_s: np.ndarray
+    attention_peak_flops_per_s: np.ndarray   # 16-bit peak: attention runs there under fp8
+    hbm_bytes_per_s: np.ndarray
+    domain: np.ndarray
+    scaleup_bytes_per_s: np.ndarray
+    scaleout_bytes_per_s: np.ndarray
+    gemm_max_efficiency: np.ndarray
+    cluster: np.ndarray               # object: network of data/catalog/collectives.csv
+    network: Network
+    scaleup_latency_s: float
+    launch_s: float
+    ideal: bool = False               # links at spec, no latency, GEMMs at peak
+
+    @cached_property
+    def cluster_masks(self) -> dict[str, np.ndarray]:
+        """Rows of each network (computed once per machine: the step function asks often)."""
+        names, codes = np.unique(self.cluster.astype(str), return_inverse=True)
+        return {str(n): codes == i for i, n in enumerate(names)}
+
+    def per_cluster(self, value) -> np.ndarray:
+        """An array with ``value(cluster)`` on each cluster's rows."""
+        out = np.empty(self.cluster.size)
+        for name, mask in self.cluster_masks.items():
+            out[mask] = value(name)
+        return out
+
+
+@dataclass(frozen=True)
+class Theta:
+    """The family parameters, per configuration (arrays broadcast)."""
+
+    compute_efficiency: np.ndarray
+    tp_overlap: np.ndarray
+    dp_overlap: np.ndarray
+    fixed_s: np.ndarray
+    layer_overhead_s: np.ndarray
+    attention_efficiency: np.ndarray
+
+    @staticmethod
+    def ideal(n: int) -> "Theta":
+        one, zero = np.ones(n), np.zeros(n)
+        return Theta(one, one, one, zero, zero, one)
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def _inside(size: np.ndarray, stride: np.ndarray, domain: np.ndarray) -> np.ndarray:
+    """Members of a group of ``size`` ranks ``stride`` apart inside one domain (1..size)."""
+    return np.clip(np.floor(domain / stride), 1.0, np.maximum(size, 1.0))
+
+
+def _eff_up(mach: Machine, collective: str) -> np.ndarray:
+    if mach.ideal:
+        return np.ones(mach.cluster.size)
+    return mach.per_cluster(lambda c: mach.network.up_efficiency(c, collective))
+
+
+def _eff_out(mach: Machine, collective: str, nodes: np.ndarray) -> np.ndarray:
+    if mach.ideal:
+        return np.ones(mach.cluster.size)
+    return mach.per_cluster(
+        lambda c: float(mach.network.out_efficiency(c, collective, np.ones(1))[0]))
+
+
+def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarray,
+              stride: np.ndarray, count: np.ndarray | float = 1.0) -> np.ndarray:
+    """``count`` collectives of ``nbytes`` each over a group, per rank: the alpha-beta ring
+    (Thakur, Rabenseifner & Gropp 2005) on the hierarchical byte split,
+    count (k (p-1) alpha + f(p_in) n / (e_up B_up) + f(p_out) n / p_in / (e_out B_out)),
+    k = 2 and f = 2 (p-1)/p for all-reduce, k = 1 and f = (p-1)/p otherwise; alpha is the
+    scale-out step latency once the group leaves the domain. p2p: one send of n, one step."""
+    size = np.maximum(_f(size), 1.0)
+    p_in = _inside(size, _f(stride), _f(mach.domain))
+    p_out = size / p_in
+    up_bw, out_bw = _f(mach.scaleup_bytes_per_s), _f(mach.scaleout_bytes_per_s)
+    alpha_up = 0.0 if mach.ideal else mach.scaleup_latency_s
+    alpha_out = (np.zeros(size.size) if mach.ideal
+                 else mach.per_cluster(mach.network.hop_latency))
+    if collective == "p2p":
+        out = p_out > 1.0
+        e = np.where(out, _eff_out(mach, collective, np.full(size.size, 2.0)),
+                     _eff_up(mach, collective))
+        t = np.where(out, alpha_out + nbytes / (e * out_bw), alpha_up + nbytes / (e * up_bw))
+        return np.where(size > 1.0, count * t, 0.0)
+    k = 2.0 if collective == "all_reduce" else 1.0
+    t_up = k * (p_in - 1.0) / p_in * nbytes / (_eff_up(mach, collective) * up_bw)
+    t_out = np.where(p_out > 1.0, k * (p_out - 1.0) / p_out * nbytes / p_in
+                     / (_eff_out(mach, collective, p_out) * out_bw), 0.0)
+    alpha = k * (size - 1.0) * np.where(p_out > 1.0, alpha_out, alpha_up)
+    return np.where(size > 1.0, count * (alpha + t_up + t_out), 0.0)
+
+
+def _gemm_rate(c: Config, mach: Machine) -> np.ndarray:
+    """Flop-weighted GEMM efficiency of a layer's MLP pair (d -> 4d/tp -> d) on this rank's
+    microbatch: the representative shapes of a transformer layer's weight GEMMs."""
+    m, d, tp = _f(c.microbatch_tokens), _f(c.d_model), _f(c.tp)
+    eta_max = np.ones(m.size) if mach.ideal else _f(mach.gemm_max_efficiency)
+    launch = 0.0 if mach.ideal else mach.launch_s
+    args = (eta_max, _f(mach.peak_flops_per_s), _f(mach.hbm_bytes_per_s), c.bytes_per_value,
+            launch)
+    up = gemm_efficiency(m, d, 4.0 * d / tp, *args)
+    down = gemm_efficiency(m, 4.0 * d / tp, d, *args)
+    return 2.0 / (1.0 / up + 1.0 / down)  # equal FLOP: harmonic mean of the rates
+
+
+def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
+    """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
+    plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
+    w = c.bytes_per_value
+    dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
+    m, v = np.maximum(_f(c.microbatches), 1.0), np.maximum(_f(c.virtual_pipeline), 1.0)
+    ranks = dp * tp * pp * cp
+    layers_stage = _f(c.n_layers) / pp
+    t_mb, d = _f(c.microbatch_tokens), _f(c.d_model)
+    rec = _f(c.recompute)
+
+    tokens = _f(c.batch_tokens) / ranks
+    model_flop = _f(c.flop_per_token) * tokens
+    # the work done, counted in the MFU or not: linear layers and the attention core
+    linear = model_flop - _f(c.counted_attention_flop_per_token) * tokens
+    attn = _f(c.attention_flop_per_token) * tokens
+    # recomputed forward: everything (full) or the attention core (selective)
+    linear_hw = linear * np.where(rec >= 2, 4.0 / 3.0, 1.0)
+    attn_hw = attn * np.where(rec >= 1, 4.0 / 3.0, 1.0)
+    rate = _gemm_rate(c, mach) * _f(th.compute_efficiency)
+    t_linear = linear_hw / (_f(mach.peak_flops_per_s) * rate)
+    t_attn = attn_hw / (_f(mach.attention_peak_flops_per_s) * rate
+                        * _f(th.attention_efficiency))
+    t_comp = t_linear + t_attn
+
+    # Tensor parallel: per layer and microbatch, 2 forward + 2 backward (+2 recomputed) ops.
+    n_tp = 4.0 + np.where(rec >= 2, 2.0, 0.0)
+    msg = t_mb * d * w
+    sp = np.asarray(c.sequence_parallel, bool)
+    ar = ring_time(mach, "all_reduce", msg, tp, np.ones_like(tp), n_tp)
+    ag_rs = (ring_time(mach, "all_gather", msg, tp, np.ones_like(tp), n_tp)
+             + ring_time(mach, "reduce_scatter", msg, tp, np.ones_like(tp), n_tp))
+    t_tp_mb = layers_stage * np.where(sp, ag_rs, ar)
+    # Context parallel: K and V chunks around the ring, forward once and backward twice.
+    kv = 2.0 * t_mb * d * w / tp
+    t_cp_mb = layers_stage * ring_time(mach, "all_gather", kv * cp, cp, tp, 3.0)
+    # Expert parallel: dispatch + combine, forward and backward.
+    moe = _f(c.expert_fraction) > 0
+    t_ep_mb = np.where(moe, layers_stage * ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp,
+                                                     ep, tp * cp, 4.0), 0.0)
+    hide = 1.0 - _f(th.tp_overlap)
+    # Pipeline: activation forward and gradient backward at each of v chunk boundaries.
+    stage_stride = tp * cp * dp
+    pair = np.full(pp.shape, 2.0)
+    t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
+                     0.0)
+    overhead = layers_stage * _f(th.layer_overhead_s)
+    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
+    bubble = (pp - 1.0) / v * t_stage
+
+    # Data parallel (ZeRO stage decides the collectives), in buckets.
+    dense = _f(c.active_params) * (1.0 - _f(c.expert_fraction))
+    local = dense / (tp * pp) + (_f(c.params) - dense) / (tp * pp * ep)
+    grad = local * w
+    zero = _f(c.zero_stage)
+    per_layer = grad / np.maximum(layers_stage, 1.0)
+    reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
+                           per_layer)
+    gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
+                           per_layer)
+    n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
+    n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
+    stride = tp * cp
+    t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
+    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
+    t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
+    phi = _f(th.dp_overlap)
+    last_bwd = BACKWARD_SHARE * t_comp / m
+    first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
+    dp_exposed = np.select(
+        [zero >= 3, zero >= 1],
+        # ZeRO-3: gathers prefetched and gradients reduced layer by layer within the step
+        [np.maximum(0.0, 2.0 * t_ag + t_rs - phi * t_comp),
+         # ZeRO-1/2: the reduce-scatter behind the last backward, the parameter all-gather
+         # behind the next step's first forward
+         np.maximum(0.0, t_rs - phi * last_bwd) + np.maximum(0.0, t_ag - phi * first_fwd)],
+        np.maximum(0.0, t_ar - phi * last_bwd))
+
+    shard = np.where(zero >= 1, local / dp, local)
+    t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)
+    fixed = np.broadcast_to(_f(th.fixed_s), t_comp.shape).astype(float)
+
+    parts = {
+        "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * hide * t_tp_mb, "cp_comm": m * hide * t_cp_mb,
+        "ep_comm": m * hide * t_ep_mb, "pp_p2p": m * t_p2p, "bubble": bubble,
+        "dp_comm": dp_exposed, "optimizer": t_opt, "fixed": fixed,
+    }
+    total = sum(parts.values())
+    return dict(parts, step_time_s=total, model_flop_per_rank=model_flop,
+                gemm_efficiency=rate / _f(th.compute_efficiency))
+
+
+def binding_of(parts: dict[str, np.ndarray]) -> np.ndarray:
+    """Name of the largest component per configuration."""
+    stacked = np.stack([parts[k] for k in COMPONENTS])
+    return np.asarray(COMPONENTS, dtype=object)[np.argmax(stacked, axis=0)]

@@ -1,0 +1,219 @@
+"""The calibration itself: which runs are fitted, the two groups' fits (production families;
+the Playbook), the candidate forms, and the ``StepModel`` and ``calibration.parquet`` they give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from pipeline.calibrate import fitting as ft
+from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
+from pipeline.calibrate.families import PLAYBOOK
+from pipeline.calibrate.hardware import load_gemm, load_network
+from pipeline.calibrate.step import Rows, StepModel, rows_of
+
+
+@dataclass
+class Data:
+    """Every run of runs.parquet as step-function rows, with the measured log step time."""
+
+    runs: pd.DataFrame
+    rows: Rows
+    log_t: np.ndarray           # measured log step time (NaN without a measured MFU)
+    measured_mfu: np.ndarray
+    has_layout: np.ndarray
+    fit: np.ndarray             # the fit set
+    playbook: np.ndarray
+    flop_per_rank: np.ndarray   # model FLOP per rank per step
+    log_ideal: np.ndarray       # log of the ideal step time (the ceiling)
+    accelerator_family: np.ndarray
+
+    def subset(self, mask: np.ndarray) -> Rows:
+        return ft._subset(self.rows, mask)
+
+
+def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool,
+               aspect_ratio: float) -> StepModel:
+    """A StepModel without fitted values (the hardware side only)."""
+    return StepModel(theta={}, population=np.array([1.0, 1.0, 1.0, 0.0, 0.0, 1.0]), source_effect={},
+                     interval_q={}, catalog=catalog, gemm=load_gemm(catalog_dir),
+                     network=load_network(catalog_dir, catalog.hardware),
+                     kernel_latency_s=float(latency["kernel_latency_s"]),
+                     scaleup_latency_s=float(latency["scaleup_latency_s"]),
+                     attention_flops=attention_flops, aspect_ratio=aspect_ratio)
+
+
+def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
+    """Fit set: runs that state a layout (tp or pp), have a measured MFU (HFU where the source
+    gives only that, as bounds.parquet) and that the catalog can cost."""
+    runs = runs.reset_index(drop=True)
+    rows = rows_of(runs, model)
+    mfu = pd.to_numeric(runs["mfu"], errors="coerce").to_numpy(float, na_value=np.nan)
+    hfu = pd.to_numeric(runs["hfu"], errors="coerce").to_numpy(float, na_value=np.nan)
+    measured = np.where(mfu > 0, mfu, hfu)
+    tp = pd.to_numeric(runs["tp"], errors="coerce").to_numpy(float, na_value=np.nan)
+    pp = pd.to_numeric(runs["pp"], errors="coerce").to_numpy(float, na_value=np.nan)
+    has_layout = (tp >= 1) | (pp >= 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ideal_mach = replace(rows.machine, ideal=True)
+        ideal = step_components(rows.config, ideal_mach, Theta.ideal(len(runs)))
+        flop = ideal["model_flop_per_rank"]
+        log_t = np.log(flop / (rows.peak_flops_per_s * measured))
+        log_ideal = np.log(ideal["step_time_s"])
+    fit = has_layout & rows.ok & np.isfinite(log_t) & (runs["status"].to_numpy() == "ok")
+    family = (runs["accelerator_family"].astype(object).to_numpy() if "accelerator_family" in runs
+              else runs["accelerator"].astype(object).to_numpy())
+    return Data(runs=runs, rows=rows, log_t=log_t, measured_mfu=measured,
+                has_layout=has_layout & rows.ok, fit=fit, playbook=rows.family == PLAYBOOK,
+                flop_per_rank=flop, log_ideal=log_ideal, accelerator_family=family)
+
+
+@dataclass
+class Fitted:
+    production: ft.GroupFit
+    playbook: ft.GroupFit | None
+    form: str
+    forms: pd.DataFrame
+
+    def theta_rows(self, family: np.ndarray) -> np.ndarray:
+        out = []
+        for f in family:
+            group = self.playbook if f == PLAYBOOK and self.playbook is not None \
+                else self.production
+            out.append(group.theta(f) if f in group.z_family else self.production.population)
+        return np.array(out, dtype=float).reshape(-1, len(PARAMETERS))
+
+    def source_effect(self, source: np.ndarray) -> np.ndarray:
+        u = dict(self.production.u)
+        return np.array([u.get(s, 0.0) for s in source], dtype=float)
+
+
+def fit_groups(data: Data, mask: np.ndarray, free: tuple[str, ...], *, em_rounds: int,
+               balance: float, start: Fitted | None = None, fixed_sigma: bool = False
+               ) -> tuple[ft.GroupFit, ft.GroupFit | None]:
+    """Production and Playbook fits on the runs of ``mask``."""
+    prod = mask & ~data.playbook
+    pb = mask & data.playbook
+    kw = dict(em_rounds=em_rounds, free=free)
+    p_ref = start.production if start is not None else None
+    b_ref = start.playbook if start is not None else None
+    production = ft.fit_group(data.subset(prod), data.log_t[prod], playbook=False,
+                              balance=balance, start=p_ref,
+                              fixed_sigma=p_ref if fixed_sigma else None, **kw)
+    playbook = (ft.fit_group(data.subset(pb), data.log_t[pb], playbook=True, start=b_ref,
+                             fixed_sigma=b_ref if fixed_sigma else None, **kw)
+                if pb.any() else None)
+    return production, playbook
+
+
+def fit_forms(data: Data, forms: dict[str, list[str]], criterion: str, *, em_rounds: int,
+              balance: float) -> Fitted:
+    """Every form on the production runs (the Playbook is fitted with the chosen one); the one
+    with the lowest ``criterion`` is kept (``first``: the first form, the others fitted for
+    comparison only)."""
+    prod = data.fit & ~data.playbook
+    n = int(prod.sum())
+    table, fits = [], {}
+    first = next(iter(forms))
+    for name, params in forms.items():
+        # a comparison form (criterion 'first') needs its likelihood, not converged variances
+        rounds = em_rounds if criterion != "first" or name == first else min(em_rounds, 2)
+        g = ft.fit_group(data.subset(prod), data.log_t[prod], playbook=False,
+                         em_rounds=rounds, free=tuple(params), balance=balance)
+        fits[name] = g
+        th = np.array([g.theta(f) for f in data.rows.family[prod]])
+        u = np.array([g.u.get(s, 0.0) for s in data.rows.source[prod]])
+        ape = np.abs(np.exp(data.log_t[prod] - ft.log_step_time(data.subset(prod), th) - u)
+                     - 1.0)
+        table.append(dict(form=name, terms=",".join(params),
+                          dropped=",".join(p for p in PARAMETERS if p not in params),
+                          n_params=int(g.n_params), loglik=g.loglik, aicc=g.aicc(n), bic=g.bic(n),
+                          median_ape=float(np.median(ape))))
+    frame = pd.DataFrame(table)
+    best = (next(iter(forms)) if criterion == "first"
+            else str(frame.sort_values([criterion, "form"]).iloc[0]["form"]))
+    production = fits[best]
+    pb = data.fit & data.playbook
+    playbook = (ft.fit_group(data.subset(pb), data.log_t[pb], playbook=True,
+                             em_rounds=em_rounds, free=tuple(forms[best])) if pb.any() else None)
+    return Fitted(production=production, playbook=playbook, form=best, forms=frame)
+
+
+def step_model(fitted: Fitted, base: StepModel, interval_q: dict[str, float]) -> StepModel:
+    theta = {f: fitted.production.theta(f) for f in fitted.production.families}
+    if fitted.playbook is not None:
+        theta[PLAYBOOK] = fitted.playbook.theta(PLAYBOOK)
+    sd = dict(fitted.production.sigma)
+    if fitted.playbook is not None:
+        sd.update(fitted.playbook.sigma)
+    return StepModel(theta=theta, population=fitted.production.population,
+                     source_effect=dict(fitted.production.u), interval_q=dict(interval_q),
+                     catalog=base.catalog, gemm=base.gemm, network=base.network,
+                     kernel_latency_s=base.kernel_latency_s,
+                     scaleup_latency_s=base.scaleup_latency_s,
+                     attention_flops=base.attention_flops, residual_sd=sd,
+                     aspect_ratio=base.aspect_ratio)
+
+
+def _natural_ci(z: np.ndarray, cov: np.ndarray, level: float, held: set[int]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """stderr (delta method) and the CI of the natural parameters (transformed z CI)."""
+    se_z = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    zq = float(norm.ppf(0.5 + level / 2))
+    se = se_z * ft.natural_derivative(z)
+    lo, hi = ft.to_natural(z - zq * se_z), ft.to_natural(z + zq * se_z)
+    for j in held:
+        se[j], lo[j], hi[j] = 0.0, np.nan, np.nan
+    return se, lo, hi
+
+
+def calibration_table(fitted: Fitted, model: StepModel, level: float,
+                      constants: dict[str, float]) -> pd.DataFrame:
+    """calibration.parquet: family and population parameters (natural units) with CIs, source
+    effects, residual and between-source sds, conformal half-widths and the constants the step
+    function needs; :func:`pipeline.calibrate.step.model_from_table` reads it back."""
+    rows = []
+    groups = [("production", fitted.production)]
+    if fitted.playbook is not None:
+        groups.append((PLAYBOOK, fitted.playbook))
+    for gname, g in groups:
+        held = {j for j, p in enumerate(PARAMETERS) if p not in g.free}
+        names = ["population"] + g.families if gname == "production" else [PLAYBOOK]
+        for f in names:
+            z = g.z_pop if f == "population" else g.z_family[f]
+            est = g.population if f == "population" else g.theta(f)
+            se, lo, hi = _natural_ci(z, g.cov_z.get(f, g.cov_z["population"]), level, held)
+            label = "production" if f == "population" else f
+            n = int(sum(g.n_runs.values())) if f == "population" else g.n_runs.get(f, 0)
+            for j, p in enumerate(PARAMETERS):
+                rows.append(dict(parameter=f"{label}.{p}",
+                                 group="efficiency_fixed" if j in held else "efficiency",
+                                 estimate=float(est[j]), stderr=float(se[j]),
+                                 ci_low=float(lo[j]), ci_high=float(hi[j]), n_runs=n))
+        for s in g.sources:
+            if gname == "production":
+                rows.append(dict(parameter=s, group="source_effect", estimate=g.u[s],
+                                 stderr=np.nan, ci_low=np.nan, ci_high=np.nan,
+                                 n_runs=g.n_runs_source[s]))
+            rows.append(dict(parameter=s, group="residual_sd", estimate=g.sigma[s],
+                             stderr=np.nan, ci_low=np.nan, ci_high=np.nan,
+                             n_runs=g.n_runs_source[s]))
+        if gname == "production":
+            rows.append(dict(parameter="production", group="between_source_sd",
+                             estimate=g.sigma_u, stderr=np.nan, ci_low=np.nan, ci_high=np.nan,
+                             n_runs=len(g.sources)))
+    for fam_name, q in sorted(model.interval_q.items()):
+        rows.append(dict(parameter=fam_name, group="interval", estimate=float(q), stderr=np.nan,
+                         ci_low=np.nan, ci_high=np.nan, n_runs=0))
+    for name, value in sorted(constants.items()):
+        rows.append(dict(parameter=name, group="constant", estimate=float(value), stderr=np.nan,
+                         ci_low=np.nan, ci_high=np.nan, n_runs=0))
+    out = pd.DataFrame(rows)
+    out.insert(2, "form", fitted.form)
+    out["n_runs"] = out["n_runs"].astype("int64")
+    return out

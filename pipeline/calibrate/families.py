@@ -1,0 +1,132 @@
+"""Framework families, the network each source ran on, and the schedule defaults where a run
+does not state its schedule (docs/theory.md §11.3).
+
+A family is the software that ran the job; its fitted parameters (compute efficiency, overlaps,
+fixed cost) are shared by its sources, which differ by a random effect. The Ultra-Scale
+Playbook sweep is its own family: one team's nanotron runs on one cluster, with a measured
+repeat noise far above the production sources', so it must not set their values.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from pipeline.calibrate.hardware import DEFAULT_CLUSTER
+
+PLAYBOOK = "playbook"
+PRODUCTION_FAMILIES = ("megatron", "fsdp", "deepspeed")
+FAMILIES = (*PRODUCTION_FAMILIES, PLAYBOOK)
+# Source -> family, where the source says which software ran:
+# - megatron2021: Megatron-LM (arXiv:2104.04473); nvidia_dgxc2024: NeMo (Megatron core);
+# - bloom2022: Megatron-DeepSpeed with ZeRO-1 (arXiv:2211.05100);
+# - llama3: Meta's 4D stack with FSDP data parallelism (arXiv:2407.21783 §3.3), the stack
+#   torchtitan publishes (arXiv:2410.06511); torchtitan2024: torchtitan;
+# - ultrascale_playbook2025: nanotron on the Playbook's cluster.
+SOURCE_FAMILY = {"megatron2021": "megatron", "nvidia_dgxc2024": "megatron",
+                 "bloom2022": "deepspeed", "llama3": "fsdp", "torchtitan2024": "fsdp",
+                 "ultrascale_playbook2025": PLAYBOOK}
+# Otherwise the strategy text names it (step logs, new tables); default megatron.
+_STRATEGY_WORDS = ((re.compile(r"nanotron", re.I), PLAYBOOK),
+                   (re.compile(r"deepspeed|\bzero-?[123]\b", re.I), "deepspeed"),
+                   (re.compile(r"fsdp|torchtitan", re.I), "fsdp"),
+                   (re.compile(r"megatron|nemo", re.I), "megatron"))
+DEFAULT_FAMILY = "megatron"
+_DEEPSPEED = re.compile(r"deepspeed", re.I)
+# Source -> measured network of data/catalog/collectives.csv (others: the default network).
+SOURCE_CLUSTER = {"ultrascale_playbook2025": "hf_playbook"}
+# Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
+# 0.60, so one measurement carries 0.60 / sqrt(2) = 0.42 (the family's residual sd floor).
+PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
+
+RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
+
+# Data-parallel collective units (bytes at 2 B per value), the frameworks' defaults:
+# - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
+#   parameters, for the gradient reduce-scatter and the parameter all-gather alike;
+# - deepspeed: reduce_bucket_size = allgather_bucket_size = 5e8 elements, ZeRO-3
+#   stage3_prefetch_bucket_size = 5e7 elements (DeepSpeed configuration documentation);
+# - fsdp: one FSDP unit per transformer block (torchtitan wraps each block): NaN = per layer;
+# - playbook (nanotron on torch DDP): bucket_cap_mb = 25 MiB.
+MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_DP = 40e6, 1e6
+DEEPSPEED_BUCKET, DEEPSPEED_ZERO3_GATHER = 5e8, 5e7
+TORCH_DDP_BUCKET_BYTES = 25.0 * 2**20
+
+
+def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(gradient bucket bytes, parameter all-gather unit bytes) per row; NaN = one per layer."""
+    megatron = np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_DP * dp) * w
+    reduce = np.select([family == "megatron", family == "deepspeed", family == PLAYBOOK],
+                       [megatron, np.full(dp.shape, DEEPSPEED_BUCKET * w),
+                        np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
+    gather = np.select([family == "megatron", family == "deepspeed", family == PLAYBOOK],
+                       [megatron, np.where(zero >= 3, DEEPSPEED_ZERO3_GATHER, DEEPSPEED_BUCKET) * w,
+                        np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
+    return reduce.astype(float), gather.astype(float)
+
+
+def family_of(frame: pd.DataFrame) -> np.ndarray:
+    """Per row: ``framework_family`` where given, else by source, else by strategy text."""
+    n = len(frame)
+    given = (frame["framework_family"].astype(object).to_numpy() if "framework_family" in frame
+             else np.full(n, None, dtype=object))
+    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+              else np.full(n, None, dtype=object))
+    strategy = (frame["strategy"].astype(object).to_numpy() if "strategy" in frame
+                else np.full(n, None, dtype=object))
+    out = []
+    for g, s, text in zip(given, source, strategy):
+        text = text if isinstance(text, str) else ""
+        if isinstance(g, str) and g in FAMILIES:
+            out.append(g)
+        elif _DEEPSPEED.search(text):
+            # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
+            out.append("deepspeed")
+        elif isinstance(s, str) and s in SOURCE_FAMILY:
+            out.append(SOURCE_FAMILY[s])
+        else:
+            out.append(next((f for pat, f in _STRATEGY_WORDS if pat.search(text)),
+                            DEFAULT_FAMILY))
+    return np.array(out, dtype=object)
+
+
+def cluster_of(frame: pd.DataFrame) -> np.ndarray:
+    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+              else np.full(len(frame), None, dtype=object))
+    return np.array([SOURCE_CLUSTER.get(s, DEFAULT_CLUSTER) for s in source], dtype=object)
+
+
+def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(recompute code 0/1/2, virtual pipeline v, sequence parallel) per row, with the defaults
+    where a row states none: no recomputation, v = 1 (never L / pp: interleaving is a choice
+    a run states), sequence parallelism on the TP group for Megatron-family runs with tp > 1
+    (Megatron-core and NeMo recipes turn it on with TP) and off elsewhere. Returns also the
+    names of the defaults used (for the metrics)."""
+    n = len(frame)
+    used = []
+
+    def col(name):
+        return (frame[name].astype(object).to_numpy() if name in frame
+                else np.full(n, None, dtype=object))
+
+    rec_raw = col("recompute")
+    rec = np.array([RECOMPUTE_CODE.get(r, -1) if isinstance(r, str) else -1 for r in rec_raw])
+    if (rec < 0).any():
+        used.append("recompute=none")
+    rec = np.where(rec < 0, 0, rec)
+    v = pd.to_numeric(pd.Series(col("virtual_pipeline")), errors="coerce").to_numpy(float)
+    if (~np.isfinite(v)).any():
+        used.append("virtual_pipeline=1")
+    v = np.where(np.isfinite(v) & (v >= 1), v, 1.0)
+    sp_raw = col("sequence_parallel")
+    stated = np.array([isinstance(x, (bool, np.bool_)) for x in sp_raw])
+    default_sp = (family == "megatron") & (tp > 1)
+    if (~stated).any():
+        used.append("sequence_parallel=(megatron and tp>1)")
+    sp = np.where(stated, np.array([bool(x) if isinstance(x, (bool, np.bool_)) else False
+                                    for x in sp_raw]), default_sp)
+    return rec, v, sp, used

@@ -1,0 +1,240 @@
+"""Estimation of the family parameters: a robust, hierarchical nonlinear least-squares fit of
+log step time (docs/theory.md §11.4).
+
+For run i of source s in family f:
+
+    log t_i = log T(x_i; theta_f) + u_s + e_i,   e_i / sigma_s ~ Huber,   u_s ~ N(0, sigma_u^2)
+
+T is :func:`pipeline.calibrate.critical_path.step_components` (the same function the frontier
+and the planner use). Each parameter lives on a bounded physical range through a logistic
+transform z (``BOUNDS``); the production families' z are a population value plus a family
+deviation (z_f = z_pop + delta_f, delta_f ~ N(0, ``FAMILY_SD``^2)), the population has a weak
+prior centred on ``PRIOR_CENTRE``. A family without runs (or with its only source held out)
+gets the population value. The Playbook is fitted alone (its own family, no random effect)
+with its residual sd held at least at its measured repeat noise. The residual sd of each
+source is updated between solves (EM, with ``VARIANCE_PRIOR_RUNS`` runs of the pooled variance
+as a prior so a source with 1-3 runs keeps a finite weight), sigma_u likewise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
+from pipeline.calibrate.families import PLAYBOOK, PLAYBOOK_NOISE_FLOOR
+from pipeline.calibrate.step import Rows
+
+# Physical ranges: eta (the family's rate relative to the measured GEMM rate), omega (share of
+# TP/CP/EP traffic hidden behind compute), phi (share of the backward window the gradient
+# traffic hides in), c0 (fixed seconds per step), k (seconds per layer and microbatch).
+BOUNDS = {"compute_efficiency": (0.3, 1.0), "tp_overlap": (0.0, 0.95),
+          "dp_overlap": (0.0, 1.0), "fixed_s": (0.0, 2.0), "layer_overhead_s": (0.0, 2e-3),
+          "attention_efficiency": (0.2, 1.0)}
+# k's centre: ~30 small kernels per layer forward + backward at theory.latency's 3 us launch
+PRIOR_CENTRE = {"compute_efficiency": 0.85, "tp_overlap": 0.5, "dp_overlap": 0.8,
+                "fixed_s": 0.05, "layer_overhead_s": 1e-4, "attention_efficiency": 0.7}
+PRIOR_SD_Z = 1.5          # weak: about the whole range in logistic units
+FAMILY_SD = 0.75          # family deviation from the population, logistic units
+HUBER_K = 1.345           # 95% efficiency at the normal (Huber 1964)
+VARIANCE_PRIOR_RUNS = 5.0
+SIGMA_U_START = 0.15
+# Value of a parameter a form does not fit: no overlap, no fixed cost.
+OFF = {"tp_overlap": 0.0, "dp_overlap": 0.0, "fixed_s": 0.0, "layer_overhead_s": 0.0,
+       "attention_efficiency": 1.0}
+
+
+def to_natural(z: np.ndarray) -> np.ndarray:
+    lo = np.array([BOUNDS[p][0] for p in PARAMETERS])
+    hi = np.array([BOUNDS[p][1] for p in PARAMETERS])
+    return lo + (hi - lo) / (1.0 + np.exp(-np.asarray(z, float)))
+
+
+def to_z(theta: np.ndarray) -> np.ndarray:
+    lo = np.array([BOUNDS[p][0] for p in PARAMETERS])
+    hi = np.array([BOUNDS[p][1] for p in PARAMETERS])
+    frac = np.clip((np.asarray(theta, float) - lo) / (hi - lo), 1e-6, 1 - 1e-6)
+    return np.log(frac / (1.0 - frac))
+
+
+def natural_derivative(z: np.ndarray) -> np.ndarray:
+    lo = np.array([BOUNDS[p][0] for p in PARAMETERS])
+    hi = np.array([BOUNDS[p][1] for p in PARAMETERS])
+    s = 1.0 / (1.0 + np.exp(-np.asarray(z, float)))
+    return (hi - lo) * s * (1.0 - s)
+
+
+@dataclass
+class GroupFit:
+    """One fitted group: production (families, sources with random effects) or the Playbook."""
+
+    families: list[str]
+    z_pop: np.ndarray
+    z_family: dict[str, np.ndarray]
+    sources: list[str]
+    u: dict[str, float]
+    sigma: dict[str, float]
+    sigma_pool: float
+    sigma_u: float
+    cov_z: dict[str, np.ndarray] = field(default_factory=dict)   # per family and "population"
+    n_runs: dict[str, int] = field(default_factory=dict)         # per family
+    n_runs_source: dict[str, int] = field(default_factory=dict)
+    loglik: float = float("nan")
+    free: tuple[str, ...] = PARAMETERS
+    n_params: int = 0
+
+    def _held(self, theta: np.ndarray) -> np.ndarray:
+        theta = theta.copy()
+        for j, p in enumerate(PARAMETERS):
+            if p not in self.free:
+                theta[j] = OFF[p]
+        return theta
+
+    def theta(self, family: str) -> np.ndarray:
+        return self._held(to_natural(self.z_family.get(family, self.z_pop)))
+
+    @property
+    def population(self) -> np.ndarray:
+        return self._held(to_natural(self.z_pop))
+
+    def aicc(self, n: int) -> float:
+        k = self.n_params
+        return float(2 * k - 2 * self.loglik + (2 * k * (k + 1) / (n - k - 1) if n > k + 1
+                                                 else np.inf))
+
+    def bic(self, n: int) -> float:
+        return float(self.n_params * np.log(n) - 2 * self.loglik)
+
+
+def _subset(rows: Rows, mask: np.ndarray) -> Rows:
+    """Rows restricted to ``mask`` (every per-row array of config and machine)."""
+    def cut(obj):
+        values = {}
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            values[f.name] = v[mask] if isinstance(v, np.ndarray) and v.shape[:1] == mask.shape \
+                else v
+        return replace(obj, **values)
+    return Rows(config=cut(rows.config), machine=cut(rows.machine), family=rows.family[mask],
+                source=rows.source[mask], ok=rows.ok[mask],
+                n_accelerators=rows.n_accelerators[mask],
+                peak_flops_per_s=rows.peak_flops_per_s[mask], defaults=rows.defaults)
+
+
+def log_step_time(rows: Rows, theta_rows: np.ndarray) -> np.ndarray:
+    th = Theta(*(theta_rows[:, j] for j in range(theta_rows.shape[1])))
+    return np.log(step_components(rows.config, rows.machine, th)["step_time_s"])
+
+
+def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int = 4,
+              start: GroupFit | None = None, fixed_sigma: GroupFit | None = None,
+              free: tuple[str, ...] = PARAMETERS, balance: float = 0.0) -> GroupFit:
+    """Fit one group (module docstring). ``start``: warm start; ``fixed_sigma``: hold the
+    residual sds and sigma_u of that fit (one solve; for refits without a few runs); ``free``:
+    the parameters fitted (the others held at ``OFF``); ``balance``: each run weighted by
+    (mean runs per source / runs of its source)^balance."""
+    fams = sorted(set(rows.family.tolist()))
+    sources = sorted(set(rows.source.tolist()))
+    f_idx = np.array([fams.index(f) for f in rows.family])
+    s_idx = np.array([sources.index(s) for s in rows.source])
+    F, S, P = len(fams), len(sources), len(PARAMETERS)
+    use_u = not playbook and S > 1
+    use_delta = not playbook and F > 1
+    prior = to_z(np.array([PRIOR_CENTRE[p] for p in PARAMETERS]))
+    n_src = np.bincount(s_idx, minlength=S)
+    weight = np.sqrt((n_src.mean() / n_src[s_idx]) ** balance)
+
+    off = P + (F * P if use_delta else 0)   # where the source effects start in x
+
+    def unpack(x):
+        z_pop = x[:P]
+        delta = x[P:off].reshape(F, P) if use_delta else np.zeros((F, P))
+        u = x[off:] if use_u else np.zeros(S)
+        return z_pop, delta, u
+
+    held = [j for j, p in enumerate(PARAMETERS) if p not in free]
+
+    def theta_rows(x):
+        z_pop, delta, _ = unpack(x)
+        th = to_natural(z_pop[None, :] + delta)[f_idx]
+        for j in held:
+            th[:, j] = OFF[PARAMETERS[j]]
+        return th
+
+    ref = fixed_sigma or start
+    if ref is not None:
+        sig = np.array([ref.sigma.get(s, ref.sigma_pool) for s in sources])
+        sig_u = ref.sigma_u if use_u else 1.0
+    else:
+        sig = np.full(S, 0.3)
+        sig_u = SIGMA_U_START
+    floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
+    sig = np.maximum(sig, floor)
+
+    def resid(x):
+        z_pop, delta, u = unpack(x)
+        r = weight * (log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]) / sig[s_idx]
+        parts = [r, (z_pop - prior) / PRIOR_SD_Z]
+        if use_delta:
+            parts.append(delta.ravel() / FAMILY_SD)
+        if use_u:
+            parts.append(u / sig_u)
+        return np.concatenate(parts)
+
+    x = np.concatenate([prior, np.zeros(F * P if use_delta else 0), np.zeros(S if use_u else 0)])
+    if start is not None:
+        x[:P] = start.z_pop
+        if use_delta:
+            for i, f in enumerate(fams):
+                x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop
+        if use_u:
+            x[off:] = [start.u.get(s, 0.0) for s in sources]
+    rounds = 1 if fixed_sigma is not None else em_rounds
+    n = log_t.size
+    res = None
+    for _ in range(rounds):
+        res = least_squares(resid, x, loss="huber", f_scale=HUBER_K, method="trf",
+                            x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8, max_nfev=200)
+        x = res.x
+        if fixed_sigma is not None:
+            break
+        z_pop, delta, u = unpack(x)
+        e = log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]
+        pool = float(np.sum(e ** 2) / max(n - P, 1))
+        ss = np.bincount(s_idx, weights=e ** 2, minlength=S)
+        sig = np.maximum(np.sqrt((ss + VARIANCE_PRIOR_RUNS * pool) / (n_src + VARIANCE_PRIOR_RUNS)),
+                         floor)
+        if use_u:
+            sig_u = float(np.sqrt(max(np.mean(u ** 2), 1e-4)))
+    assert res is not None
+    z_pop, delta, u = unpack(x)
+    e = log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]
+    # covariance of (z_pop, z_pop + delta_f) from the Gauss-Newton Hessian of the solve
+    jac = res.jac
+    cov = np.linalg.pinv(jac.T @ jac)
+    cov_z = {"population": cov[:P, :P]}
+    for i, f in enumerate(fams):
+        if use_delta:
+            sl = slice(P + i * P, P + (i + 1) * P)
+            block = cov[:P, :P] + cov[sl, sl] + cov[:P, sl] + cov[sl, :P]
+        else:
+            block = cov[:P, :P]
+        cov_z[f] = block
+    sig_i = sig[s_idx]
+    loglik = float(-0.5 * np.sum(np.log(2 * np.pi * sig_i ** 2) + e ** 2 / sig_i ** 2))
+    n_free = len(free) * (F if use_delta else 1) + (S + 1 if use_u else 0) + S
+    return GroupFit(
+        families=fams, z_pop=z_pop.copy(), free=tuple(free), n_params=n_free,
+        z_family={f: z_pop + delta[i] for i, f in enumerate(fams)},
+        sources=sources, u={s: float(u[i]) for i, s in enumerate(sources)},
+        sigma={s: float(sig[i]) for i, s in enumerate(sources)},
+        sigma_pool=float(np.sqrt(np.sum(e ** 2) / max(n - P, 1))),
+        sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
+        n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
+        n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+
+
+def is_playbook(rows: Rows) -> np.ndarray:
+    return rows.family == PLAYBOOK

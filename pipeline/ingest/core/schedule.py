@@ -1,0 +1,82 @@
+"""The schedule columns of a run record: ``recompute``, ``virtual_pipeline``,
+``sequence_parallel`` (optional in published tables and step-log sidecars; empty = not stated).
+
+A value that is present but not one of the allowed forms rejects the record with the field
+named; nothing is guessed. The model's defaults for unstated values live with the model
+(``pipeline/calibrate/schedule.py``), not here: runs.parquet keeps what the source said.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.ingest.core.derive import Reject
+from pipeline.vocab import RECOMPUTE_MODES
+from pipeline.bounded import short
+
+# Spellings seen in framework flags and papers: Megatron's --recompute-granularity
+# full|selective (with --recompute-method uniform|block for full), "activation checkpointing".
+_RECOMPUTE_ALIASES = {"no": "none", "off": "none", "false": "none", "0": "none",
+                      "uniform": "full", "block": "full", "true": "full", "ac": "full"}
+_TRUE = ("true", "yes", "1", "on")
+_FALSE = ("false", "no", "0", "off")
+
+
+def _text(fields: Any, name: str) -> str | None:
+    value = fields.get(name)
+    if value is None or isinstance(value, float) and value != value:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def parse_recompute(fields: Any) -> str | None:
+    """``none`` | ``selective`` | ``full`` (aliases above), None when empty."""
+    text = _text(fields, "recompute")
+    if text is None:
+        return None
+    key = _RECOMPUTE_ALIASES.get(text.lower(), text.lower())
+    if key not in RECOMPUTE_MODES:
+        raise Reject("bad_value", f"recompute={short(text, 40)} not one of "
+                                  f"{', '.join(RECOMPUTE_MODES)}")
+    return key
+
+
+def parse_virtual_pipeline(fields: Any) -> int | None:
+    """Virtual pipeline chunks per stage: an integer >= 1, None when empty."""
+    text = _text(fields, "virtual_pipeline")
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except (ValueError, OverflowError):
+        raise Reject("bad_value", f"virtual_pipeline={short(text, 40)} is not a number") from None
+    if not (math.isfinite(number) and number >= 1 and number < 2**31 and number == int(number)):
+        raise Reject("out_of_range", f"virtual_pipeline={short(text, 40)} is not an integer >= 1")
+    return int(number)
+
+
+def parse_sequence_parallel(fields: Any) -> bool | None:
+    """true/false (yes/no, 1/0, on/off), None when empty."""
+    value = fields.get("sequence_parallel")
+    if isinstance(value, bool):
+        return value
+    text = _text(fields, "sequence_parallel")
+    if text is None:
+        return None
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise Reject("bad_value", f"sequence_parallel={short(text, 40)} is not true or false")
+
+
+def parse_schedule(fields: Any, row: dict[str, Any]) -> None:
+    """Fill ``row``'s schedule columns from ``fields``; a virtual pipeline needs pp > 1."""
+    row["recompute"] = parse_recompute(fields)
+    row["virtual_pipeline"] = parse_virtual_pipeline(fields)
+    row["sequence_parallel"] = parse_sequence_parallel(fields)
+    v, pp = row["virtual_pipeline"], row.get("pp")
+    if v is not None and v > 1 and pp is not None and pp <= 1:
+        raise Reject("out_of_range", f"virtual_pipeline={v} needs pp > 1 (pp={pp})")
