@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+# preflight: a FIFO or device under data/ would make DVC hang while hashing (pipeline/preflight.py).
 report: $(STAMP)
+	$(BIN)/python -m pipeline preflight
 	dvc repro
 	@echo "Report: $(CURDIR)/reports/report.html (Markdown: $(CURDIR)/reports/report.md)"
 

@@ -18,6 +18,7 @@ import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
 from pipeline.contracts import ContractError
+from pipeline.interrupts import exit_status, handled_signals, write_failure
 from pipeline.runner import STAGES, run_stage
 from pipeline.threads import stage_threads
 
@@ -43,20 +44,35 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     through the runner (or, for a stage with its own entry, import and run ``module.run``); with
     ``headline = (stage, path)``, write the headline of the metrics it wrote
     (``paths["metrics_path"]``) to ``path``."""
+    from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
+    name = module.rsplit(".", 2)[-2 if module.endswith(".stage") else -1]
     try:
-        params = load_params(params_path)
-        load_settings(params)  # the whole file, so any broken field stops any stage
-        with stage_threads(module.split(".")[1] if module.startswith("pipeline.") else module):
-            if module in STAGES and STAGES[module].compute:
-                run_stage(module, params, **paths)
-            else:
-                importlib.import_module(module).run(params, **paths)
+        with handled_signals():
+            params = load_params(params_path)
+            load_settings(params)  # the whole file, so any broken field stops any stage
+            with stage_threads(name):
+                if module in STAGES and STAGES[module].compute:
+                    run_stage(module, params, **paths)
+                else:
+                    importlib.import_module(module).run(params, **paths)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
     except ContractError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from exc
+    except SnapshotBusy as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=EXIT_BUSY) from exc
+    except BaseException as exc:  # Ctrl-C, SIGTERM (interrupts.Terminated), a failed write
+        code = exit_status(exc)
+        if code is None:
+            raise
+        why = write_failure(exc) or ("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+                                     else "terminated (SIGTERM)") + (
+            ": stopped; every output is its previous version or absent, no partial file left")
+        typer.echo(f"{name}: {why}", err=True)
+        raise typer.Exit(code=code) from None
     if headline[0]:
         import json
 
@@ -136,6 +152,24 @@ def report(
                out_dir=out, focus=list(focus or []))
 
 
+def _stop_on_special_files() -> None:
+    """The pre-flight check (``pipeline.preflight``): exit 2 naming special files that would
+    make DVC hang, before anything reads the inputs."""
+    from pipeline.config import PROJ_ROOT
+    from pipeline.preflight import problem
+    message = problem(PROJ_ROOT)
+    if message:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=2)
+
+
+@app.command()
+def preflight() -> None:
+    """Stop (exit 2) if a FIFO, socket or device lies under a folder DVC hashes (``dvc repro``
+    would hang on it); ``make report`` and ``.ci/run`` run this first."""
+    _stop_on_special_files()
+
+
 @app.command()
 def validate(
     target: Path = typer.Argument(..., help="a published table (format v1 CSV), a step log, "
@@ -149,16 +183,18 @@ def validate(
     Writes nothing. Exit status 1 when anything would be rejected, 2 on a broken params file.
     """
     from pipeline.ingest import validate as check
+    from pipeline.text import escape_invisible
+    _stop_on_special_files()
     try:
         loaded = load_params(params)
         load_settings(loaded)
         if check.is_log_target(target):
             found = check.validate_logs(target, loaded, catalog)
-            typer.echo(check.logs_summary(target, *found))
+            typer.echo(escape_invisible(check.logs_summary(target, *found)))
             failed = bool(found[2])
         else:
             runs, rejects, problems = check.validate_table(target, loaded, catalog)
-            typer.echo(check.summary(target, runs, rejects, problems))
+            typer.echo(escape_invisible(check.summary(target, runs, rejects, problems)))
             failed = bool(rejects or problems)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

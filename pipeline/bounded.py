@@ -11,6 +11,8 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
+from pipeline.text import escape_invisible
+
 # Longest quoted value in a message, and longest whole message (reject reason, note).
 VALUE_CHARS = 80
 MESSAGE_CHARS = 2000
@@ -23,7 +25,9 @@ _REPR.maxlong = 40
 
 
 def cap(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, the cut marked with the count of those left out."""
+    """``text`` cut to ``limit`` characters, the cut marked with the count of those left out;
+    bidi controls and zero-width characters shown as ``{U+XXXX}`` (``pipeline.text``)."""
+    text = escape_invisible(text)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... [{len(text) - limit} more characters]"

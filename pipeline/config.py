@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
 import yaml
+from pipeline import yaml12
 from pipeline.vocab import PRECISIONS
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
                       ValidationInfo, field_validator)
@@ -66,14 +67,17 @@ def strip_project_root(text: str, root: Path = PROJ_ROOT) -> str:
 
 
 def load_params(path: str | Path = PARAMS_PATH) -> dict[str, Any]:
-    """Read ``params.yaml``; a missing or unparsable file is a ConfigError."""
+    """Read ``params.yaml`` (YAML 1.2 core, as DVC reads it: ``pipeline.yaml12``); a missing or
+    unparsable file, or a key given twice, is a ConfigError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"params file {path}: cannot be read ({exc.strerror})") from exc
     try:
-        params = yaml.safe_load(text)
+        params = yaml12.load(text)
+    except yaml12.DuplicateKeyError as exc:
+        raise ConfigError(f"params file {path}: {exc}") from exc
     except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"params file {path}: not valid YAML ({str(exc)[:300]})") from exc
     if not isinstance(params, dict):

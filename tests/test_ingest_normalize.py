@@ -185,7 +185,8 @@ REJECTS = [
     ({"tokens_per_s": "nan"}, "bad_value: tokens_per_s='nan' is not a finite number"),
     ({"tokens_per_s": "inf"}, "bad_value: tokens_per_s='inf' is not a finite number"),
     ({"tokens_per_s": "1e400"}, "bad_value: tokens_per_s='1e400' is not a finite number"),
-    ({"tokens_per_s": "1e300", "params_b": "1e300"}, "out_of_range: derived"),
+    ({"tokens_per_s": "1e300", "params_b": "1e300"}, "out_of_range: params_b=1e+300 outside"),
+    ({"tokens_per_s": "1e300", "params_b": "1e4"}, "out_of_range: derived"),
     ({"tokens_per_s": "fast"}, "bad_value: tokens_per_s='fast' is not a number"),
     ({"tokens_per_s": None}, "no_measure"),
     ({"tflops_per_accelerator": "1683", "precision": "bf16"},
@@ -345,6 +346,10 @@ def test_fuzz_valid_rows_keep_stated_values_and_derive_consistently(values: dict
         elif exc.code == "conflict":  # a stated MFU that its stated throughput contradicts
             assert "mfu" in values and "implies mfu" in str(exc)
             assert "tokens_per_s" in values or {"step_time_s", "global_batch_tokens"} <= set(values)
+        elif "shape n_layers" in str(exc):  # the shape (given, else GPT-3's) holds other params
+            layers, width = values.get("n_layers", 96), values.get("d_model", 12288)
+            ratio = values.get("params_b", 175.0) * 1e9 / (12 * layers * width**2)
+            assert not 1 / 4 <= ratio <= 64, str(exc)
         else:
             assert exc.code == "out_of_range" and "derived mfu" in str(exc), str(exc)
             assert "mfu" not in values

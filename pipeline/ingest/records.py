@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pipeline.bounded import cap
+from pipeline.text import INVISIBLE, strip_invisible
 
 # Reject reasons are "<code>: <detail>"; metrics count them by code.
 REJECT_CODES = (
@@ -34,6 +35,8 @@ REJECT_CODES = (
     "conflict",             # log and sidecar disagree (both values named)
     "unreadable",           # I/O error
     "bad_link",             # a symlink that dangles, loops or leads out of the data folder
+    "special_file",         # a FIFO, socket, device or directory where an input file was looked for
+    "phase_change",         # a log whose N, batch or layout changes mid-run
 )
 
 # Fields a parser may set beyond format v1.
@@ -59,6 +62,8 @@ class Record:
     def __post_init__(self) -> None:
         if (self.fields is None) == (self.reason is None):
             raise ValueError("a Record carries either fields or a reject reason, not both")
+        if INVISIBLE.search(self.source):  # a source name is an identity: never with bidi
+            object.__setattr__(self, "source", strip_invisible(self.source)[0])  # or ZW chars
 
     @classmethod
     def reject(cls, source: str, path: str, line: int, raw: str, code: str,

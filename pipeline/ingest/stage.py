@@ -91,10 +91,12 @@ def scratch_dir(out_dir: Path) -> Iterator[Path]:
         pid = old.name.split("-")[1]
         if old.name.startswith(".steps-") or (pid.isdigit() and not pid_alive(int(pid))):
             shutil.rmtree(old, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix=f"ingest-{os.getpid()}-", dir=root) as scratch:
-        yield Path(scratch)
-    with contextlib.suppress(OSError):
-        root.rmdir()  # only when empty (no concurrent ingest)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"ingest-{os.getpid()}-", dir=root) as scratch:
+            yield Path(scratch)
+    finally:  # also when the stage stops (Ctrl-C, SIGTERM, disk full): no stray folder
+        with contextlib.suppress(OSError):
+            root.rmdir()  # only when empty (no concurrent ingest)
 
 
 def _mlperf_records(roots: list[Path]) -> Iterator[Record]:

@@ -183,6 +183,17 @@ def _sidecar_text(log: Path, root: Path) -> str:
     return "sidecar " + "; ".join(f"{f}: {', '.join(v)}" for f, v in by_file.items())
 
 
+# Notes that say what of a log was left out or changed (shown by validate; the rest are in the
+# run's notes column).
+_DATA_NOTE_WORDS = ("left out", "skipped", "invisible characters", "decoded from", "restart",
+                    "replaced")
+
+
+def _data_notes(notes: str | None) -> list[str]:
+    return [n.strip(" []") for n in (notes or "").split("; ")
+            if any(w in n for w in _DATA_NOTE_WORDS)]
+
+
 def logs_summary(path: Path, records: list[Record], runs: list[dict[str, Any]],
                  rejects: list[dict[str, Any]], series: list[dict[str, Any]],
                  alone: list[dict[str, Any]]) -> str:
@@ -207,6 +218,7 @@ def logs_summary(path: Path, records: list[Record], runs: list[dict[str, Any]],
             lines.append(f"    parser {fmt} -> run: N={row['n_accelerators']} "
                          f"{row['accelerator']}, model {row['model']}{step}{tps}{mfu}; "
                          f"source {row['source']}, series {row['series_id']}")
+            lines += [f"    note: {n}" for n in _data_notes(row.get("notes"))]
         lines.append(f"    {_sidecar_text(log, root)}")
     for s in series:
         lines.append(f"  series {s['series_id']}: {s['scaling']}, {s['n_points']} logs, "

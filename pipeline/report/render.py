@@ -19,6 +19,7 @@ from pipeline.io import write_text
 from pipeline.report import books
 from pipeline.report.sections import SECTIONS
 from pipeline.report.style import BAND_SPAN, STRATEGY_NAMES
+from pipeline.text import escape_invisible
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -117,6 +118,14 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
+_SCRIPT = re.compile(r"(<script\b.*?</script>)", re.S | re.I)
+
+
+def _visible_html(html: str) -> str:
+    parts = _SCRIPT.split(html)
+    return "".join(p if i % 2 else escape_invisible(p) for i, p in enumerate(parts))
+
+
 def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path,
            charts: dict[str, dict] | None = None, audits: dict[str, Any] | None = None
            ) -> dict[str, Path]:
@@ -139,7 +148,9 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path,
     md = environment(False, markdown=True).get_template("report.md.j2").render(
         **context, fig=md_book, tables=md_tables, sections=sections)
     paths = {"html": out_dir / "report.html", "md": out_dir / "report.md"}
-    write_text(html, paths["html"])
-    write_text(md, paths["md"])
+    # Bidi controls and zero-width characters in any name shown are shown escaped
+    # (pipeline.text); embedded scripts (the Vega bundle) are left as they are.
+    write_text(_visible_html(html), paths["html"])
+    write_text(escape_invisible(md), paths["md"])
     paths.update(html_tables.write_csvs(out_dir / "tables"))
     return paths

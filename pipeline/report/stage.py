@@ -10,13 +10,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pipeline.config import ConfigError, check_scenario_names, settings as load_group
+from pipeline.config import PROJ_ROOT, ConfigError, check_scenario_names, settings as load_group
 from pipeline.report import data as report_data
 from pipeline.report import (charts, figures, findings, key_findings, plot_data, render,
                              sections)
 from pipeline.report.style import read_audits
 from pipeline.report.focus import focus_figure, focus_ids
 from pipeline.report.plan import add_plans
+from pipeline.snapshot import SnapshotBusy, busy
 
 
 def settings(params: dict[str, Any]) -> dict[str, Any]:
@@ -31,8 +32,8 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_sources(cfg: dict[str, Any], data: Any) -> None:
-    """The sources the strategy comparison names must be in the data (when there is data):
-    an unknown one is a broken setting, not a silently empty section."""
+    """The sources the strategy comparison and the focus name must be in the data (when there
+    is data): an unknown one is a broken setting, not a silently empty section."""
     runs = data.runs
     known = set(runs["source"]) if len(runs) and "source" in runs else None
     if known is None:
@@ -41,6 +42,18 @@ def check_sources(cfg: dict[str, Any], data: Any) -> None:
         if source not in known:
             raise ConfigError(f"params: field 'report.strategy_sources.{i}': no source "
                               f"{source[:80]!r} in runs.parquet")
+    for source in cfg.get("strategy_models", {}):
+        if source not in known:
+            raise ConfigError(f"params: field 'report.strategy_models.{source[:80]}': no source "
+                              f"{source[:80]!r} in runs.parquet")
+    # A focus naming nothing that exists would silently show the default section instead.
+    series = set(runs["series_id"].dropna()) if "series_id" in runs else set()
+    for i, name in enumerate(cfg.get("focus", [])):
+        if name not in known and name not in series:
+            close = sorted(s for s in known if name.lower() in s.lower())[:5]
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise ConfigError(f"params: field 'report.focus.{i}' (or --focus): {name[:80]!r} is "
+                              f"neither a source nor a series id in runs.parquet{hint}")
 
 
 def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
@@ -50,6 +63,9 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     cfg = settings(params)
     if focus:
         cfg["focus"] = list(focus)
+    not_now = busy(PROJ_ROOT, processed_dir)
+    if not_now:
+        raise SnapshotBusy(not_now)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -36,10 +36,13 @@ from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
-                                             check_scale, rounding)
+                                             check_params, check_scale, check_shape,
+                                             check_step_time, rounding)
 from pipeline.ingest.core.schedule import parse_schedule
 from pipeline.ingest.records import Record
 from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
+from pipeline.numbers import NumberError, parse_number
+from pipeline.text import INVISIBLE, strip_invisible
 from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES, SCALINGS,
                             SOURCE_KINDS, STATUSES)
 
@@ -148,21 +151,12 @@ def _text(fields: Any, name: str) -> str | None:
 
 
 def _float(fields: Any, name: str) -> float | None:
-    value = fields.get(name)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise Reject("bad_value", f"{name}={_short(value)} is not a number")
-    if isinstance(value, Real):
-        number = float(value)
-    else:
-        try:
-            number = float(str(value).strip())
-        except (ValueError, OverflowError):
-            raise Reject("bad_value", f"{name}={_short(value)} is not a number") from None
-    if not math.isfinite(number):
-        raise Reject("bad_value", f"{name}={_short(value)} is not a finite number")
-    return number
+    """A numeric field through the one number parser (``pipeline.numbers``): never raises on
+    size (a 400-digit integer is a reject, not an OverflowError)."""
+    try:
+        return parse_number(fields.get(name), name)
+    except NumberError as exc:
+        raise Reject(exc.code, str(exc)) from None
 
 
 def _count(fields: Any, name: str, minimum: int) -> int | None:
@@ -240,6 +234,20 @@ def _canonical(value: Any) -> str:
     return str(value)
 
 
+def _visible(fields: Any) -> tuple[Any, list[tuple[str, list[str]]]]:
+    """``fields`` with bidi controls and zero-width characters removed from text values
+    (``pipeline.text``; ``Record`` cleans its source itself), and which fields had them."""
+    found = []
+    cleaned = None
+    for name, value in fields.items():
+        if isinstance(value, str) and INVISIBLE.search(value):
+            if cleaned is None:
+                cleaned = dict(fields)
+            cleaned[name], points = strip_invisible(value)
+            found.append((name, points))
+    return (fields if cleaned is None else cleaned), found
+
+
 # The record -> run conversion ------------------------------------------------------------------
 def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[str, Any]:
     """Return the run row of ``record`` (all ``RUN_COLUMN_NAMES``, plus ``_series``).
@@ -250,7 +258,7 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
     (``_status``), who and what ran (``_identity``), the numbers as given (``_numbers``), the
     chip and its peak (``_chip``), the model (``_model``), then the derived measures.
     """
-    f = record.fields or {}
+    f, invisible = _visible(record.fields or {})
     row: dict[str, Any] = dict.fromkeys(RUN_COLUMN_NAMES)
     derived = [d.strip() for d in (_text(f, "derived") or "").split(";") if d.strip()]
     row["status"] = _status(f)
@@ -278,6 +286,9 @@ def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[s
         if not math.isfinite(row[name]):
             raise Reject("out_of_range", f"{name} = {row[name]!r}")
 
+    if invisible:
+        row["notes"] = _note(row["notes"], "invisible characters removed: " + ", ".join(
+            f"{name} ({' '.join(points)})" for name, points in invisible))
     row["strategy_family"] = strategy_family(row["n_accelerators"], row["dp"], row["tp"],
                                              row["pp"], row["zero_stage"], row["strategy"])
     row["scaling"] = parse_scaling(_text(f, "scaling"))
@@ -373,6 +384,10 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
     row["hfu"] = _fraction(f, "hfu")
     given["params_b"] = _positive(f, "params_b")
     given["active_b"] = _positive(f, "active_params_b")
+    for name in ("params_b", "active_b"):
+        if given[name] is not None:
+            check_params(given[name], "params_b" if name == "params_b" else "active_params_b")
+    check_step_time(row["step_time_s"])
 
     has_measure = any(_text(f, m) is not None for m in MEASURES)
     if not has_measure and row["status"] == "ok":
@@ -454,5 +469,6 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
         if row[name] is None and shape.get(name):
             row[name] = int(shape[name])
             derived.append(name)
+    check_shape(row["active_params"], row["n_layers"], row["d_model"])
 
 

@@ -8,12 +8,12 @@ named; nothing is guessed. The model's defaults for unstated values live with th
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pipeline.ingest.core.derive import Reject
 from pipeline.vocab import RECOMPUTE_MODES
 from pipeline.bounded import short
+from pipeline.numbers import NumberError, parse_count
 
 # Spellings seen in framework flags and papers: Megatron's --recompute-granularity
 # full|selective (with --recompute-method uniform|block for full), "activation checkpointing".
@@ -48,13 +48,10 @@ def parse_virtual_pipeline(fields: Any) -> int | None:
     text = _text(fields, "virtual_pipeline")
     if text is None:
         return None
-    try:
-        number = float(text)
-    except (ValueError, OverflowError):
-        raise Reject("bad_value", f"virtual_pipeline={short(text, 40)} is not a number") from None
-    if not (math.isfinite(number) and number >= 1 and number < 2**31 and number == int(number)):
-        raise Reject("out_of_range", f"virtual_pipeline={short(text, 40)} is not an integer >= 1")
-    return int(number)
+    try:  # the one number parser (pipeline.numbers): no float() spellings such as "1_0"
+        return parse_count(text, "virtual_pipeline", 1, 2**31 - 1)
+    except NumberError as exc:
+        raise Reject(exc.code, str(exc)) from None
 
 
 def parse_sequence_parallel(fields: Any) -> bool | None:

@@ -10,6 +10,12 @@
   whose detail ``read_error`` formats; they never skip a file silently.
 * ``looks_binary(head)``: the one test, with one threshold, of whether the first bytes of a file
   are text. Used by the published-table, MLPerf and step-log readers alike.
+* ``open_text_bytes(path)``: ``open_binary`` for text inputs: a file that starts with a UTF-16
+  or UTF-32 byte-order mark is decoded and streamed as UTF-8 (a UTF-8 BOM is dropped), so the
+  readers see UTF-8 whatever the encoding; ``utf16_without_bom`` names the encoding and the
+  ``iconv`` command for a file that has no BOM but is UTF-16 (a NUL in every other byte).
+* ``line_cut`` and ``unify_line_ends``: ``\\n``, ``\\r\\n`` and a lone ``\\r`` (progress-bar
+  output, old Mac files) are all line ends.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import gzip
 import io
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import zstandard as _zstd
 
@@ -106,6 +112,105 @@ def open_binary(path: str | Path, buffering: int = 1 << 20) -> BinaryIO:
             raise
         return io.BufferedReader(reader, buffer_size=buffering)  # type: ignore[arg-type]
     return open(path, "rb", buffering=buffering)
+
+
+# Byte-order marks, longest first (the UTF-32-LE mark begins with the UTF-16-LE one).
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
+        (codecs.BOM_UTF8, "utf-8"))
+
+
+def bom_encoding(head: bytes) -> str | None:
+    """The encoding a byte-order mark at the start of ``head`` names (None: no mark)."""
+    return next((enc for bom, enc in BOMS if head.startswith(bom)), None)
+
+
+class _Recoded(io.RawIOBase):
+    """A binary stream of UTF-8 bytes: ``prefix`` then the rest of ``raw``, decoded from
+    ``encoding`` (None: passed through). Undecodable units become U+FFFD, which the readers
+    count."""
+
+    def __init__(self, raw: BinaryIO, prefix: bytes, encoding: str | None) -> None:
+        super().__init__()
+        self._raw, self._pending = raw, b""
+        self._decoder = (codecs.getincrementaldecoder(encoding)("replace")
+                         if encoding is not None else None)
+        self._prefix = prefix
+        self._done = False
+        self.source_encoding = encoding  # what the bytes were decoded from (None: as they are)
+
+    def readable(self) -> bool:
+        return True
+
+    def _more(self) -> bytes:
+        data, self._prefix = self._prefix + self._raw.read(1 << 20), b""
+        if self._decoder is None:
+            self._done = not data
+            return data
+        if not data:
+            self._done = True
+            return self._decoder.decode(b"", final=True).encode("utf-8")
+        return self._decoder.decode(data).encode("utf-8")
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending and not self._done:
+            self._pending = self._more()
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_text_bytes(path: str | Path, buffering: int = 1 << 20) -> BinaryIO:
+    """``open_binary``, with a UTF-16/32 file (by its BOM) decoded to UTF-8 and a UTF-8 BOM
+    dropped; any other file's bytes as they are."""
+    raw = open_binary(path, buffering)
+    try:
+        head = raw.read(4)
+        encoding = bom_encoding(head)
+        if encoding == "utf-8":
+            head, encoding = head[len(codecs.BOM_UTF8):], None
+        elif encoding is not None:  # the codec without an endianness would want the BOM
+            head = head[len(next(b for b, e in BOMS if e == encoding)):]
+    except BaseException:
+        raw.close()
+        raise
+    return io.BufferedReader(_Recoded(raw, head, encoding), buffer_size=buffering)  # type: ignore[return-value]
+
+
+def utf16_without_bom(head: bytes, path: str | Path) -> str | None:
+    """For a head that looks binary: what to say when it is UTF-16 text without a BOM (NUL
+    in every other byte, ASCII in the others); None otherwise."""
+    sample = head[: 1 << 12]
+    if len(sample) < 8:
+        return None
+    for zeros, encoding in ((sample[1::2], "UTF-16LE"), (sample[0::2], "UTF-16BE")):
+        other = sample[0::2] if encoding == "UTF-16LE" else sample[1::2]
+        if zeros.count(0) > 0.9 * len(zeros) and other.count(0) < 0.1 * len(other):
+            name, out = Path(path).name, logical_name(path)
+            out = f"{Path(out).stem}.utf8{Path(out).suffix}"
+            return (f"looks like {encoding} text without a byte-order mark; convert it to "
+                    f"UTF-8: iconv -f {encoding} -t UTF-8 {name} > {out} (or save it with a "
+                    "BOM)")
+    return None
+
+
+def line_cut(data: bytes) -> int:
+    """The position after the last line end in ``data`` (0: none). A ``\\r`` at the very end
+    is not counted: the next block may start with the ``\\n`` of its ``\\r\\n``."""
+    end = len(data) - 1 if data.endswith(b"\r") else len(data)
+    return max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1
+
+
+def unify_line_ends(data: bytes) -> bytes:
+    """``\\r\\n`` and lone ``\\r`` -> ``\\n`` (a C-level search when there is no ``\\r``)."""
+    if b"\r" not in data:
+        return data
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
 def read_error(exc: BaseException) -> str:

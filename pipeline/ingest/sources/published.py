@@ -26,9 +26,9 @@ from pathlib import Path
 from pipeline.config import PROJ_ROOT, project_relative
 from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_stem,
-                                            logical_suffix, looks_binary, open_binary, read_error,
-                                            shown_path)
-from pipeline.ingest.sources.links import candidates, link_problem
+                                            logical_suffix, looks_binary, open_text_bytes,
+                                            read_error, shown_path, utf16_without_bom)
+from pipeline.ingest.sources.links import candidates, entry_problem, special_problem
 
 __all__ = ["looks_binary", "read_file", "read_published"]
 
@@ -89,18 +89,23 @@ def read_file(path: Path, root: Path = PROJ_ROOT) -> Iterator[Record]:
     """Yield one Record per data row of one format-v1 CSV file; never raises on bad content."""
     rel = project_relative(path, root)
     stem = logical_stem(path)
+    special = special_problem(Path(path))
+    if special is not None:  # never opened: a FIFO would block the read forever
+        yield Record.reject(stem, rel, 0, "", "special_file", special)
+        return
     try:
-        with open_binary(path) as raw_fh:
+        with open_text_bytes(path) as raw_fh:  # UTF-16/32 with a BOM arrive as UTF-8
             head = raw_fh.read(SNIFF_BYTES)
     except READ_ERRORS as exc:
         yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
         return
     if looks_binary(head):
         yield Record.reject(stem, rel, 0, repr(head[:80]), "binary_file",
-                            "NUL, control or undecodable bytes in the first 64 KiB")
+                            utf16_without_bom(head, path)
+                            or "NUL, control or undecodable bytes in the first 64 KiB")
         return
     try:
-        fh = io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", errors="surrogateescape",
+        fh = io.TextIOWrapper(open_text_bytes(path), encoding="utf-8-sig", errors="surrogateescape",
                               newline="")
     except READ_ERRORS as exc:
         yield Record.reject(stem, rel, 0, "", "unreadable", read_error(exc))
@@ -223,10 +228,9 @@ def read_published(published_dir: Path, root: Path = PROJ_ROOT) -> Iterator[Reco
     """Yield Records for every ``*.csv`` (also ``.csv.gz``, ``.csv.zst``) under ``published_dir``
     (recursively, sorted by path)."""
     tables = [p for p in Path(published_dir).rglob("*") if logical_suffix(p) == ".csv"]
-    for path in sorted(candidates(tables)):
-        bad_link = link_problem(path, published_dir)
-        if bad_link:
-            yield Record.reject(logical_stem(path), shown_path(path, root), 0, "", "bad_link",
-                                bad_link)
+    for path in sorted(candidates(tables, directories=True)):
+        problem = entry_problem(path, published_dir)
+        if problem:
+            yield Record.reject(logical_stem(path), shown_path(path, root), 0, "", *problem)
             continue
         yield from read_file(path, root)

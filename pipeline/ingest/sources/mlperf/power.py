@@ -52,7 +52,7 @@ import numpy as np
 
 from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
                                             logical_suffix, looks_binary, open_binary, read_error)
-from pipeline.ingest.sources.links import candidates, link_problem
+from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.mlperf import mllog
 
 MAX_GAP_S = 60.0          # longest stretch of a window without a reading
@@ -323,9 +323,9 @@ def _parsed(paths: list[Path], out: Measurement, root: Path | None) -> Iterator[
     dangles, loops or leaves ``root``, is a problem of ``out`` (the measurement is then not
     used), and the bytes read are counted on ``out``."""
     for path in paths:
-        problem = link_problem(path, root) if root is not None else None
+        problem = entry_problem(path, root) if root is not None else None
         if problem is not None:
-            out.problems.append(f"bad_link: {problem}")
+            out.problems.append(": ".join(problem))
             continue
         try:
             pf = parse_power_file(path)

@@ -45,7 +45,7 @@ from typing import Any, Iterator
 from pipeline.bounded import short
 from pipeline.ingest.sources.common import (READ_ERRORS, logical_name, logical_stem,
                                             logical_suffix, read_error)
-from pipeline.ingest.sources.links import candidates, link_problem
+from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.mlperf import mllog, power
 from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
@@ -359,9 +359,9 @@ def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, 
                 root: Path) -> list[_Run]:
     runs = []
     for path in files:
-        problem = link_problem(path, root)
+        problem = entry_problem(path, root)
         if problem is not None:
-            runs.append(_Run(path=path, reject=("bad_link", problem)))
+            runs.append(_Run(path=path, reject=problem))
             continue
         if not isinstance(sysinfo, SystemInfo):
             runs.append(_Run(path=path, reject=sysinfo))

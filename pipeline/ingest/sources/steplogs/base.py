@@ -198,6 +198,7 @@ STEP_FLOAT_COLUMNS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerat
                       "tflops_per_accelerator", "mfu", "batch_samples", "samples_per_s",
                       "wall_s")
 FLAG_NAN_LOSS = 1
+MAX_CHANGES = 100
 
 
 @dataclass
@@ -217,6 +218,9 @@ class ParseState:
     notes: list[str] = field(default_factory=list)
     # Formats that print no step time get it from timestamps (see steplogs.reduce_steps).
     step_time_from_wall: bool = False
+    # The latest value of each fact, and each change of one (see ``fact``).
+    latest: dict[str, Any] = field(default_factory=dict)
+    changes: list[tuple[str, Any, Any, int]] = field(default_factory=list)
 
     def add(self, step: int, line: int, rank: int = -1, *, nan_loss: bool = False,
             step_time_s: float = NAN, tokens_per_s: float = NAN,
@@ -275,7 +279,9 @@ class ParseState:
         return len(self.step)
 
     def fact(self, key: str, value: Any, line: int) -> None:
-        """Record a configuration fact the log states; a later, different value is noted."""
+        """Record a configuration fact the log states; a later, different value is noted, and
+        each change (key, value before, value after, line) kept in ``changes`` (the first
+        ``MAX_CHANGES``) so that a log whose shape changes mid-run is never read as one run."""
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             return
         old = self.facts.get(key)
@@ -284,6 +290,10 @@ class ParseState:
             self.fact_lines[key] = line
         elif old != value:
             self.counts[f"fact_changed:{key}"] += 1
+        before = self.latest.get(key, value)
+        if before != value and len(self.changes) < MAX_CHANGES:
+            self.changes.append((key, before, value, line))
+        self.latest[key] = value
 
 
 _NP_TYPES = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}

@@ -43,11 +43,13 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, logical_suffix, looks_binary,
-                                            open_binary, read_error, shown_path)
-from pipeline.ingest.sources.links import candidates, link_problem
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, line_cut, logical_suffix,
+                                            looks_binary, open_text_bytes, read_error,
+                                            shown_path, unify_line_ends, utf16_without_bom)
+from pipeline.ingest.sources.links import candidates, entry_problem
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
+from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
@@ -86,7 +88,7 @@ def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted."""
     if not logs_dir.is_dir():
         return []
-    return sorted(p for p in candidates(list(logs_dir.rglob("*")))
+    return sorted(p for p in candidates(list(logs_dir.rglob("*")), directories=True)
                   if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
 
 
@@ -113,26 +115,30 @@ def detect_format(text: str) -> str | None:
     return best
 
 
-def sniff(path: Path) -> tuple[str, str | None, bytes | None]:
+def sniff(path: Path) -> tuple[str, str | None, bytes | None, str | None]:
     """("binary" | "empty" | "text", detected format, the whole file when the first read held
-    it all) reading only as far as needed. A small log (most of a fleet's) is thus read once:
-    ``parse_file`` takes those bytes instead of opening the file again."""
-    with open_binary(path, buffering=BUFFER_BYTES) as fh:
+    it all, the encoding it was decoded from by its byte-order mark) reading only as far as
+    needed ("binary": the format slot holds what to say when it is UTF-16 without a BOM). A
+    small log (most of a fleet's) is thus read once: ``parse_file`` takes those bytes (UTF-8,
+    line ends not yet unified) instead of opening the file again."""
+    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
+        encoding = fh.raw.source_encoding
         head = fh.read(SNIFF_BYTES)
         if not head:
-            return "empty", None, None
+            return "empty", None, None, encoding
         if looks_binary(head):
-            return "binary", None, None
+            return "binary", utf16_without_bom(head, path), None, encoding
         chunk, carry = head + fh.read(DETECT_BYTES - len(head)), b""
         whole = chunk if len(chunk) < DETECT_BYTES else None
         while chunk:
-            cut = chunk.rfind(b"\n") + 1 or len(chunk)
-            fmt = detect_format((carry + chunk[:cut]).decode("utf-8", errors="replace"))
+            cut = line_cut(chunk) or len(chunk)
+            fmt = detect_format(unify_line_ends(carry + chunk[:cut]).decode("utf-8",
+                                                                            errors="replace"))
             if fmt:
-                return "text", fmt, whole
+                return "text", fmt, whole, encoding
             carry = chunk[cut:][-DETECT_BYTES:]
             chunk = fh.read(CHUNK_BYTES)
-        return "text", None, whole
+        return "text", None, whole, encoding
 
 
 def _feed(parser: Any, data: bytes, lineno: int, header: bool, counts: Any) -> None:
@@ -152,18 +158,20 @@ def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseS
     """Stream ``path`` through the ``fmt`` parser: (state, lines read, last line was cut);
     ``whole``: the file's bytes, already read (``sniff``), parsed instead of reopening it.
 
-    The file is read in ``CHUNK_BYTES`` blocks cut at the last newline (the rest is carried
-    into the next block), so memory stays flat whatever the file size; a "line" longer than
+    The file is read in ``CHUNK_BYTES`` blocks cut at the last line end (the rest is carried
+    into the next block), so memory stays flat whatever the file size; ``\r\n`` and a lone
+    ``\r`` are line ends like ``\n`` (``common.unify_line_ends``), and a UTF-16/32 file with
+    a BOM arrives as UTF-8 (``common.open_text_bytes``). A "line" longer than
     ``MAX_LINE_BYTES`` (binary garbage without newlines) is dropped and counted.
     """
     state = ParseState(fmt=fmt)
     parser = FORMATS[fmt].Parser(state)
     counts = state.counts
     lineno, n_chunks, carry = 1, 0, b""
-    with io.BytesIO(whole) if whole is not None else open_binary(path, BUFFER_BYTES) as fh:
+    with io.BytesIO(whole) if whole is not None else open_text_bytes(path, BUFFER_BYTES) as fh:
         while block := fh.read(CHUNK_BYTES):
             data = carry + block if carry else block
-            cut = data.rfind(b"\n") + 1
+            cut = line_cut(data)
             if not cut:
                 carry = data
                 if len(carry) > MAX_LINE_BYTES:
@@ -171,10 +179,16 @@ def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseS
                     carry = b""
                 continue
             carry = data[cut:]
-            _feed(parser, data[:cut], lineno, n_chunks < HEADER_CHUNKS, counts)
-            lineno += data.count(b"\n", 0, cut)
+            lines = unify_line_ends(data[:cut])
+            _feed(parser, lines, lineno, n_chunks < HEADER_CHUNKS, counts)
+            lineno += lines.count(b"\n")
             n_chunks += 1
-    if carry:  # the last line has no newline: the file was cut (or never finished)
+    if carry.endswith(b"\r"):  # a final lone CR ends the last line
+        lines = unify_line_ends(carry)
+        _feed(parser, lines, lineno, n_chunks < HEADER_CHUNKS, counts)
+        lineno += lines.count(b"\n") - 1
+        carry = b""
+    elif carry:  # the last line has no line end: the file was cut (or never finished)
         _feed(parser, carry, lineno, n_chunks < HEADER_CHUNKS, counts)
     else:
         lineno -= 1
@@ -202,6 +216,12 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     if cut and not state.counts.get("cut_step_line"):
         notes.append("log ends without a final newline")
     return notes
+
+
+def _encoding_note(encoding: str | None) -> list[str]:
+    """A note when the log was decoded from UTF-16/32 (by its byte-order mark)."""
+    return [f"decoded from {encoding.upper()} (byte-order mark)"] if encoding not in (
+        None, "utf-8") else []
 
 
 def _merge(state: ParseState, side: Any) -> dict[str, Any]:
@@ -233,12 +253,12 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         return shown_path(p, folders=cache)
 
     shown = display(path)
-    bad_link = link_problem(path, logs_dir)
-    if bad_link:
-        return ("bad_link", bad_link), None
+    problem = entry_problem(path, logs_dir)
+    if problem:
+        return problem, None
     try:
         side = load_sidecar(path, logs_dir, cache, display=display)
-        kind, fmt, whole = sniff(path)
+        kind, fmt, whole, encoding = sniff(path)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     except READ_ERRORS as exc:
@@ -246,8 +266,8 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     if kind == "empty":
         return ("truncated_log", "empty file (0 bytes)"), None
     if kind == "binary":
-        return ("binary_file", "NUL, control or non-UTF-8 bytes in the first 64 KiB: not a text "
-                               "log"), None
+        return ("binary_file", fmt or "NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
+                                      "a text log"), None
     if "format" in side.values:
         fmt = side.values["format"]
         if fmt not in FORMATS:
@@ -260,13 +280,18 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
         state, _, cut = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:
         return ("unreadable", f"{shown}: {read_error(exc)}"), None
+    changed = phase_change(state.changes, shown)
+    if changed:
+        return ("phase_change", changed), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:
         return (exc.code, exc.detail), None
     red = reduce_steps(state, facts, s)
     steps = steps_rows(shown, fmt, red.columns) if len(state) else None
-    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut)
+    notes = [f"format {fmt}"] + red.notes + _count_notes(state, cut) + _encoding_note(encoding)
+    if red.phase_reject:
+        return ("phase_change", "; ".join(notes)), steps
     measures, derived = red.measures, list(red.derived)
     try:
         if fmt == hf_trainer.NAME and not red.n_steady:

@@ -32,6 +32,10 @@ from typing import Any
 import numpy as np
 
 from pipeline.ingest.sources.steplogs.base import FLAG_NAN_LOSS, ParseState
+from pipeline.ingest.sources.steplogs.phases import final_batch_phase
+
+# A step longer than this is no training step (as ``ingest.core.plausible.MAX_STEP_TIME_S``).
+MAX_STEP_TIME_S = 1e6
 
 CLOCK_JUMP_FACTOR = 20.0
 
@@ -55,6 +59,8 @@ class Reduced:
     derived: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     n_steady: int = 0
+    # The per-step batch changes in steady state and no phase can be kept (phases.py).
+    phase_reject: bool = False
     first_line: int = 0
     last_line: int = 0
 
@@ -216,6 +222,17 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
             warm[idx[:w]] = True
         n_warm += w
     steady = used & ~warm & ~nan_loss & np.isfinite(x) & (x > 0)
+    # A printed step time <= 0, infinite or over 10^6 s is no step: counted, never silent.
+    bad_time = used & ~warm & ~np.isnan(t) & ((t <= 0) | (t > MAX_STEP_TIME_S))
+    if bad_time.any():
+        lines = _arr(st.line, "int64")[bad_time][:5]
+        steady &= ~bad_time
+        notes.append(f"{int(bad_time.sum())} step(s) with a step time <= 0 or above "
+                     f"{MAX_STEP_TIME_S:g} s left out (lines {', '.join(map(str, lines))}"
+                     f"{', ...' if bad_time.sum() > 5 else ''})")
+    steady, batch_note, red.phase_reject = final_batch_phase(batch, steady, s.min_steady_steps)
+    if batch_note:
+        notes.append(batch_note)
     n_nan = int((used & nan_loss).sum())
     red.n_steady = int(steady.sum())
     mode = "auto" if s.warmup_steps is None else f"fixed {s.warmup_steps}"
@@ -263,7 +280,3 @@ def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: n
     if math.isfinite(b) and seq:
         m["global_batch_tokens"] = b * seq
         red.derived.append("global_batch_tokens")
-        bs = batch[steady][np.isfinite(batch[steady])]
-        if len(bs) and bs.min() != bs.max():
-            red.notes.append(f"global batch varies in steady state ({bs.min():g}-{bs.max():g} "
-                             "sequences, batch ramp-up?): median used")

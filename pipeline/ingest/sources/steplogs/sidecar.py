@@ -12,6 +12,12 @@ the strongest (a stronger file's key replaces a weaker one's):
 
 Sidecar values are defaults: a value the log itself prints is used, and a log value that
 differs from a sidecar value rejects the log (``conflict``, both values named).
+
+Values are read as written: no YAML implicit typing at all (YAML 1.1 would make ``series: 010``
+the series "8" and ``system: 1:30`` the number 90). Text keys keep the scalar's text; numeric
+keys go through the one number parser (``pipeline.numbers``), so a 400-digit ``n_accelerators``
+is a ``bad_value`` reject quoting it. ``null``, ``~`` or nothing leaves a key unset. A key given
+twice is a ``malformed_row`` reject naming it and both lines.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ import yaml
 
 from pipeline.bounded import cap, short
 from pipeline.ingest.contract import PUBLISHED_ENERGY, PUBLISHED_MEASURES
+from pipeline.numbers import NumberError, parse_count, parse_number
+from pipeline.preflight import special_kind
+from pipeline.yaml12 import CORE_NULL, first_duplicate
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node")
@@ -85,19 +94,24 @@ class Sidecar:
     files: list[str] = field(default_factory=list)
 
 
-def _files_in(folder: Path, cache: dict | None) -> frozenset[str] | None:
-    """Names of the files in ``folder`` (links to files included, as ``Path.is_file`` counts
-    them), listed once per folder when a cache is given: a folder of 10^4 logs is read once,
-    not stat-ed three times per log. None without a cache (each candidate is stat-ed)."""
+def _entries_in(folder: Path, cache: dict | None
+                ) -> tuple[frozenset[str], frozenset[str]] | None:
+    """Names in ``folder``, listed once per folder when a cache is given (a folder of 10^4 logs
+    is read once, not stat-ed three times per log): (files, links to files included, as
+    ``Path.is_file`` counts them; every other entry: folders, special files, broken links).
+    None without a cache (each candidate is stat-ed)."""
     if cache is None:
         return None
-    key = ("files", folder)
+    key = ("entries", folder)
     if key not in cache:
+        files, others = set(), set()
         try:
             with os.scandir(folder) as entries:
-                cache[key] = frozenset(e.name for e in entries if e.is_file())
+                for entry in entries:
+                    (files if entry.is_file() else others).add(entry.name)
         except OSError:
-            cache[key] = frozenset()
+            pass
+        cache[key] = (frozenset(files), frozenset(others))
     return cache[key]
 
 
@@ -116,13 +130,24 @@ def sidecar_paths(log_path: Path, logs_dir: Path, cache: dict | None = None) -> 
                    log_path.with_name(log_path.name + ".yaml")]
     found = []
     for path in candidates:
-        names = _files_in(path.parent, cache)
-        if (path.name in names) if names is not None else path.is_file():
+        listing = _entries_in(path.parent, cache)
+        if (path.name in listing[0]) if listing is not None else path.is_file():
             found.append(path)
+            continue
+        if listing is not None and path.name not in listing[1]:
+            continue  # not in the folder at all: nothing to stat
+        if (kind := special_kind(path, directories=True)) is not None:
+            # Never opened (a FIFO would block), never skipped: the log's metadata is unknown.
+            raise SidecarError("special_file", f"sidecar {path.name} is a {kind}, not a file: "
+                                               "the log's metadata cannot be read")
+        if path.is_symlink():
+            raise SidecarError("bad_link", f"sidecar {path.name} is a symlink to no readable "
+                                           "file")
     return found
 
 
 def _check(key: str, value: Any, where: str) -> Any:
+    """One sidecar value (the scalar's text, or None) checked and typed for ``key``."""
     if key in MEASURE_KEYS:
         raise SidecarError("bad_value", f"sidecar {where}: '{key}' is measured, so it comes "
                                         "from the log, not from a sidecar")
@@ -131,32 +156,69 @@ def _check(key: str, value: Any, where: str) -> Any:
                                         "format-v1 column names, see data/raw/logs/README.md)")
     if value is None:
         return None
-    if key in INT_KEYS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"integer, got {short(value)}")
-    elif key in FLOAT_KEYS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
-                                            f"number, got {short(value)}")
-        value = float(value)
-    elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be text, got {short(value)}")
-    else:
-        value = str(value)
+    try:
+        if key in INT_KEYS:
+            return parse_count(value, key, 0)
+        if key in FLOAT_KEYS:
+            return parse_number(value, key, 0.0)
+    except NumberError as exc:
+        kind = "integer" if key in INT_KEYS else "number"
+        raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a non-negative "
+                                        f"{kind}, got {short(value)} ({exc})") from None
     return value
 
 
+def _compose(text: str) -> Any:
+    """The YAML node tree of one sidecar's text (composed, nothing constructed)."""
+    loader = _SidecarLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
 def _parse(text: str, cache: dict | None) -> Any:
-    """The YAML of one sidecar; with a cache, each distinct text is parsed once (a fleet's job
-    folders hold a few distinct sidecars many times over: pure-Python YAML costs ~0.5 ms each).
-    The parsed value is only read afterwards (``_check`` builds new values from it)."""
+    """The composed YAML of one sidecar; with a cache, each distinct text is composed once (a
+    fleet's job folders hold a few distinct sidecars many times over: pure-Python YAML costs
+    ~0.5 ms each). The node tree is only read afterwards (``_scalars`` builds new values)."""
     if cache is None:
-        return yaml.load(text, Loader=_SidecarLoader)
+        return _compose(text)
     key = ("yaml", text)
     if key not in cache:
-        cache[key] = yaml.load(text, Loader=_SidecarLoader)
+        cache[key] = _compose(text)
     return cache[key]
+
+
+def _scalars(node: Any, where: str) -> dict[str, str | None]:
+    """The top-level mapping of a composed sidecar as {key: text as written, or None}."""
+    if node is None:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        kind = {yaml.SequenceNode: "list", yaml.ScalarNode: "str"}.get(type(node), "value")
+        raise SidecarError("malformed_row", f"sidecar {where}: must be a mapping of column "
+                                            f"names to values, got {kind}")
+    duplicate = first_duplicate(node)
+    if duplicate is not None:
+        raise SidecarError("malformed_row", f"sidecar {where}: {duplicate}")
+    values: dict[str, str | None] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise SidecarError("bad_value", f"sidecar {where}: a key must be a column name "
+                                            f"(line {key_node.start_mark.line + 1})")
+        key = str(key_node.value)
+        for tagged in (key_node, value_node):  # nothing is constructed, so say what PyYAML would
+            if tagged.tag not in _SidecarLoader.yaml_constructors:
+                raise SidecarError("malformed_row", f"sidecar {where}: not valid YAML (could not "
+                                                    f"determine a constructor for the tag "
+                                                    f"{short(tagged.tag, 200)})")
+        if not isinstance(value_node, yaml.ScalarNode):
+            if key in MEASURE_KEYS or key not in ALLOWED_KEYS:
+                _check(key, None, where)
+            raise SidecarError("bad_value", f"sidecar {where}: '{key}' must be a single value "
+                                            f"(line {value_node.start_mark.line + 1})")
+        plain = value_node.style is None
+        values[key] = None if plain and CORE_NULL.match(value_node.value) else value_node.value
+    return values
 
 
 def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -167,7 +229,7 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
         if path.stat().st_size > MAX_SIDECAR_BYTES:
             raise SidecarError("malformed_row", f"sidecar {path}: over {MAX_SIDECAR_BYTES} "
                                                 "bytes; a sidecar is a short mapping")
-        data = _parse(path.read_text(encoding="utf-8"), cache)
+        node = _parse(path.read_text(encoding="utf-8"), cache)
     except (OSError, UnicodeDecodeError) as exc:
         raise SidecarError("unreadable", f"sidecar {path}: {short(exc, 200)}") from exc
     except yaml.YAMLError as exc:
@@ -176,12 +238,7 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
     except (RecursionError, MemoryError) as exc:
         raise SidecarError("malformed_row", f"sidecar {path}: nested too deeply to read "
                                             f"({type(exc).__name__})") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SidecarError("malformed_row", f"sidecar {path}: must be a mapping of column "
-                                            f"names to values, got {type(data).__name__}")
-    checked = {str(k): _check(str(k), v, str(path)) for k, v in data.items()}
+    checked = {k: _check(k, v, str(path)) for k, v in _scalars(node, str(path)).items()}
     checked = {k: v for k, v in checked.items() if v is not None}
     if cache is not None:
         cache[path] = checked

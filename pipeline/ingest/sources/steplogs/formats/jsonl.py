@@ -29,6 +29,8 @@ import pyarrow.json as pa_json
 from pipeline.ingest.sources.steplogs.base import NAN, ParseState
 
 NAME = "jsonl"
+# Integers beyond int64 are no step number or per-step value (float() of 10^400 overflows).
+_MAX_INT = 2**63
 STEP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s",
              "batch_samples", "loss", "tflops_per_accelerator", "mfu")
 FACT_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "n_layers", "d_model",
@@ -40,7 +42,7 @@ def _num(value: object) -> float:
     if value.__class__ is float:
         return value
     if value.__class__ is int:
-        return float(value)
+        return float(value) if -_MAX_INT < value < _MAX_INT else NAN  # a 400-digit integer
     return NAN
 
 
@@ -157,7 +159,12 @@ class Parser:
                 return False  # text, bools, lists: the line-by-line path says what they are
             cols[key] = values
         loss = cols["loss"]
-        arrays = {("wall_s" if k == "time" else k): _column(v) for k, v in cols.items()}
+        try:  # an integer beyond a double or int64: the line path counts that line alone
+            if not -_MAX_INT < min(steps) <= max(steps) < _MAX_INT:
+                return False
+            arrays = {("wall_s" if k == "time" else k): _column(v) for k, v in cols.items()}
+        except OverflowError:
+            return False
         self.state.extend(steps, range(first_lineno, first_lineno + len(objs)),
                           [-1] * len(objs),
                           [v is not None and not math.isfinite(v) for v in loss], **arrays)
@@ -181,7 +188,7 @@ class Parser:
                     st.fact(key, obj[key], lineno)
             return
         if isinstance(step, bool) or not isinstance(step, (int, float)) or not \
-                math.isfinite(step) or step != int(step):
+                -_MAX_INT < step < _MAX_INT or not math.isfinite(step) or step != int(step):
             st.counts["unparsed_step_lines"] += 1
             return
         get = obj.get
