@@ -211,5 +211,51 @@ def metrics(headline_dir: Path = typer.Option(Path("reports/headline"), "--headl
     typer.echo("\n".join(legend_lines(headline_dir)))
 
 
+@app.command(context_settings={"allow_extra_args": True})
+def plan(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="catalog model id or alias (e.g. llama-3-70b), or a "
+                                          "label with --params-b, --layers, --d-model"),
+    accelerator: str = typer.Argument(..., help="catalog accelerator id or alias"),
+    n: list[int] = typer.Option(..., "--n", help="accelerator counts (repeat or list: --n 512 "
+                                                 "2048)"),
+    global_batch_tokens: float | None = typer.Option(
+        None, help="tokens per optimizer step (default: the theory's critical batch for a "
+                   "compute-optimal run of the model)"),
+    seq_len: float | None = typer.Option(None, help="tokens per sequence (default: the "
+                                                    "model's, else theory.bounds.seq_len)"),
+    layout: str | None = typer.Option(None, help="fix axes: tp=8,pp=16,cp=1[,dp=..,ep=..,"
+                                                 "v=..,zero=..,recompute=..,mb=..]"),
+    top: int = typer.Option(5, min=1, help="layouts shown per N"),
+    train_tokens: float | None = typer.Option(None, help="also the time and energy (MWh, at "
+                                                         "TDP) to train this many tokens"),
+    json_out: bool = typer.Option(False, "--json", help="print a JSON array, one object per "
+                                                        "(N, layout)"),
+    params_b: float | None = typer.Option(None, help="model shape: parameters, 1e9"),
+    layers: int | None = typer.Option(None, help="model shape: layers"),
+    d_model: int | None = typer.Option(None, help="model shape: hidden size"),
+    heads: int | None = typer.Option(None, help="model shape: attention heads"),
+    processed: Path = PROCESSED,
+    catalog: Path = CATALOG,
+    theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
+                                        help="the theory stage's metrics (memory overhead)"),
+    params: Path = PARAMS,
+) -> None:
+    """Best parallel layouts for MODEL on ACCELERATOR at each N: predicted MFU with its 95%
+    interval, step time, tokens/s, memory per chip against HBM, and the binding limit.
+
+    Reads the catalogs and the pipeline's outputs (no refit). Exit status 2 on a bad request.
+    """
+    from pipeline.plan.cli import more_n, run_plan
+    code = run_plan(model=model, accelerator=accelerator, n=more_n(n, ctx.args),
+                    global_batch_tokens=global_batch_tokens, seq_len=seq_len, layout=layout,
+                    top=top, train_tokens=train_tokens, json_out=json_out,
+                    shape={"params_b": params_b, "layers": layers, "d_model": d_model,
+                           "heads": heads},
+                    processed=processed, catalog=catalog, theory_metrics=theory_metrics,
+                    params_path=params)
+    raise typer.Exit(code=code)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(app())

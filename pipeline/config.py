@@ -188,7 +188,6 @@ class SearchSettings(_Group):
     interleave: Interleave
     max_accelerators: Annotated[float, Field(ge=0, le=1e15)]
     memory_check: bool
-    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)]
     zero_stage: Annotated[int, Field(ge=0, le=3)]
     dp_steps_per_octave: Annotated[int, Field(ge=1, le=16)]
 
@@ -292,6 +291,22 @@ class BoundsSettings(_Group):
     hardware: dict[BoundHardware, Annotated[float, Field(gt=0, le=1e21)]] = {}
 
 
+class MemorySettings(_Group):
+    """``theory.memory``: the memory model (pipeline/theory/memory.py, docs/theory.md §11) and
+    the bounds of its fitted allocator overhead."""
+
+    weight_bytes_per_param: Annotated[float, Field(gt=0, le=64)]
+    gradient_bytes_per_param: Annotated[float, Field(ge=0, le=64)]
+    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)]
+    activation_bytes_per_value: Annotated[float, Field(gt=0, le=64)]
+    logits_bytes_per_value: Annotated[float, Field(ge=0, le=64)]
+    flash_attention: bool
+    dropout: bool
+    fsdp_prefetch_layers: Annotated[float, Field(ge=0, le=1000)]
+    max_activation_factor: Annotated[float, Field(ge=1, le=100)]
+    max_fixed_bytes: Annotated[float, Field(ge=0, le=1e12)]
+
+
 class TheorySettings(_Group):
     """``theory``: constants of the data-movement model, the frontier grid and the scenarios."""
 
@@ -302,6 +317,7 @@ class TheorySettings(_Group):
     latency: LatencySettings
     search: SearchSettings
     frontier: FrontierSettings
+    memory: MemorySettings
     scenarios: Annotated[dict[Annotated[str, Field(min_length=1)], ScenarioSettings],
                          Field(min_length=1)]
     bounds: BoundsSettings

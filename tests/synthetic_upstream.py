@@ -187,7 +187,8 @@ def make_bounds(runs: pd.DataFrame) -> pd.DataFrame:
                          t_net_pp_s=0.05, t_net_ep_s=0.0, t_bubble_s=0.0 if fsdp else 0.1 * (t_step - 1),
                          t_latency_s=0.01, binding="net_dp" if fsdp else "compute",
                          assumed="micro_batch", t_step_s=t_step, measured_mfu=r.mfu,
-                         exceeds_bound=False))
+                         exceeds_bound=False, memory_bytes_per_accelerator=40e9,
+                         fits_memory=True))
     return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True)
 
 
@@ -201,7 +202,8 @@ def make_frontier() -> tuple[pd.DataFrame, dict]:
                              utilization=float(u) if feasible else np.nan,
                              n_accelerators=int(c / (989e12 * 0.8 * 7.776e6)) + 1, dp=64, tp=8, pp=16,
                              ep=1, microbatches=64, global_batch_tokens=4.2e6,
-                             binding="compute" if c <= knee else "latency", feasible=bool(feasible)))
+                             binding="compute" if c <= knee else "latency", feasible=bool(feasible),
+                             memory_bytes_per_accelerator=50e9, fits_memory=True))
         theory[scen] = {"knee_flop": knee, "wall_flop": wall, "plateau_utilization": 0.8,
                         "knee_utilization": 0.8, "wall_beyond_grid": False,
                         "accelerator": "H100-SXM5-80GB", "precision": "bf16"}

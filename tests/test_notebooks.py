@@ -19,7 +19,7 @@ from synthetic_upstream import shared_downstream
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("01-explore-runs.ipynb", "02-fit-laws.ipynb", "03-theory-frontier.ipynb",
-         "04-calibrate.ipynb")
+         "04-calibrate.ipynb", "05-plan.ipynb")
 pytestmark = pytest.mark.slow
 
 
@@ -56,5 +56,8 @@ def test_notebook_runs(name: str, pipeline_output: dict[str, Path], monkeypatch)
         assert "amdahl" in text and "usl" in text  # every law compared
     elif name.startswith("03"):
         assert "changed" in text and "knee_flop" in text
-    else:
+    elif name.startswith("04"):
         assert "fitted on" in text and "predicted MFU at N=" in text and "(held out)" in text
+    else:  # the planner's table for both models and the fixed layout at each N
+        assert "llama-3-70b" in text and "llama-3.1-405b" in text and "memory_bytes" in text
+        assert "N = 512: " in text and "N = 8192: " in text

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 SECTIONS = ("Your runs", "Key findings", "Scaling with N", "Parallelism strategy at scale",
             "Against the data-movement ceiling", "What limits measured scaling",
-            "How well the laws predict", "Hardware generations", "Power, energy and cost", "Data",
+            "Memory per accelerator", "How well the laws predict", "Hardware generations", "Power, energy and cost", "Data",
             "Method and caveats", "Appendix: tables")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
            "energy", "power_cost", "frontier", "gap", "calibrate_predicted_actual",

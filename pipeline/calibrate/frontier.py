@@ -6,6 +6,8 @@ knee and wall from draws of those values.
 What the calibrated search lets a layout be: what frameworks run (1-D TP with sequence
 parallelism, plain 1F1B: v = 1, no recomputation, ZeRO as ``theory.search.zero_stage``), on
 the default measured network (data/catalog/collectives.csv) and the chip's measured GEMM rate.
+Layouts whose predicted peak memory (:mod:`pipeline.theory.memory`, the theory stage's fitted
+overhead) exceeds HBM are left out, as in the ideal search (``theory.search.memory_check``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ and ``reports/plots/calibrate_predictions.csv``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,6 +37,7 @@ from pipeline.calibrate.targets import selected_targets
 from pipeline.config import Settings, settings
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.theory.frontier import flop_grid, frontier_frame
+from pipeline.theory.memory_fit import overhead_of
 from pipeline.theory.scenarios import baseline_constants, load_scenarios
 
 # calibrated.parquet's share_<component> (the report's vocabulary) <- step components
@@ -121,7 +123,9 @@ def frontier(params: Mapping[str, Any], catalog, model: StepModel, fitted: Fitte
     population values: frontier rows and, per scenario, knee and wall with CIs beside the
     ideal ones (theory.json), and the utilization at Llama 3's compute."""
     fr = settings(params, "theory").frontier
-    scenarios = load_scenarios(params, catalog)
+    # layouts sized by the theory stage's memory model and its fitted overhead
+    overhead = overhead_of(ideal.get("_memory", {}))
+    scenarios = [replace(scn, memory_overhead=overhead) for scn in load_scenarios(params, catalog)]
     g = fitted.production
     result = calibrated_frontier(
         scenarios, model, g.z_pop, g.cov_z["population"], g.free,

@@ -93,6 +93,7 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("power_w_per_accelerator", F, "measured power per chip (W): MLPerf node power (hosts "
                                     "included) / accelerators"),
     ("energy_j_per_token", F, "energy per training token (J): energy_j / tokens trained"),
+    ("peak_memory_bytes", F, "measured peak memory per chip (B), where the source gives it"),
     ("energy_j", F, "energy to train (J), MLPerf Training rules: nodes + interconnect"),
     ("energy_j_nodes", F, "nodes' energy over the time to train (J), conversion eff. applied"),
     ("energy_j_interconnect", F, "interconnect (switch) power estimate x time to train (J)"),

@@ -8,13 +8,15 @@ from pipeline.contracts import Stage
 STAGE = Stage(
     name="report", help="Render reports/report.html and reports/report.md with figures from the "
                         "stage outputs.",
-    params=("report", "fit.default_law_min_success"),
+    # theory (laws, bounds.seq_len, memory): the planner's answer for "Your runs" (pipeline/plan)
+    params=("report", "fit.default_law_min_success", "theory"),
     reads=("runs.parquet", "rejects.parquet", "series.parquet", "fits.parquet",
            "extrapolation.parquet", "bounds.parquet", "frontier.parquet", "comparison.parquet",
            "comparison_curves.parquet", "comparison_series.parquet", "energy_points.parquet",
            "energy_fits.parquet", "calibration.parquet", "calibrated.parquet",
            "predictions.parquet", "calibrated_frontier.parquet"),
     reads_metrics=("ingest", "fit", "theory", "compare", "calibrate"),
+    catalog=True,
     entry="pipeline.report.stage:run",
     # the Vega libraries of `dvc plots` draw the HTML's interactive charts
     raw=(".dvc/plots/page.html",),

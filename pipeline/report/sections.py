@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipeline.report.memory import memory_section
+
 
 @dataclass(frozen=True)
 class Section:
@@ -22,7 +24,8 @@ class Section:
     build: Callable[[Any, dict[str, Any]], Any] | None = None
 
     def shown(self, context: dict[str, Any]) -> bool:
-        return True
+        # a section with a ``build`` shows only where its context was built
+        return self.build is None or self.id in context
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -32,6 +35,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("strategy", "Parallelism strategy at scale"),
     Section("theory", "Against the data-movement ceiling"),
     Section("calibration", "What limits measured scaling"),
+    Section("memory", "Memory per accelerator", lambda data, cfg: memory_section(data.metrics)),
     Section("laws", "How well the laws predict"),
     Section("hardware", "Hardware generations"),
     Section("power", "Power, energy and cost"),

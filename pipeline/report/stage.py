@@ -16,6 +16,7 @@ from pipeline.report import (charts, figures, findings, key_findings, plot_data,
                              sections)
 from pipeline.report.style import read_audits
 from pipeline.report.focus import focus_figure, focus_ids
+from pipeline.report.plan import add_plans
 from pipeline.snapshot import SnapshotBusy, busy
 
 
@@ -75,6 +76,7 @@ def run(params: dict[str, Any], *, processed_dir: Path, metrics_dir: Path,
     context = findings.build(data, cfg) | {"title": cfg["title"]}
     context |= sections.build_all(data, cfg)
     context["key_findings"] = key_findings.build(data, context)
+    context["mine"] = add_plans(context["mine"], data.runs, processed_dir, metrics_dir, params)
     cfg["focus_series"], cfg["focus_runs"] = focus_ids(data, cfg["focus"])
     figs = figures.make_all(data, out_dir / "figures", cfg)
     figs["focus"] = focus_figure(data, context["mine"], out_dir / "figures")

@@ -361,6 +361,9 @@ def _best(r: _PerRun, cost, tp_pick: np.ndarray, pp_pick: np.ndarray, v_pick: np
         "assumed": notes.joined(),
         "t_step_s": cost.t_step_s * nan,
         "peak_flops_per_s": np.where(ok, r["peak"], np.nan),
+        # the completed shape and microbatch the ceiling used (the memory model takes them)
+        "n_layers_used": r["layers"], "d_model_used": r["d"], "seq_len_used": r["seq"],
+        "micro_batch_used": r["micro"],
     })
     return _compare(out, r.runs, r.dflt.tolerance)
 

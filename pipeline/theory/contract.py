@@ -19,6 +19,12 @@ from pipeline.vocab import COMPONENTS
 _TIMES = tuple(col(f"t_{k}_s", F, f"time of the {k} component per step (s)", **NONNEG)
                for k in COMPONENTS)
 
+# Predicted peak memory per accelerator (pipeline/theory/memory.py) and whether it fits in HBM.
+_MEMORY = (
+    col("memory_bytes_per_accelerator", F, "predicted peak memory per chip (B)", **POS),
+    col("fits_memory", B, "predicted peak memory <= the chip's HBM capacity (catalog)"),
+)
+
 OUTPUTS: dict[str, tuple] = {
     "bounds.parquet": (
         col("run_id", S, "run", **ID),
@@ -30,6 +36,7 @@ OUTPUTS: dict[str, tuple] = {
         col("t_step_s", F, "the theory's step time (s)", **POS),
         col("measured_mfu", F, "the run's MFU (or HFU) compared", **UNIT),
         col("exceeds_bound", B, "measured above the ceiling by more than the tolerance"),
+        *_MEMORY,
     ),
     "frontier.parquet": (
         col("scenario", S, "scenario name", **ID),
@@ -43,6 +50,7 @@ OUTPUTS: dict[str, tuple] = {
         col("binding", S, "limiting component",
            checks=[pda.Check.isin(list(COMPONENTS))], nullable=True),
         col("feasible", B, "a layout finishes within the duration"),
+        *_MEMORY,
     ),
 }
 OUTPUTS["theory_curves.parquet"] = (

@@ -92,6 +92,8 @@ def frontier_frame(name: str, front: Frontier) -> pd.DataFrame:
         "global_batch_tokens": front.global_batch_tokens,
         "binding": front.binding.astype(str),
         "feasible": front.feasible,
+        "memory_bytes_per_accelerator": front.memory_bytes_per_accelerator,
+        "fits_memory": front.fits_memory,
         "tp1": front.tp1,
         "tp2": front.tp2,
         "train_time_s": front.train_time_s,

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from pipeline.config import ConfigError, settings
 from pipeline.theory.inputs import Constants, Hardware, hardware_from_spec
 from pipeline.theory.laws import SECONDS_PER_DAY, Laws
+from pipeline.theory.memory import MemoryConstants, Overhead
 
 LATENCY_FIELDS = ("kernel_latency_s", "scaleup_latency_s", "scaleout_latency_s")
 
@@ -49,8 +50,8 @@ class Search:
         max_microbatches_per_stage: m is searched over 1 and pp * 2^j up to this multiple.
         interleave: "max" (v = L/pp when m >= pp, ml_par_sim's maximal interleaving) or "none".
         max_accelerators: cap on G (0 = none).
-        memory_check: drop layouts whose weights, gradients and optimizer states exceed HBM.
-        optimizer_bytes_per_param: optimizer-state bytes per parameter (fp32 master + Adam).
+        memory_check: search only layouts whose predicted peak memory (the memory model,
+            pipeline.theory.memory, with full recompute) fits in HBM; false searches all.
         zero_stage: ZeRO stage of every searched layout (1: optimizer states sharded over dp).
         dp_steps_per_octave: dp runs over floor(2^(j/q)); 1 = powers of two only. dp needs no
             divisibility (a batch of B tokens splits over any dp), so q = 4 removes most of the
@@ -64,8 +65,7 @@ class Search:
     max_microbatches_per_stage: int = 64
     interleave: str = "max"
     max_accelerators: float = 0.0
-    memory_check: bool = False
-    optimizer_bytes_per_param: float = 12.0
+    memory_check: bool = True
     zero_stage: int = 1
     dp_steps_per_octave: int = 4
 
@@ -84,6 +84,10 @@ class Scenario:
     #: measured efficiencies (pipeline.calibrate.frontier.Efficiencies): the search then costs
     #: layouts with the calibrated step time instead of the ideal one; None = ideal
     efficiency: Any = None
+    #: the memory model's constants (theory.memory) and its fitted overhead (the theory stage's
+    #: fit, theory metrics ``_memory.overhead``; none until fitted)
+    memory_constants: MemoryConstants = MemoryConstants()
+    memory_overhead: Overhead = Overhead()
 
 
 def _overrides(model: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -112,6 +116,9 @@ def load_scenarios(params: Mapping[str, Any], catalog) -> list[Scenario]:
     """Every scenario of ``theory.scenarios``, in the order written."""
     cfg = settings(params, "theory")
     laws, const, search, latency = baseline_constants(params)
+    mem = cfg.memory
+    memory_const = MemoryConstants(**{k: getattr(mem, k)
+                                      for k in MemoryConstants.__dataclass_fields__})
     out = []
     for name, node in cfg.scenarios.items():
         where = f"theory.scenarios.{name}"
@@ -140,5 +147,6 @@ def load_scenarios(params: Mapping[str, Any], catalog) -> list[Scenario]:
                             laws=replace(laws, **_overrides(node.laws)), constants=s_const,
                             moe=Moe(**_overrides(node.moe)),
                             search=replace(search, **_overrides(node.search)),
-                            duration_s=days * SECONDS_PER_DAY))
+                            duration_s=days * SECONDS_PER_DAY,
+                            memory_constants=memory_const))
     return out

@@ -22,6 +22,7 @@ from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.theory import laws as lw
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Layout, Shape
+from pipeline.theory.memory import RECOMPUTE, MemoryInputs, peak_memory
 from pipeline.theory.scenarios import Scenario
 
 
@@ -43,6 +44,8 @@ class Frontier:
     global_batch_tokens: np.ndarray
     binding: np.ndarray  # component names
     n_evaluations: int
+    memory_bytes_per_accelerator: np.ndarray
+    fits_memory: np.ndarray
 
 
 def model_for(flop: np.ndarray, scn: Scenario) -> dict[str, np.ndarray]:
@@ -170,6 +173,10 @@ def search(scn: Scenario, flop) -> Frontier:
     out["microbatches"][c] = 2.0 ** combo["m"][kk]
     out["binding"][c] = chosen.binding_names()
     out["n_accelerators"] = out["dp"] * out["tp1"] * out["tp2"] * out["pp"] * out["ep"]
+    memory = np.full(flop.size, np.nan)
+    memory[c] = layout_memory(scn, model, combo, c, kk, dp)
+    out["memory_bytes_per_accelerator"] = memory
+    out["fits_memory"] = memory <= float(np.asarray(scn.hardware.hbm_bytes))
     return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
 
 
@@ -286,14 +293,44 @@ def _empty(flop: np.ndarray, model: dict) -> dict:
             "binding": np.full(n, "none", dtype=object), "n_accelerators": nan.copy()}
 
 
+def _memory_inputs(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray,
+                   dp: np.ndarray) -> MemoryInputs:
+    """The memory model's view of layouts ``k`` at C ``idx``: the scenario's ZeRO stage, full
+    recompute and sequence parallelism (the least memory a layout can get by with; the cost
+    model counts no recompute FLOP, as ml_par_sim), the microbatch as tokens / seq_len."""
+    tp = 2.0 ** (combo["tp1"][k] + combo["tp2"][k])
+    pp, m, ep = 2.0 ** combo["pp"][k], 2.0 ** combo["m"][k], 2.0 ** combo["ep"][k]
+    seq = float(Shape.seq_len)
+    micro_tokens = model["batch"][idx] / (dp * ep * m)
+    moe = scn.moe
+    dense = model["active_params"][idx] * (1.0 - moe.expert_fraction)
+    v = np.where(m >= pp, np.maximum(model["n_layers"][idx] / pp, 1.0), 1.0) \
+        if scn.search.interleave == "max" else np.ones_like(m)
+    return MemoryInputs(params=model["params"][idx], n_layers=model["n_layers"][idx],
+                        d_model=model["d_model"][idx], seq_len=seq,
+                        micro_batch=micro_tokens / seq, expert_params=model["params"][idx] - dense,
+                        top_k=float(moe.top_k), dp=dp * ep, tp=tp, pp=pp, ep=ep,
+                        zero_stage=float(scn.search.zero_stage), microbatches=m,
+                        virtual_pipeline=v, recompute=RECOMPUTE.index("full"),
+                        sequence_parallel=tp > 1)
+
+
+def layout_memory(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray,
+                  dp: np.ndarray) -> np.ndarray:
+    """Predicted peak bytes per accelerator (with the scenario's fitted overhead)."""
+    parts = peak_memory(_memory_inputs(scn, model, combo, idx, k, dp), scn.memory_constants)
+    return scn.memory_overhead.apply(parts)
+
+
 def _memory_log2_dp(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray
                     ) -> np.ndarray:
-    """Smallest log2 dp at which weights, gradients and optimizer states fit in HBM (ZeRO-1:
-    optimizer states split over dp * ep; activations assumed recomputed); inf where weights
-    and gradients alone do not fit."""
-    s, w = scn.search, scn.constants.bytes_per_value
-    local = _local_params(scn, model, combo, idx, k)
-    room = float(np.asarray(scn.hardware.hbm_bytes)) - 2.0 * w * local
+    """Smallest log2 dp at which a layout fits in HBM; inf where none does. Every part of the
+    peak is a + b / dp (ZeRO shards and the microbatch both fall as 1 / dp at a fixed m), so
+    a = memory at dp -> inf and b = memory at dp = 1 - a give dp = b / (HBM - a) exactly."""
+    hbm = float(np.asarray(scn.hardware.hbm_bytes))
+    one = layout_memory(scn, model, combo, idx, k, np.ones(idx.size))
+    rest = layout_memory(scn, model, combo, idx, k, np.full(idx.size, 1e30))
+    room = hbm - rest
     with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.log2(s.optimizer_bytes_per_param * local / (room * 2.0 ** combo["ep"][k]))
-    return np.where(room > 0, need, np.inf)
+        need = np.log2(np.maximum(one - rest, 0.0) / room)
+    return np.where(room > 0, np.maximum(need, 0.0), np.inf)

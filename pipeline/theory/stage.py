@@ -11,6 +11,7 @@ Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``fr
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,18 +26,26 @@ from pipeline.theory.bounds import compute_bounds
 from pipeline.theory.curves import series_ceilings
 from pipeline.theory.energy import frontier_energy
 from pipeline.theory.frontier import flop_grid, frontier_frame, headline
+from pipeline.theory.memory import Overhead
+from pipeline.theory.memory_fit import overhead_of, runs_memory
 from pipeline.theory.scenarios import load_scenarios
 from pipeline.theory.search import search
 
 
-def run_frontier(params: Mapping[str, Any], catalog) -> tuple[pd.DataFrame, dict]:
-    """Every scenario's frontier over the C grid, and its knee and wall."""
+USED_COLUMNS = ["n_layers_used", "d_model_used", "seq_len_used", "micro_batch_used"]
+
+
+def run_frontier(params: Mapping[str, Any], catalog, overhead: Overhead = Overhead()
+                 ) -> tuple[pd.DataFrame, dict]:
+    """Every scenario's frontier over the C grid, and its knee and wall (layouts sized by the
+    memory model with the fitted ``overhead``)."""
     cfg = settings(params, "theory").frontier
     grid = flop_grid(cfg.min_flop, cfg.max_flop, cfg.points)
     fraction, rounds, points = cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points
     frames, metrics = [], {}
     for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
                     leave=False, disable=None):
+        scn = replace(scn, memory_overhead=overhead)
         front = search(scn, grid)
         head = headline(scn, front, fraction, rounds, points)
         frames.append(frontier_frame(scn.name, front))
@@ -58,8 +67,13 @@ def compute(inputs: Inputs, s: Settings) -> Result:
     every run's ceiling, every series' ceiling on the extrapolation grid (``compare.extrapolate_n``
     and ``compare.curve_points``, the grid compare draws on) and the energy at the frontier."""
     catalog, runs = inputs.catalog, inputs["runs.parquet"]
-    frontier, metrics = run_frontier(s, catalog)
     bounds = compute_bounds(runs, catalog, s)
+    # the memory model's overhead is fitted first: the frontier searches layouts that fit
+    memory, memory_metrics = runs_memory(runs, bounds, catalog, s)
+    frontier, metrics = run_frontier(s, catalog, overhead_of(memory_metrics))
+    metrics["_memory"] = memory_metrics
+    bounds = bounds.drop(columns=USED_COLUMNS).merge(memory, on="run_id", how="left",
+                                                     validate="one_to_one")
     curves = series_ceilings(runs, inputs["series.parquet"], catalog, s,
                              sorted(s.compare.extrapolate_n), s.compare.curve_points)
     energy_front, energy = frontier_energy(frontier, metrics, load_scenarios(s, catalog), catalog,

@@ -380,6 +380,8 @@ def _numbers(f: dict[str, Any], row: dict[str, Any]) -> dict[str, float | None]:
         if name in f:
             row[name] = _positive(f, name)
     _power(f, row)
+    if "peak_memory_bytes_per_accelerator" in f:
+        row["peak_memory_bytes"] = _positive(f, "peak_memory_bytes_per_accelerator")
     given = {"tflops": _positive(f, "tflops_per_accelerator"),
              "hw_tflops": _positive(f, "hardware_tflops_per_accelerator")}
     row["hardware_flops_per_s"] = _positive(f, "hardware_flops_per_s")

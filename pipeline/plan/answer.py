@@ -1,0 +1,116 @@
+"""One planner answer: load what the pipeline wrote, search each N, and shape the rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from pipeline.calibrate.step import load_model
+from pipeline.config import load_params, settings
+from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
+from pipeline.plan.request import PlanError, Request, check_layout_divides
+from pipeline.plan.search import PlanContext, plan_for_n
+from pipeline.theory import laws as lw
+from pipeline.theory.memory_fit import memory_constants, overhead_of
+
+# JSON keys, in order (the issue's contract first, then the extras)
+KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
+        "zero_stage", "recompute", "mfu", "mfu_low", "mfu_high", "step_time_s", "tokens_per_s",
+        "memory_bytes_per_accelerator", "hbm_bytes", "binding", "ceiling_mfu",
+        "sequence_parallel", "microbatches", "global_batch_tokens", "seq_len",
+        "step_time_low_s", "step_time_high_s", "fits_memory", "train_time_s", "energy_mwh")
+JOULES_PER_MWH = 3.6e9
+
+
+def load_context(processed: Path, catalog: Path, theory_metrics: Path,
+                 params: Mapping[str, Any] | None = None) -> PlanContext:
+    """The step model, the settings (``params`` defaults to the project's params.yaml), memory
+    constants and the theory stage's fitted memory overhead."""
+    step = load_model(processed, catalog)
+    params = load_params() if params is None else params
+    node = {}
+    if Path(theory_metrics).exists():
+        node = json.loads(Path(theory_metrics).read_text(encoding="utf-8")).get("_memory", {})
+    return PlanContext(step=step, params=params, memory=memory_constants(params),
+                       overhead=overhead_of(node))
+
+
+def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> float:
+    """The critical batch of the theory's laws at the compute a compute-optimal run of the
+    model spends (C = 6 N_act D, D = tokens_per_param N_act): docs/theory.md §2."""
+    laws = lw.Laws(**settings(params, "theory").laws.model_dump())
+    flop = FLOP_PER_PARAM_PER_TOKEN * active_params * laws.tokens_per_param * active_params
+    return float(lw.critical_batch_tokens(np.array([flop]), laws)[0])
+
+
+def answer(req: Request, ctx: PlanContext, batch_tokens: float | None, seq_len: float | None,
+           top: int, train_tokens: float | None = None) -> pd.DataFrame:
+    """Rows (N, layout) of the best ``top`` layouts per N."""
+    params = ctx.params
+    seq = seq_len or (req.model.seq_len if np.isfinite(req.model.seq_len)
+                      else settings(params, "theory").bounds.seq_len)
+    if not seq >= 1:
+        raise PlanError("--seq-len", f"must be >= 1, got {seq_len!r}")
+    batch = batch_tokens or default_batch_tokens(params, req.model.active_params)
+    if not batch >= seq:
+        raise PlanError("--global-batch-tokens", f"{batch_tokens!r} is less than one sequence "
+                        f"of {seq:g} tokens")
+    for n in req.n_values:
+        check_layout_divides(req.layout, n)
+    frames = [plan_for_n(req.model, req.accelerator, n, batch, seq, req.layout, ctx, top)
+              for n in req.n_values]
+    out = pd.concat(frames, ignore_index=True)
+    tdp = ctx.step.catalog.hardware.loc[req.accelerator, "tdp_w"]
+    if train_tokens:
+        out["train_time_s"] = train_tokens / out["tokens_per_s"]
+        out["energy_mwh"] = (out["n_accelerators"] * float(tdp) * out["train_time_s"]
+                             / JOULES_PER_MWH) if pd.notna(tdp) else np.nan
+    else:
+        out["train_time_s"] = np.nan
+        out["energy_mwh"] = np.nan
+    return out
+
+
+def records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-ready dicts with KEYS (integers as int, NaN as null)."""
+    out = []
+    for r in rows.to_dict(orient="records"):
+        rec = {}
+        for k in KEYS:
+            v = r.get(k)
+            if isinstance(v, (np.bool_, bool)):
+                v = bool(v)
+            elif isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                v = None if not np.isfinite(v) else (int(v) if k in _INTS else float(v))
+            rec[k] = v
+        out.append(rec)
+    return out
+
+
+_INTS = {"n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
+         "zero_stage", "microbatches", "global_batch_tokens", "seq_len", "hbm_bytes"}
+
+
+def table(rows: pd.DataFrame) -> str:
+    """A plain-text table, one line per (N, layout)."""
+    head = (f"{'N':>7} {'layout':<34} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
+            f"{'GB/chip':>13} {'ceiling':>7}  binding")
+    lines = [head, "-" * len(head)]
+    for r in rows.itertuples():
+        layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
+                  + (f" ep{r.ep}" if r.ep > 1 else "")
+                  + f" mb{r.micro_batch} z{r.zero_stage} {r.recompute}")
+        mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.0f}"
+        lines.append(f"{r.n_accelerators:>7} {layout:<34} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
+                     f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
+                     f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}")
+        if np.isfinite(r.train_time_s):
+            lines.append(f"{'':>7}   to train: {r.train_time_s / 86400:.1f} days, "
+                         f"{r.energy_mwh:.3g} MWh at TDP")
+    return "\n".join(lines)

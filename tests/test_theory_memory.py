@@ -1,0 +1,115 @@
+"""The memory model (pipeline/theory/memory.py): hand computations, Korthikanti et al. 2022
+Table 2, and monotonicity over random layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.theory.memory import (MemoryConstants, MemoryInputs,
+                                    activation_bytes_per_layer, layers_in_flight, peak_memory,
+                                    state_bytes)
+from pipeline.theory.memory_fit import fit_overhead
+
+KORTHIKANTI = MemoryConstants(flash_attention=False, dropout=True)
+
+
+def test_weights_gradients_optimizer_match_a_hand_computation():
+    # Llama 3 70B shape (catalog), tp 8, pp 4, dp 16, ZeRO-1, bf16 weights, fp32 grads, Adam.
+    # Stage 0 holds 80/4 = 20 layers and the input embedding; all split over tp = 8.
+    params, vocab, h = 70553706496.0, 128256.0, 8192.0
+    in_layers = params - 2 * vocab * h            # untied embedding and LM head
+    local = in_layers / 4 / 8 + vocab * h / 8     # the first stage's share on one rank
+    x = MemoryInputs(params=params, n_layers=80, d_model=h, seq_len=8192, vocab_size=vocab,
+                     n_embeddings=2, n_heads=64, n_kv_heads=8, ffn_size=28672, gated_mlp=True,
+                     dp=16, tp=8, pp=4, zero_stage=1, microbatches=16)
+    out = peak_memory(x)
+    hand = local * 2 + local * 4 + local * 12 / 16   # 2 + 4 bytes, 12 / dp
+    assert out.stage == 0
+    assert out.weights + out.gradients + out.optimizer == pytest.approx(hand, rel=1e-12)
+    assert out.weights == pytest.approx(local * 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("zero, expected", [
+    (0, 18.0), (1, 6.0 + 12.0 / 8), (2, 2.0 + 16.0 / 8), (3, 18.0 / 8)])
+def test_zero_stages_shard_as_megatron_distributed_optimizer(zero, expected):
+    # Megatron-LM dist_optimizer.md: bf16 param + fp32 grad = 18 B/param; 6 + 12/d sharded
+    w, g, o = state_bytes(1.0, 8.0, zero, MemoryConstants())
+    assert float(w + g + o) == pytest.approx(expected)
+
+
+# Korthikanti et al. 2022 Table 2 (activations per layer, bytes), with their Table 3 models.
+CONFIGS = [  # (h, a, s, b, t)
+    (6144, 64, 2048, 4, 8), (12288, 96, 2048, 1, 8), (20480, 128, 2048, 1, 8),
+    (25600, 160, 2048, 1, 8)]
+
+
+@pytest.mark.parametrize("h, a, s, b, t", CONFIGS)
+def test_activations_match_korthikanti_table_2(h, a, s, b, t):
+    sbh = s * b * h
+    cases = {  # (tp, sp, recompute) -> Table 2 row
+        (1, False, 0): sbh * (34 + 5 * a * s / h),
+        (t, False, 0): sbh * (10 + 24 / t + 5 * a * s / (h * t)),
+        (t, True, 0): sbh * (34 / t + 5 * a * s / (h * t)),
+        (t, False, 1): sbh * (10 + 24 / t),
+        (t, True, 1): sbh * 34 / t,
+        (1, False, 2): 2 * sbh,
+    }
+    for (tp, sp, rc), expected in cases.items():
+        got = activation_bytes_per_layer(s, b, h, a, a, 4 * h, False, tp, 1, sp, rc, KORTHIKANTI)
+        assert float(got) == pytest.approx(expected, rel=1e-12), (tp, sp, rc)
+
+
+def test_interleaving_in_flight_follows_korthikanti():
+    # 1F1B: the first stage holds p microbatches of L/p layers = L; interleaved: L(1 + (p-1)/pv)
+    assert layers_in_flight(96, 8, 64, 1) == pytest.approx(96)
+    assert layers_in_flight(96, 8, 64, 4) == pytest.approx(96 * (1 + 7 / 32))
+    assert layers_in_flight(96, 8, 2, 1) == pytest.approx(96 / 8 * 2)   # fewer than p in flight
+    assert layers_in_flight(96, 1, 64, 1) == pytest.approx(96)
+
+
+def test_overhead_fit_recovers_known_parameters():
+    rng = np.random.default_rng(1)
+    fixed = np.exp(rng.uniform(np.log(2e9), np.log(60e9), 300))
+    act = np.exp(rng.uniform(np.log(1e9), np.log(30e9), 300))
+    measured = (fixed + 2.2 * act + 1.5e9) * np.exp(rng.normal(0, 0.02, fixed.size))
+    fit = fit_overhead(fixed, act, measured, 4.0, 8e9)
+    assert fit.overhead.activation_factor == pytest.approx(2.2, abs=0.05)
+    assert fit.overhead.fixed_bytes == pytest.approx(1.5e9, rel=0.25)
+    lo, hi = fit.activation_factor_ci
+    assert lo <= fit.overhead.activation_factor <= hi
+
+
+layout = st.fixed_dictionaries({
+    "tp": st.sampled_from([1, 2, 4, 8]), "pp": st.sampled_from([1, 2, 4, 8]),
+    "dp": st.sampled_from([1, 2, 8, 64]), "cp": st.sampled_from([1, 2]),
+    "zero": st.integers(0, 3), "mb": st.sampled_from([1, 2, 4]),
+    "m": st.sampled_from([1, 4, 16]), "v": st.sampled_from([1, 2]),
+    "rc": st.integers(0, 2), "sp": st.booleans(), "vocab": st.sampled_from([0.0, 128256.0]),
+    "flash": st.booleans()})
+
+
+def _mem(d: dict, **change) -> float:
+    d = {**d, **change}
+    x = MemoryInputs(params=8.0e9, n_layers=32, d_model=4096, seq_len=4096, micro_batch=d["mb"],
+                     n_heads=32, n_kv_heads=8, ffn_size=14336, gated_mlp=True,
+                     vocab_size=d["vocab"], n_embeddings=2, dp=d["dp"], tp=d["tp"],
+                     pp=d["pp"], cp=d["cp"], zero_stage=d["zero"], microbatches=d["m"],
+                     virtual_pipeline=d["v"], recompute=d["rc"], sequence_parallel=d["sp"])
+    return float(peak_memory(x, MemoryConstants(flash_attention=d["flash"])).raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(layout)
+def test_more_sharding_never_needs_more_memory(d):
+    if d["zero"] < 3:
+        assert _mem(d, zero=d["zero"] + 1) <= _mem(d) * (1 + 1e-12)
+    if d["tp"] < 8:
+        assert _mem(d, tp=d["tp"] * 2) <= _mem(d) * (1 + 1e-12)
+    if d["rc"] < 2:
+        assert _mem(d, rc=d["rc"] + 1) <= _mem(d) * (1 + 1e-12)
+    assert _mem(d, dp=d["dp"] * 2) <= _mem(d) * (1 + 1e-12)
+    assert _mem(d, sp=True) <= _mem(d) * (1 + 1e-12)
+    assert _mem(d, mb=d["mb"] * 2) >= _mem(d) * (1 - 1e-12)
