@@ -108,7 +108,9 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
           + "".join(f"{{'loss': 2.0, 'grad_norm': 1.0, 'learning_rate': 1e-4, 'epoch': {i / 100}}}\n"
                     for i in range(1, 21)))
     expected["logs/nest/hf_deep.log"] = (
-        "truncated_log: Trainer log ends before its training summary (train_samples_per_second)")
+        "truncated_log: no training summary: neither the end-of-training dict ({'train_runtime': "
+        "...}) nor the '***** train metrics *****' block with train_runtime and "
+        "train_steps_per_second was found")
     write("logs/nest/megatron_deep.log", "[" * 100_000 + "\n" + "".join(
         MEGATRON_STEP.format(i=i, s=64 * i) for i in range(1, 21)))
     expected["logs/nest/megatron_deep.log"] = None

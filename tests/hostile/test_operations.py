@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().parent / "stop_at_write.py"
 PROCESSED = ROOT / "data" / "processed"
 METRICS = ROOT / "reports" / "metrics"
+# The stages run on the project's own outputs (as `dvc repro` left them); a fresh clone that has
+# not run the pipeline has none, so there is nothing to stop (`.ci/run` runs `make report` first).
+pytestmark = pytest.mark.skipif(not (PROCESSED / "runs.parquet").is_file()
+                                or not (PROCESSED / "calibration.parquet").is_file(),
+                                reason="pipeline outputs absent (run `make report` first)")
 
 
 def stage_args(stage: str, out: Path) -> list[str]:
