@@ -174,7 +174,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     md = paths["md"].read_text()
     first = md.index("\n## ") + 1
     assert md[first:].startswith("## Your runs")
-    section = md[first:md.index("## Summary")]
+    section = md[first:md.index("## Key findings")]
     sid = pd.read_parquet(out / "series.parquet").query("source == @SOURCE")["series_id"]
     assert len(sid) == 1
     assert f"### ★ {sid.iloc[0]}" in section
@@ -196,7 +196,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     assert all(p["pi_low"] < p["predicted"] < p["pi_high"] for p in pred)
     assert paths["focus"].is_file()
     html = paths["html"].read_text()
-    assert html.index('id="yours"') < html.index('id="summary"')
+    assert html.index('id="yours"') < html.index('id="findings"')
 
     # `scalewall report --focus SOURCE`: the same section for another source, from the outputs
     from typer.testing import CliRunner
@@ -208,7 +208,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
         "--focus", "nvidia_dgxc2024", "--params", str(tmp_path / "params.yaml")])
     assert result.exit_code == 0, result.output
     md = (again / "report.md").read_text()
-    section = md[md.index("## Your runs"):md.index("## Summary")]
+    section = md[md.index("## Your runs"):md.index("## Key findings")]
     assert "scaling series of nvidia_dgxc2024" in section
     assert "### ★ nvidia_dgxc2024/nvidia_dgxc2024-8b-bf16" in section
     assert sid.iloc[0] not in section

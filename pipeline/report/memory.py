@@ -15,7 +15,13 @@ def memory_section(metrics: dict[str, Any]) -> dict[str, Any]:
     """Template context: ``available`` False when the theory metrics carry no ``_memory``."""
     node = metrics.get("theory", {}).get("_memory")
     if not node:
-        return {"available": False}
+        return {"available": False, "reason": "the theory metrics carry no `_memory` node"}
+    fitted = node.get("overhead") or {}
+    if any(v is None for v in (fitted.get("activation_factor"), fitted.get("fixed_bytes"),
+                               *(fitted.get("activation_factor_ci") or [None]),
+                               *(fitted.get("fixed_bytes_ci") or [None]))):
+        return {"available": False, "reason": "the allocator overhead was not fitted (no run "
+                                              "with a measured peak memory per accelerator)"}
     peak, fits = node.get("peak_memory", {}), node.get("fits_memory", {})
     sizes = sorted(set(peak.get("per_model_size", {})) | set(fits.get("per_model_size", {})),
                    key=_size_key)
