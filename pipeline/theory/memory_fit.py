@@ -22,8 +22,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
-from scipy.stats import norm
 
 from pipeline.config import settings
 from pipeline.theory.memory import MemoryConstants, Overhead, naive_state_bytes, peak_memory
@@ -56,6 +54,9 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
                  ) -> OverheadFit:
     """Bounded least squares of log(fixed + k activations + c) - log(measured); ``fixed`` is
     the states and transient part the factor does not touch."""
+    # scipy here, not at the top: ``plan`` imports this module for the constants only
+    from scipy.optimize import least_squares
+    from scipy.stats import norm
     ok = (fixed + activations > 0) & (measured > 0)
     fixed, activations, measured = fixed[ok], activations[ok], measured[ok]
     if fixed.size < 3:
