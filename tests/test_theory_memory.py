@@ -3,7 +3,10 @@ Table 2, and monotonicity over random layouts."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +15,7 @@ from pipeline.theory.memory import (MemoryConstants, MemoryInputs,
                                     activation_bytes_per_layer, layers_in_flight, peak_memory,
                                     state_bytes)
 from pipeline.theory.memory_fit import fit_overhead
+from pipeline.theory.memory_scores import residuals_by_axis, unbuildable_depth
 
 KORTHIKANTI = MemoryConstants(flash_attention=False, dropout=True)
 
@@ -113,3 +117,25 @@ def test_more_sharding_never_needs_more_memory(d):
     assert _mem(d, dp=d["dp"] * 2) <= _mem(d) * (1 + 1e-12)
     assert _mem(d, sp=True) <= _mem(d) * (1 + 1e-12)
     assert _mem(d, mb=d["mb"] * 2) >= _mem(d) * (1 - 1e-12)
+
+
+# Scores beyond the pooled figures (pipeline/theory/memory_scores.py) ----------------------------
+def test_unbuildable_depth_marks_only_pipelines_deeper_than_any_completed():
+    frame = pd.DataFrame({
+        "model": ["A", "A", "A", "A", "A", "B", "B"],
+        "pp": [1, 2, 2, 4, 8, 1, 2],
+        "status": ["ok", "oom", "ok", "oom", "oom", "oom", "oom"]})
+    # A completed at pp 2 at most: pp 4 and 8 are deeper; its pp-2 crash is a memory candidate.
+    # B never completed: nothing to compare with, nothing marked.
+    assert unbuildable_depth(frame).tolist() == [False, False, False, True, True, False, False]
+
+
+def test_residuals_by_axis_give_the_bias_and_ape_per_value():
+    peak = pd.DataFrame({"source": ["s"] * 4, "tp": [1, 1, 8, 8],
+                         "predicted": [2.0, 0.5, 3.0, 3.0], "measured": [1.0, 1.0, 2.0, 2.0]})
+    out = residuals_by_axis(peak)["s"]["tp"]
+    assert list(out) == ["1", "8"]
+    assert out["1"]["n"] == 2 and out["1"]["median_log_ratio"] == pytest.approx(0.0)
+    assert out["1"]["median_ape"] == pytest.approx((1.0 + 0.5) / 2)
+    assert out["8"]["median_log_ratio"] == pytest.approx(math.log(1.5))
+    assert out["8"]["median_ape"] == pytest.approx(0.5)

@@ -26,6 +26,7 @@ import pandas as pd
 from pipeline.config import settings
 from pipeline.theory.memory import MemoryConstants, Overhead, naive_state_bytes, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
+from pipeline.theory.memory_scores import buildable_scores, residuals_by_axis
 
 GB = 1e9
 # Sources whose sweep records out-of-memory outcomes beside completed runs.
@@ -127,7 +128,7 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "params": col("params"), "status": col("status"), "hbm": hbm, "raw": raw,
         "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
         "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
-        "activations": parts.activations, "fixed": fixed,
+        "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
     })
     metrics = {"overhead": _fit_dict(fit), **score(scored, cfg)}
     return out, metrics
@@ -175,12 +176,14 @@ def score(scored: pd.DataFrame, cfg) -> dict:
                           "naive_overall": _ape(peak, "naive"),
                           "per_source": {s: _ape(g, "predicted") | {"naive": _ape(g, "naive")}
                                          for s, g in peak.groupby("source")},
-                          "per_model_size": _per_size(peak, _ape)}
+                          "per_model_size": _per_size(peak, _ape),
+                          "by_configuration": residuals_by_axis(peak)}
     oc = scored[scored["source"].isin(OUTCOME_SOURCES) & scored["status"].isin(["ok", "oom"])
                 & np.isfinite(scored["predicted"]) & np.isfinite(scored["hbm"])]
     out["fits_memory"] = {"overall": _balanced(oc, "predicted"),
                           "naive_overall": _balanced(oc, "naive"),
-                          "per_model_size": _per_size(oc, _balanced)}
+                          "per_model_size": _per_size(oc, _balanced),
+                          "buildable": buildable_scores(oc, _balanced, _per_size)}
     out["misses"] = _misses(oc)
     return out
 
