@@ -120,6 +120,13 @@ def test_cli_reports_a_broken_params_file_with_exit_code_2(tmp_path):
     assert result.exit_code == 2
     assert "mapping" in result.output
 
+def _report(**fields):
+    """A ``report`` settings group with only the fields a check reads."""
+    from pipeline.config import ReportSettings
+
+    return ReportSettings.model_construct(**{"strategy_sources": [], "strategy_models": {},
+                                             "focus": [], **fields})
+
 
 def test_strategy_sources_must_be_in_the_data():
     import pandas as pd
@@ -129,11 +136,11 @@ def test_strategy_sources_must_be_in_the_data():
     class Data:
         runs = pd.DataFrame({"source": ["megatron2021", "palm2022"]})
 
-    check_sources({"strategy_sources": ["megatron2021"]}, Data())
+    check_sources(_report(strategy_sources=["megatron2021"]), Data())
     with pytest.raises(ConfigError, match=r"'report\.strategy_sources\.1': no source 'x'"):
-        check_sources({"strategy_sources": ["megatron2021", "x"]}, Data())
+        check_sources(_report(strategy_sources=["megatron2021", "x"]), Data())
     Data.runs = pd.DataFrame()  # no data at all: nothing to check against
-    check_sources({"strategy_sources": ["x"]}, Data())
+    check_sources(_report(strategy_sources=["x"]), Data())
 
 
 

@@ -53,7 +53,10 @@ def energy_series(power: pd.DataFrame) -> pd.DataFrame:
     """The usable measurements with a ``series_id`` column (sorted, deterministic)."""
     ok = power[(power["status"] == "ok") & power["power_measurement"].notna()].copy()
     ok["family"] = ok["submitter"].map(submitter_family)
-    ok["series_id"] = "energy|" + ok[list(ENERGY_SERIES_KEY)].fillna("").agg("|".join, axis=1)
+    series_id = pd.Series("energy", index=ok.index, dtype=object)
+    for column in ENERGY_SERIES_KEY:
+        series_id = series_id + "|" + ok[column].fillna("").astype(str)
+    ok["series_id"] = series_id
     return ok.sort_values(["series_id", "n_accelerators", "run_id"]).reset_index(drop=True)
 
 
