@@ -467,6 +467,7 @@ def test_plain_check_accepts_the_shipped_catalog_exactly_as_pandera(file, rules)
     pd.testing.assert_frame_equal(plain, cat.pandera_schema(getattr(cat, rules)).validate(frame))
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # pandera's failure-case formatter
 @settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(_CELLS, _CELLS, _CELLS, _CELLS), min_size=1, max_size=4))
 def test_plain_check_never_accepts_what_pandera_refuses(rows):

@@ -139,3 +139,20 @@ def test_residuals_by_axis_give_the_bias_and_ape_per_value():
     assert out["1"]["median_ape"] == pytest.approx((1.0 + 0.5) / 2)
     assert out["8"]["median_log_ratio"] == pytest.approx(math.log(1.5))
     assert out["8"]["median_ape"] == pytest.approx(0.5)
+
+
+def test_report_section_shows_bias_by_axis_and_the_buildable_score():
+    from pipeline.report.memory import memory_section
+    node = {"overhead": {"activation_factor": 2.0, "activation_factor_ci": [1.9, 2.1],
+                         "fixed_bytes": 1e9, "fixed_bytes_ci": [0.9e9, 1.1e9], "n_runs": 3},
+            "peak_memory": {"overall": {"median_ape": 0.12}, "by_configuration": {
+                "src": {"pp": {"1": {"n": 4, "median_log_ratio": math.log(0.8),
+                                     "median_ape": 0.2}}}}},
+            "fits_memory": {"overall": {"balanced_accuracy": 0.91},
+                            "buildable": {"rule": "r", "n_excluded": 5,
+                                          "overall": {"balanced_accuracy": 0.93}}}}
+    out = memory_section({"theory": {"_memory": node}})
+    assert out["bias_rows"] == [{"source": "src", "axis": "pp", "value": "1", "n": 4,
+                                 "bias": pytest.approx(-0.2), "median_ape": 0.2}]
+    assert out["buildable"]["overall"]["balanced_accuracy"] == 0.93
+    assert out["ba_verdict"] == "meets the bar, not the aim"

@@ -65,7 +65,6 @@ def buildable_scores(outcomes: pd.DataFrame, balanced: Callable[[pd.DataFrame, s
     kept = outcomes[~drop]
     dropped = outcomes[drop]
     return {"rule": UNBUILDABLE_RULE, "n_excluded": int(drop.sum()),
-            "n_excluded_completed": int((dropped["status"] == "ok").sum()),
             "excluded_by_model": {str(k): int(v)
                                   for k, v in dropped.groupby("model").size().items()},
             "overall": balanced(kept, "predicted"), "naive_overall": balanced(kept, "naive"),
