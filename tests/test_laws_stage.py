@@ -300,7 +300,7 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_implausible_fits_are_flagged_in_note() -> None:
-    from pipeline.fit import fit
+    from pipeline.fit.laws import fit
     from pipeline.fit.derived import law_figures
     from pipeline.fit.stage import plausibility_notes
 
@@ -350,7 +350,7 @@ def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(
         fitted: tuple[dict, Path, Path]) -> None:
     """What compare draws is the fit stage's own fit: each converged law's predictions on
     ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""
-    from pipeline.fit import get_law
+    from pipeline.fit.laws import get_law
     from pipeline.fit.nls import fit_law
     from pipeline.fit.series import series_points
     from pipeline.measures import extrapolation_grid
