@@ -13,7 +13,8 @@ from matplotlib.ticker import FuncFormatter
 from pipeline.config import ReportSettings
 from pipeline.report.focus import Focus
 from pipeline.report import calibration
-from pipeline.report.data import ReportData, best_per_point, select_series, short_label
+from pipeline.measures import best_per_point
+from pipeline.report.data import ReportData, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX

@@ -14,7 +14,8 @@ import pandas as pd
 from pipeline.config import ReportSettings
 from pipeline.measures import finished
 from pipeline.report import calibration
-from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
+from pipeline.measures import best_per_point
+from pipeline.report.data import ReportData, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
 from pipeline.report.render import band
 from pipeline.report.your_runs import your_runs_section
