@@ -150,9 +150,22 @@ def test_report_section_shows_bias_by_axis_and_the_buildable_score():
                                      "median_ape": 0.2}}}}},
             "fits_memory": {"overall": {"balanced_accuracy": 0.91},
                             "buildable": {"rule": "r", "n_excluded": 5,
-                                          "overall": {"balanced_accuracy": 0.93}}}}
+                                          "overall": {"balanced_accuracy": 0.93}}},
+            "completed_predicted_not_to_fit": {
+                "a": {"n_completed": 3, "predicted_not_to_fit": 0},
+                "b": {"n_completed": 4, "predicted_not_to_fit": 2}}}
     out = memory_section({"theory": {"_memory": node}})
     assert out["bias_rows"] == [{"source": "src", "axis": "pp", "value": "1", "n": 4,
                                  "bias": pytest.approx(-0.2), "median_ape": 0.2}]
     assert out["buildable"]["overall"]["balanced_accuracy"] == 0.93
     assert out["ba_verdict"] == "meets the bar, not the aim"
+    assert out["contradicted"] == [{"source": "b", "n_completed": 4, "predicted_not_to_fit": 2}]
+
+
+def test_completed_runs_predicted_not_to_fit_are_counted_per_source():
+    from pipeline.theory.memory_scores import completed_not_fitting
+    scored = pd.DataFrame({"source": ["a", "a", "a", "b"], "status": ["ok", "ok", "oom", "ok"],
+                           "predicted": [90.0, 70.0, 95.0, 10.0], "hbm": [80.0] * 4})
+    assert completed_not_fitting(scored) == {
+        "a": {"n_completed": 2, "predicted_not_to_fit": 1},
+        "b": {"n_completed": 1, "predicted_not_to_fit": 0}}

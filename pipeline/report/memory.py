@@ -44,6 +44,9 @@ def memory_section(metrics: dict[str, Any]) -> dict[str, Any]:
             "naive_fits": fits.get("naive_overall", {}), "rows": rows,
             "per_source": peak.get("per_source", {}), "misses": node.get("misses", {}),
             "buildable": fits.get("buildable") or {},
+            "contradicted": [{"source": k, **v} for k, v in
+                             (node.get("completed_predicted_not_to_fit") or {}).items()
+                             if v.get("predicted_not_to_fit")],
             "bias_rows": _bias_rows(peak.get("by_configuration") or {}),
             "ba_verdict": _verdict(overall_ba, BALANCED_ACCURACY, higher=True),
             "ape_verdict": _verdict(overall_ape, MEDIAN_APE, higher=False),

@@ -26,7 +26,8 @@ import pandas as pd
 from pipeline.config import settings
 from pipeline.theory.memory import MemoryConstants, Overhead, naive_state_bytes, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
-from pipeline.theory.memory_scores import buildable_scores, residuals_by_axis
+from pipeline.theory.memory_scores import (buildable_scores, completed_not_fitting,
+                                            residuals_by_axis)
 
 GB = 1e9
 # Sources whose sweep records out-of-memory outcomes beside completed runs.
@@ -129,6 +130,7 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
         "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
         "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
+        "sized": has,
     })
     metrics = {"overhead": _fit_dict(fit), **score(scored, cfg)}
     return out, metrics
@@ -185,6 +187,8 @@ def score(scored: pd.DataFrame, cfg) -> dict:
                           "per_model_size": _per_size(oc, _balanced),
                           "buildable": buildable_scores(oc, _balanced, _per_size)}
     out["misses"] = _misses(oc)
+    out["completed_predicted_not_to_fit"] = completed_not_fitting(
+        scored[scored["sized"] & scored["status"].notna()])
     return out
 
 

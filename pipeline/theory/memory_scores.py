@@ -71,6 +71,19 @@ def buildable_scores(outcomes: pd.DataFrame, balanced: Callable[[pd.DataFrame, s
             "per_model_size": per_size(kept, balanced)}
 
 
+def completed_not_fitting(scored: pd.DataFrame) -> dict[str, Any]:
+    """Per source: runs that completed (any status but ``oom``) with a predicted peak, and how
+    many of them the model says do not fit in their chip's HBM; each of those contradicts a
+    measurement."""
+    ok = scored["status"].astype(str).ne("oom") & np.isfinite(scored["predicted"]) \
+        & np.isfinite(scored["hbm"])
+    done = scored[ok]
+    over = done["predicted"] > done["hbm"]
+    return {str(source): {"n_completed": int(len(g)),
+                          "predicted_not_to_fit": int(over[g.index].sum())}
+            for source, g in done.groupby("source", sort=True)}
+
+
 def _label(value: Any) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "not stated"
