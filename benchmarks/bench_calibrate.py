@@ -61,24 +61,38 @@ def stage() -> None:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         m = json.loads((tmp / "calibrate.json").read_text(encoding="utf-8"))
     print(f"calibrate stage: {cpu:.1f} CPU s, {wall:.1f} s wall (target: < 60 s)")
-    t = m["targets"]
+    # the performance-model issue's targets live here, in the benchmark, not in the product
+    t = m["scores"]
     for s, v in sorted(t["source_holdout"].items()):
+        goal = (f" (target <= 15%: {'met' if v['median_ape'] <= 0.15 else 'missed'})"
+                if s in ("megatron2021", "nvidia_dgxc2024", "llama3") else "")
+        if s == "production":
+            ok = 0.85 <= v["coverage"] <= 0.99 and v["median_width"] <= 3
+            goal = f" (target coverage 0.85-0.99, width <= 3: {'met' if ok else 'missed'})"
         print(f"calibrate leave-source-out {s}: median APE {100 * v['median_ape']:.1f}% over "
               f"{v['n']} runs, coverage {v['coverage']:.2f}, median width "
-              f"{v['median_width']:.2f}" + (f" (target <= 15%: {'met' if v['met'] else 'missed'})"
-                                           if "met" in v and s != "production" else ""))
+              f"{v['median_width']:.2f}{goal}")
     for holdout, v in sorted(t["largest_k"].items()):
+        ok = v["macro_selected"] <= 0.9 * v["macro_best_naive"]
         print(f"calibrate {holdout}: macro selected {100 * v['macro_selected']:.1f}% vs better "
-              f"naive {100 * v['macro_best_naive']:.1f}% (target <= 0.9x); pooled "
-              f"{100 * v['pooled_selected']:.1f}% vs {100 * v['pooled_best_naive']:.1f}%")
+              f"naive {100 * v['macro_best_naive']:.1f}% (target <= 0.9x: "
+              f"{'met' if ok else 'missed'}); pooled {100 * v['pooled_selected']:.1f}% vs "
+              f"{100 * v['pooled_best_naive']:.1f}%")
+        for src, x in sorted(v["by_source"].items()):
+            ok = x["minus_best_naive"] <= 0.02
+            print(f"calibrate {holdout} {src}: selected {100 * x['selected']:.1f}% vs "
+                  f"{100 * x['best_naive']:.1f}% (target <= naive + 2 points: "
+                  f"{'met' if ok else 'missed'})")
     r = t["ranking"]
     if r.get("groups"):
-        print(f"calibrate Playbook ranking: median Spearman {r['calibrated']['median_spearman']:.2f}"
-              f", median regret {100 * r['calibrated']['median_regret']:.1f}% over "
-              f"{r['groups']} groups (targets >= 0.75, <= 10%)")
+        c = r["calibrated"]
+        ok = c["median_spearman"] >= 0.75 and c["median_regret"] <= 0.10
+        print(f"calibrate Playbook ranking: median Spearman {c['median_spearman']:.2f}"
+              f", median regret {100 * c['median_regret']:.1f}% over "
+              f"{r['groups']} groups (targets >= 0.75, <= 10%: {'met' if ok else 'missed'})")
     base = m["frontier"]["baseline"]["llama3_compute"]
     print(f"calibrate frontier at 3.8e25 FLOP: utilization {base['utilization']:.3f} "
-          f"(target >= 0.30)")
+          f"(target >= 0.30: {'met' if base['utilization'] >= 0.30 else 'missed'})")
     print(f"calibrate MFU above 1: {t['mfu_above_one']}")
 
 

@@ -158,7 +158,13 @@ def test_report_section_shows_bias_by_axis_and_the_buildable_score():
     assert out["bias_rows"] == [{"source": "src", "axis": "pp", "value": "1", "n": 4,
                                  "bias": pytest.approx(-0.2), "median_ape": 0.2}]
     assert out["buildable"]["overall"]["balanced_accuracy"] == 0.93
-    assert out["ba_verdict"] == "meets the bar, not the aim"
+    assert out["ba_verdict"] == "with no naive score to compare"
+    node["fits_memory"]["naive_overall"] = {"balanced_accuracy": 0.6}
+    node["peak_memory"]["naive_overall"] = {"median_ape": 0.1}
+    node["peak_memory"]["overall"] = {"median_ape": 0.2}
+    out = memory_section({"theory": {"_memory": node}})
+    assert out["ba_verdict"] == "better than the naive rule"
+    assert out["ape_verdict"] == "no better than the naive rule"
     assert out["contradicted"] == [{"source": "b", "n_completed": 4, "predicted_not_to_fit": 2}]
 
 

@@ -43,9 +43,9 @@ def test_section_10_describes_one_model() -> None:
 
 
 @pytest.mark.parametrize(("path", "section"), [
-    (("targets", "source_holdout", "megatron2021", "median_ape"), ("### 10.4", "### 10.5")),
+    (("scores", "source_holdout", "megatron2021", "median_ape"), ("### 10.4", "### 10.5")),
     (("in_sample", "median_ape"), ("### 10.3", "### 10.4")),
-    (("targets", "largest_k", "largest_k1", "macro_selected"), ("### 10.4", "### 10.5")),
+    (("scores", "largest_k", "largest_k1", "macro_selected"), ("### 10.4", "### 10.5")),
 ])
 def test_a_changed_figure_changes_the_doc(path: tuple[str, ...], section: tuple[str, str]) -> None:
     metrics = _metrics()

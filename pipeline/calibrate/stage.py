@@ -141,7 +141,7 @@ def frontier(params: Mapping[str, Any], catalog, model: StepModel, fitted: Fitte
     baseline = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     u, layout = utilization_at(baseline, model, g.population, LLAMA3_FLOP)
     metrics[baseline.name]["llama3_compute"] = dict(
-        training_flop=LLAMA3_FLOP, utilization=u, layout=layout, met=bool(u >= 0.30))
+        training_flop=LLAMA3_FLOP, utilization=u, layout=layout)
     rows = pd.concat(frames, ignore_index=True).sort_values(["scenario", "training_flop"],
                                                             kind="mergesort")
     return rows.reset_index(drop=True), metrics
@@ -159,31 +159,28 @@ def _in_sample_metrics(cal_runs: pd.DataFrame) -> dict:
                 by_source=per)
 
 
-def source_targets(pred: pd.DataFrame) -> dict:
-    """Leave-source-out: median APE, coverage and median width (high/low) per source, the
-    Llama 3 16K run, and whether each meets docs/theory.md §11.6's targets."""
+def source_scores(pred: pd.DataFrame) -> dict:
+    """Leave-source-out: median APE, coverage and median width (high/low) per source, and over
+    the production sources (every source but the Playbook sweep)."""
     src = pred[(pred["holdout"] == "source") & (pred["predictor"] == "calibrated")]
     out: dict = {}
     for s, g in src.groupby("source"):
         width = (g["pi_high"] / g["pi_low"]).median()
         out[str(s)] = dict(n=int(len(g)), median_ape=float(g["ape"].median()),
                            coverage=float(g["covered"].mean()), median_width=float(width))
-    for s in ("megatron2021", "nvidia_dgxc2024", "llama3"):
-        if s in out:
-            out[s]["met"] = bool(out[s]["median_ape"] <= 0.15)
     prod = src[src["source"] != PLAYBOOK_SOURCE]
     if len(prod):
         width = float((prod["pi_high"] / prod["pi_low"]).median())
         cov = float(prod["covered"].mean())
         out["production"] = dict(n=int(len(prod)), median_ape=float(prod["ape"].median()),
-                                 coverage=cov, median_width=width,
-                                 met=bool(0.85 <= cov <= 0.99 and width <= 3.0))
+                                 coverage=cov, median_width=width)
     return out
 
 
-def largest_targets(tab: pd.DataFrame, min_cases: int = 3) -> dict:
-    """Per largest_k scheme: on every source with >= ``min_cases`` cases, selected <= better
-    naive + 0.02 APE; macro mean over those sources <= 0.9 x the better naive rule's."""
+def largest_scores(tab: pd.DataFrame, min_cases: int = 3) -> dict:
+    """Per largest_k scheme: on every source with >= ``min_cases`` cases, selected's median APE
+    beside the better naive rule's on the same cases (and their difference), and the macro
+    mean over those sources beside the pooled figure (which the largest source dominates)."""
     out = {}
     for holdout, h in tab[tab["holdout"].str.startswith("largest_k")].groupby("holdout"):
         per, sel, nai = {}, [], []
@@ -194,14 +191,15 @@ def largest_targets(tab: pd.DataFrame, min_cases: int = 3) -> dict:
             best = min(by.loc[n, "median_ape"] for n in scores.NAIVE)
             s = by.loc["selected", "median_ape"]
             per[str(source)] = dict(selected=float(s), best_naive=float(best),
-                                    n=int(by.loc["selected", "n"]), met=bool(s <= best + 0.02))
+                                    minus_best_naive=float(s - best),
+                                    n=int(by.loc["selected", "n"]))
             sel.append(s)
             nai.append(best)
         pooled = h[h["source"] == "all"].set_index("predictor")
         macro_sel, macro_nai = float(np.mean(sel)) if sel else np.nan, \
             float(np.mean(nai)) if nai else np.nan
         out[holdout] = dict(by_source=per, macro_selected=macro_sel, macro_best_naive=macro_nai,
-                            macro_met=bool(macro_sel <= 0.9 * macro_nai),
+                            macro_ratio=float(macro_sel / macro_nai) if macro_nai else np.nan,
                             pooled_selected=float(pooled.loc["selected", "median_ape"])
                             if "selected" in pooled.index else None,
                             pooled_best_naive=float(min(pooled.loc[n, "median_ape"]
@@ -272,9 +270,9 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
         "in_sample": _in_sample_metrics(cal_runs),
         "predictors": tab.to_dict(orient="records"),
         "against_naive": scores.against_naive(tab, pred=pred, seed=cfg.seed),
-        "targets": dict(source_holdout=source_targets(pred), largest_k=largest_targets(tab),
-                        mfu_above_one=mfu_above_one(cal_runs, pred),
-                        ranking=ranking_summary(ranks)),
+        "scores": dict(source_holdout=source_scores(pred), largest_k=largest_scores(tab),
+                       mfu_above_one=mfu_above_one(cal_runs, pred),
+                       ranking=ranking_summary(ranks)),
         "interval_half_width_log": half,
         "frontier": front,
         "selected_rule": cfg.selected.model_dump(),
