@@ -413,6 +413,9 @@ class CalibrateSettings(_Group):
     balance: Annotated[float, Field(ge=0, le=1)]
     em_rounds: Annotated[int, Field(ge=1, le=100)]
     min_source_runs: Annotated[int, Field(ge=1, le=1_000_000)]
+    # refits per holdout scheme: past this many sources, sources are held out in this many
+    # folds (each source still predicted only from the others), so the cost stays linear
+    max_holdout_folds: Annotated[int, Field(ge=2, le=10_000)]
     interval_method: CalibrateIntervalMethods
     selected: CalibrateSelected
     # each draw is one frontier search per scenario on frontier_ci_points points

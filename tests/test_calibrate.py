@@ -224,3 +224,16 @@ def test_parameters_stay_in_their_physical_ranges() -> None:
         lo, hi = ft.BOUNDS[p]
         assert (values >= lo).all() and (values <= hi).all()
     assert ft.BOUNDS["compute_efficiency"][1] <= 1.0 and ft.BOUNDS["tp_overlap"][1] < 1.0
+
+
+def test_source_folds_hold_every_source_out_once_and_cap_the_refits() -> None:
+    from pipeline.calibrate.holdout import source_folds
+
+    few = [f"s{i:02d}" for i in range(7)]
+    assert source_folds(few, 16) == [[s] for s in few]
+    many = [f"s{i:03d}" for i in range(112)]   # the scale benchmark's 16 x 7 sources
+    folds = source_folds(many, 16)
+    assert len(folds) == 16 and all(folds)
+    flat = [s for f in folds for s in f]
+    assert sorted(flat) == many and len(flat) == len(set(flat))
+    assert max(map(len, folds)) - min(map(len, folds)) <= 1

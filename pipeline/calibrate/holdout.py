@@ -134,15 +134,21 @@ def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: Ca
 
     The model is refitted once per (source, k) without the held-out runs of every case of that
     source at that k (warm start, residual sds of the full fit), then each case is anchored on
-    its own training runs: y_model = MFU x N x peak, up to a series constant.
+    its own training runs: y_model = MFU x N x peak, up to a series constant. Past
+    ``max_holdout_folds`` sources at one k, the sources share refits (``source_folds``).
     """
     rows: list[dict] = []
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
     index = pd.Series(np.arange(len(data.runs)), index=data.runs["run_id"].astype(str))
     flop = data.rows.peak_flops_per_s * data.rows.n_accelerators
-    groups: dict[tuple[str, int], list[Case]] = {}
+    by_key: dict[tuple[str, int], list[Case]] = {}
     for case in cases:
-        groups.setdefault((case.source, case.k), []).append(case)
+        by_key.setdefault((case.source, case.k), []).append(case)
+    groups: dict[tuple[str, int], list[Case]] = {}
+    for k in sorted({k for _, k in by_key}):
+        sources = sorted(s for s, kk in by_key if kk == k)
+        for fold in source_folds(sources, cfg.max_holdout_folds):
+            groups[(fold[0], k)] = [c for s in fold for c in by_key[(s, k)]]
     free = tuple(fitted.production.free)
     for (source, k), mine in sorted(groups.items()):
         held = set().union(*(set(c.run_test) for c in mine))
@@ -186,10 +192,19 @@ def conformal_by_source(scores: np.ndarray, sources: np.ndarray, production: np.
     return out
 
 
+def source_folds(sources: list[str], max_folds: int) -> list[list[str]]:
+    """The held-out groups: one source each while there are at most ``max_folds`` sources;
+    past that, the sorted sources dealt round-robin into ``max_folds`` folds (group k-fold), so
+    the number of refits, each on data that grows with the sources, stays fixed."""
+    if len(sources) <= max_folds:
+        return [[s] for s in sources]
+    return [sources[i::max_folds] for i in range(max_folds)]
+
+
 def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, interval: float
                        ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Leave-one-source-out: every source with >= ``min_source_runs`` fitted runs is left out of
-    the fit (one refit each), its runs predicted from layout and hardware at its family's values
+    the fit (one refit each; past ``max_holdout_folds`` sources, one per fold of sources), its runs predicted from layout and hardware at its family's values
     from the other sources (the production population where none of its family remain), with
     no source effect. Intervals: leave-source-out conformal (``conformal_by_source``), the fast
     end clipped at the ideal step time. Returns the rows (calibrated and family_median) and
@@ -199,11 +214,12 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, inter
     held_out = sorted(counts[counts >= cfg.min_source_runs].index)
     log_pred = np.full(source.size, np.nan)
     free = tuple(fitted.production.free)
-    for s in held_out:
-        keep = data.fit & (source != s)
+    for fold in source_folds(held_out, cfg.max_holdout_folds):
+        out_of_fold = np.isin(source, fold)
+        keep = data.fit & ~out_of_fold
         prod, pb = fit_groups(data, keep, free, em_rounds=2, balance=cfg.balance, start=fitted)
         refit = Fitted(production=prod, playbook=pb, form=fitted.form, forms=fitted.forms)
-        test = data.fit & (source == s)
+        test = data.fit & out_of_fold
         log_pred[test] = predicted_log_time(data, refit, test, with_source=False)[test]
     tested = data.fit & np.isfinite(log_pred)
     scores = np.abs(data.log_t - log_pred)
