@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import PROCESSED_DIR, load_params
-from pipeline.fit import fit
+from pipeline.fit.laws import fit
 from pipeline.fit.stage import run
 
 SDM91_N = [1, 18, 36, 72, 108, 144, 216]

@@ -53,6 +53,14 @@ def finished(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"].fillna("ok") == "ok"]
 
 
+def best_per_point(c: pd.DataFrame, col: str, keys: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The best (highest) ``col`` per (source, model, accelerator family, N, *keys): a grid
+    search of thousands of configurations counts as one point per N, its best one."""
+    by = ["source", "model", "accelerator_family", "n_accelerators", *keys]
+    g = c.dropna(subset=[col, *keys])
+    return g.loc[g.groupby(by, sort=True)[col].idxmax()] if len(g) else g
+
+
 def y_column(runs: pd.DataFrame, y_metric: str | None) -> str:
     """The series' y column: its ``y_metric`` when the runs carry it, else model FLOP/s."""
     return y_metric if y_metric in runs.columns else "model_flops_per_s"

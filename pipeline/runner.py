@@ -26,10 +26,10 @@ from pipeline.io import write_csv, write_json, write_parquet
 from pipeline.report.contract import STAGE as REPORT
 from pipeline.schema import PRODUCERS, check_metrics, check_output
 
-#: every stage, in the order ``dvc repro`` runs them
+#: every stage, in the order ``dvc repro`` runs them: each producer's declaration (a new stage
+#: is one ``contract.py`` with its ``STAGE``, listed in ``schema.PRODUCERS``), then the report
 STAGES: dict[str, Stage] = {s.name: s for s in (
-    PRODUCERS["ingest"].STAGE, PRODUCERS["fit"].STAGE, PRODUCERS["theory"].STAGE,
-    PRODUCERS["calibrate"].STAGE, PRODUCERS["compare"].STAGE, REPORT)}
+    *(c.STAGE for c in PRODUCERS.values()), REPORT)}
 
 
 @dataclass(frozen=True)

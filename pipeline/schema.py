@@ -23,7 +23,8 @@ from pipeline.fit import contract as fit_contract
 from pipeline.ingest import contract as ingest_contract
 from pipeline.theory import contract as theory_contract
 
-# The stage that writes each file, and its contract module.
+# The stage that writes each file, and its contract module, in the order dvc repro runs them
+# (pipeline/runner.py takes its stage list from here).
 PRODUCERS = {"ingest": ingest_contract, "fit": fit_contract, "theory": theory_contract,
              "calibrate": calibrate_contract, "compare": compare_contract}
 

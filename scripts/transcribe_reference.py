@@ -47,6 +47,19 @@ EXTRA_COLUMNS = (
 # examples/sc21/run_table_1.sh, as chunks per stage (layers / pp / layers-per-chunk), by depth:
 # 76B 60/4/5 = 3, 145B 80/8/5 = 2, 310B 96/16/3 = 2, 530B 105/35/1 = 3; unset (1) otherwise.
 MEGATRON_TABLE1_V = {60: 3, 80: 2, 96: 2, 105: 3}
+# Table 1's micro-batch (--micro-batch-size, MBS in the same run_table_1.sh), by depth: the
+# table prints only the global batch.
+MEGATRON_TABLE1_MBS = {24: 16, 30: 16, 36: 16, 40: 8, 48: 4, 60: 2, 80: 2, 96: 1, 105: 1, 128: 1}
+# Llama 3 405B (arXiv:2407.21783 §3.3.2, "Pipeline parallelism improvements"): "we use an
+# interleaved schedule ... with V pipeline stages on one pipeline rank", and to balance the
+# pipeline "we reduce one Transformer layer each from the first and the last stages ... the
+# first model chunk on the first stage has only the embedding, and the last model chunk on the
+# last stage has only output projection and loss". V is not printed; the balancing fixes it:
+# a first chunk left with the embedding alone after one layer is removed held one layer, so
+# every chunk is one layer, and 126 layers (Table 3) + embedding + output = 128 = PP16 x V
+# gives V = 8. The same section: "we could pretrain Llama 3 on sequences of 8K tokens without
+# activation checkpointing" (recompute none for the 8K rows; the 128K row does not say).
+LLAMA3_V = 8
 Row = dict[str, Any]
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -215,6 +228,9 @@ def convert_megatron2021(refs: list[dict[str, str]]) -> list[Row]:
                 row["virtual_pipeline"] = 1
             elif table == "Table 1" and row["pp"]:
                 row["virtual_pipeline"] = MEGATRON_TABLE1_V.get(row.get("n_layers"), 1)
+            if table == "Table 1" and row.get("n_layers") in MEGATRON_TABLE1_MBS:
+                row["micro_batch"] = MEGATRON_TABLE1_MBS[row["n_layers"]]
+                derived.append("micro_batch")
         if row["hardware_tflops_per_accelerator"] and row.get("n_layers") and row["seq_len"]:
             per_token = megatron_flops_per_token(row["n_layers"], row["d_model"], row["seq_len"])
             row["tokens_per_s"] = round(
@@ -236,7 +252,10 @@ def convert_llama3(refs: list[dict[str, str]]) -> list[Row]:
             row.update(scaling="strong", series="llama3:table4:405b:8k", precision="bf16")
         if row["record_kind"] == "run":
             row["zero_stage"] = 3  # "FSDP(DP)" in the 4D layout; FSDP = 3 by convention
-            with_derived(row, "global_batch_tokens", "zero_stage")
+            row["virtual_pipeline"] = LLAMA3_V
+            if row["seq_len"] == 8192:
+                row["recompute"] = "none"
+            with_derived(row, "global_batch_tokens", "zero_stage", "virtual_pipeline")
         out.append(row)
     return out
 

@@ -336,7 +336,7 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
     the threshold efficiency, the predictions at multiples of the largest N)."""
     from pipeline.catalog import load_catalog
     from pipeline.config import CATALOG_DIR
-    from pipeline.fit import LawFitError, get_law
+    from pipeline.fit.laws import LawFitError, get_law
     from pipeline.fit.derived import n_at_threshold, predictions_at_multiples
     from pipeline.fit.nls import fit_law
     from pipeline.fit.series import series_points

@@ -64,8 +64,10 @@ def test_fit_decomposition_frontier_and_planner_share_one_step_time(base, params
     model = _model(base)
     scn = next(s for s in load_scenarios(params, load_catalog(CATALOG)) if s.name == "baseline")
     shape = Shape(params=70e9, active_params=70e9, n_layers=80.0, d_model=8192.0, seq_len=4096.0)
+    # the second layout interleaved at one layer per chunk (v = 80 / 8), as the search runs it
     layout = Layout(dp=np.array([16.0, 64.0]), tp1=np.array([4.0, 8.0]), pp=np.array([4.0, 8.0]),
-                    microbatches=np.array([16.0, 32.0]), zero_stage=1.0)
+                    microbatches=np.array([16.0, 32.0]), zero_stage=1.0,
+                    interleave=np.array([1.0, 10.0]))
     batch = 4.0e6
     cost = CalibratedStep(model, model.population, scn.accelerator, scn.precision).step_cost(
         scn.hardware, shape, layout, batch, scn.constants)
@@ -75,10 +77,12 @@ def test_fit_decomposition_frontier_and_planner_share_one_step_time(base, params
         "accelerators_per_node": 8, "precision": scn.precision, "dp": [16, 64], "tp": [4, 8],
         "pp": [4, 8], "cp": 1, "ep": 1, "zero_stage": 1,
         "micro_batch": [batch / (16 * 16 * 4096), batch / (64 * 32 * 4096)],
-        "global_batch_tokens": batch, "recompute": "none", "virtual_pipeline": 1,
+        "global_batch_tokens": batch, "recompute": "none", "virtual_pipeline": [1, 10],
         "sequence_parallel": True, "framework_family": "megatron"})
     out = predict(layouts, model)
     np.testing.assert_allclose(out["step_time_s"], cost.t_step_s, rtol=1e-9)
+    assert out["bubble_s"].iloc[1] < predict(layouts.assign(virtual_pipeline=1),
+                                             model)["bubble_s"].iloc[1] / 5
     np.testing.assert_allclose(out[[f"{c}_s" for c in COMPONENTS]].sum(axis=1),
                                out["step_time_s"], rtol=1e-12)
 
@@ -144,6 +148,25 @@ def test_gemm_efficiency_roofline_golden() -> None:
                            np.array([0.8]), np.array([989.5e12]), np.array([3.35e12]), 2.0, 0.0)
     expected = (2 * 8192 ** 2 / 989.5e12) / (2 * (8192 + 8192 ** 2 + 8192) / 3.35e12)
     assert tiny[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_wave_quantization_golden(base) -> None:
+    """Output tiles of 256 x 128 against the chip's SMs (132 on H100 SXM): a 4096 x 256
+    output is 32 tiles, 32 busy SMs; 4096 x 2048 is 256 tiles, all busy (stream-K spreads the
+    second, partial wave); no SM count, no penalty. Skinny high-TP GEMMs run slower."""
+    from pipeline.calibrate.hardware import wave_efficiency
+    eff = wave_efficiency(np.array([4096.0, 4096.0, 4096.0]), np.array([256.0, 2048.0, 256.0]),
+                          np.array([132.0, 132.0, np.nan]))
+    np.testing.assert_allclose(eff, [32 / 132, 1.0, 1.0], rtol=1e-12)
+    assert base.sm_count["H100-SXM5-80GB"] == 132 and base.sm_count["A100-SXM4-80GB"] == 108
+    row = simulate_layouts(1, n_runs=1).assign(accelerator="H100-SXM5-80GB", d_model=2048,
+                                                 n_layers=16, params=1.2e9, active_params=1.2e9,
+                                                 micro_batch=1.0, seq_len=4096, pp=1.0, cp=1.0)
+    model = _model(base)
+    wide = predict(row.assign(tp=1.0, dp=8.0, n_accelerators=8.0), model).iloc[0]
+    skinny = predict(row.assign(tp=32.0, dp=1.0, n_accelerators=32.0), model).iloc[0]
+    # the same FLOP per token; tp32's 4096 x 256 up-projection fills 32 of 132 SMs
+    assert skinny["compute_s"] * 4 > 2.0 * wide["compute_s"]   # 4x the ranks: same work
 
 
 def test_conformal_interval_covers_on_simulated_series() -> None:

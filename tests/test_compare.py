@@ -81,7 +81,7 @@ def test_n_at_efficiency_interpolates_in_log_n() -> None:
 def test_predict_frame_from_a_law_fit() -> None:
     """On exact Amdahl data (serial fraction 0.01) the refit predicts the law at new N,
     inside its own prediction interval."""
-    from pipeline.fit import fit
+    from pipeline.fit.laws import fit
 
     n = np.array([8.0, 16, 32, 64, 128, 256])
     amdahl = lambda x: x / (1 + 0.01 * (x - 1))  # noqa: E731

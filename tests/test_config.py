@@ -120,6 +120,13 @@ def test_cli_reports_a_broken_params_file_with_exit_code_2(tmp_path):
     assert result.exit_code == 2
     assert "mapping" in result.output
 
+def _report(**fields):
+    """A ``report`` settings group with only the fields a check reads."""
+    from pipeline.config import ReportSettings
+
+    return ReportSettings.model_construct(**{"strategy_sources": [], "strategy_models": {},
+                                             "focus": [], **fields})
+
 
 def test_strategy_sources_must_be_in_the_data():
     import pandas as pd
@@ -129,11 +136,11 @@ def test_strategy_sources_must_be_in_the_data():
     class Data:
         runs = pd.DataFrame({"source": ["megatron2021", "palm2022"]})
 
-    check_sources({"strategy_sources": ["megatron2021"]}, Data())
+    check_sources(_report(strategy_sources=["megatron2021"]), Data())
     with pytest.raises(ConfigError, match=r"'report\.strategy_sources\.1': no source 'x'"):
-        check_sources({"strategy_sources": ["megatron2021", "x"]}, Data())
+        check_sources(_report(strategy_sources=["megatron2021", "x"]), Data())
     Data.runs = pd.DataFrame()  # no data at all: nothing to check against
-    check_sources({"strategy_sources": ["x"]}, Data())
+    check_sources(_report(strategy_sources=["x"]), Data())
 
 
 
@@ -196,3 +203,29 @@ def test_any_bad_leaf_value_is_a_config_error_naming_its_field(kind, bad):
     """Every leaf of the shipped params.yaml set to a wrong value: ConfigError naming that
     field, except where the value is in fact allowed (``ACCEPTED``); never another error."""
     assert _accepted(bad) == ACCEPTED.get(kind, set())
+
+
+def test_dataclass_defaults_are_the_shipped_settings():
+    """The theory's frozen dataclasses keep the paper's constants as defaults (tests use them
+    as golden values); each default must be the value params.yaml ships, so that a setting has
+    one value. The search settings have no paper meaning and so no defaults at all."""
+    from dataclasses import MISSING, fields
+
+    from pipeline.theory.inputs import Constants
+    from pipeline.theory.laws import Laws
+    from pipeline.theory.memory import MemoryConstants
+    from pipeline.theory.scenarios import Moe, Search
+
+    theory = load_params()["theory"]
+    pairs = [(Constants, theory["model"]), (Laws, theory["laws"]),
+             (MemoryConstants, theory["memory"])]
+    checked = 0
+    for cls, group in pairs:
+        for f in fields(cls):
+            if f.default is MISSING or f.name not in group:
+                continue
+            assert f.default == group[f.name], f"{cls.__name__}.{f.name}"
+            checked += 1
+    assert checked >= 15
+    for cls in (Search, Moe):
+        assert all(f.default is MISSING for f in fields(cls)), cls.__name__

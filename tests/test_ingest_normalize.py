@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from pipeline.ingest.core.derive import Reject, strategy_family
 from pipeline.measures import flop_per_token as flops_per_token
-from pipeline.ingest.core.normalize import CatalogCache, Options, normalize, run_id
+from pipeline.config import IngestSettings, load_params
+from pipeline.config import settings as settings_of
+from pipeline.ingest.core.normalize import CatalogCache, normalize, run_id
 from pipeline.ingest.records import REJECT_CODES, Record
 from pipeline.ingest.contract import RUN_COLUMN_NAMES
 
@@ -32,10 +34,10 @@ def load_stub() -> Any:
 
 
 CATALOG = CatalogCache(load_stub().StubCatalog())
-OPTS = Options()
+OPTS: IngestSettings = settings_of(load_params(), "ingest")
 
 
-def _norm(options: Options = OPTS, **fields: Any) -> dict[str, Any]:
+def _norm(options: IngestSettings = OPTS, **fields: Any) -> dict[str, Any]:
     base = {"source": "t", "citation": "t Table 1", "model": "Some Model", "params_b": "7", "accelerator": "H100",
             "n_accelerators": "64", "tokens_per_s": "1000"}
     base.update(fields)
@@ -90,7 +92,7 @@ def test_tokens_per_s_to_mfu_with_attention_term_by_hand() -> None:
     derived = set(row["derived"].split(";"))
     assert {"n_layers", "d_model", "seq_len", "model_flops_per_s", "mfu",
             "tokens_per_s_per_accelerator", "energy_j_per_token"} <= derived
-    no_attention = _norm(Options(attention_flops=False), model="GPT-3 175B", params_b="175",
+    no_attention = _norm(OPTS.model_copy(update={"attention_flops": False}), model="GPT-3 175B", params_b="175",
                          accelerator="A100 80GB", n_accelerators="1024", tokens_per_s="100000")
     assert no_attention["model_flops_per_s"] == pytest.approx(1.05e17, rel=1e-12)
 
@@ -138,7 +140,7 @@ def test_no_mfu_against_an_assumed_precision_on_fp8_chips() -> None:
     # No peak-based FLOP/s either: the source's MFU times an ambiguous peak is not derived.
     mfu_only = _norm(mfu="0.4", tokens_per_s=None)
     assert mfu_only["model_flops_per_s"] is None and mfu_only["precision"] is None
-    assumed = _norm(Options(mfu_on_assumed_precision=True), tflops_per_accelerator="430",
+    assumed = _norm(OPTS.model_copy(update={"mfu_on_assumed_precision": True}), tflops_per_accelerator="430",
                     tokens_per_s=None)
     assert assumed["mfu"] == pytest.approx(430 / 989.5) and assumed["precision"] == "bf16"
     assert "precision" in assumed["derived"].split(";")

@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 
 import pipeline.ingest.stage as stage
-from pipeline.config import PROJ_ROOT, ConfigError, load_params
+from pipeline.config import PROJ_ROOT, ConfigError, load_params, settings
 from pipeline.ingest.records import Record
 from pipeline.ingest.contract import RUN_COLUMN_NAMES, STEP_COLUMNS
 from test_ingest_normalize import load_stub
+
+INGEST = settings(load_params(), "ingest")
 
 FIXTURES = Path(__file__).parent / "fixtures" / "published"
 PUBLISHED = PROJ_ROOT / "data" / "raw" / "published"
@@ -356,7 +358,7 @@ def test_duplicates_by_identity_and_by_log_hash() -> None:
     recs = [Record("m", "a/result_0.txt", 1, fields=dict(base, log_sha1="abc")),
             Record("m", "b/result_0.txt", 1, fields=dict(base, log_sha1="abc")),  # re-published
             Record("m", "a/result_1.txt", 1, fields=dict(base, log_sha1="def"))]
-    runs, rejects, read = stage.convert(iter(recs), catalog, stage.Options())
+    runs, rejects, read = stage.convert(iter(recs), catalog, INGEST)
     assert [r["_path"] for r in runs] == ["a/result_0.txt", "a/result_1.txt"]
     assert [r["reason"] for r in rejects] == ["duplicate: same run as a/result_0.txt:1"]
     stage.check_accounting(read, runs, rejects)
@@ -367,7 +369,7 @@ def test_duplicates_by_identity_and_by_log_hash() -> None:
                                                           system="s-ac"), meta=key),
             Record("m", "s/result_1.txt", 1, fields=dict(base, log_sha1="def"),
                    meta={"dedup_key": "gpt3:1000:2001"})]
-    runs, rejects, read = stage.convert(iter(recs), catalog, stage.Options())
+    runs, rejects, read = stage.convert(iter(recs), catalog, INGEST)
     assert [r["_path"] for r in runs] == ["s/result_0.txt", "s/result_1.txt"]
     assert [r["reason"] for r in rejects] == ["duplicate: same run as s/result_0.txt:1"]
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.fit import LAWS, LawFitError, fit, get_law
+from pipeline.fit.laws import LAWS, LawFitError, fit, get_law
 from pipeline.fit.base import SeriesContext
 
 # Gunther's SPEC SDM91 benchmark (R package `usl`, data `specsdm91`).

@@ -245,7 +245,8 @@ def test_hardware_model_recovers_ratio_slope() -> None:
                 mfu = (90.0 - 5.0 * ratio - 1.0 * np.log2(n) + rng.normal(0, 0.5)) / 100
                 rows.append(dict(run_id=f"{s}{acc}{n}", source=f"src{s}", status="ok",
                                  scaling="strong", mfu=mfu, n_accelerators=n, params=7e10,
-                                 accelerator=acc, accelerator_family=acc, strategy_family="3d",
+                                 model="m", accelerator=acc, accelerator_family=acc,
+                                 strategy_family="3d",
                                  peak_flops_per_s_per_accelerator=peak,
                                  flops_per_hbm_byte=peak / hbm))
     frame = pd.DataFrame(rows)
@@ -262,6 +263,38 @@ def test_hardware_model_recovers_ratio_slope() -> None:
     assert hbm["mfu_points_per_doubling_of_ratio"] == pytest.approx(coef[1], rel=1e-9)
     assert "too few" in headline["hardware"]["scaleout"]["note"]
     assert "hardware_hbm" in set(table.model)
+
+
+def test_hardware_model_counts_a_grid_search_once_per_n() -> None:
+    """A sweep of many layouts on one chip (most of them poor) must not stand for that chip:
+    each (source, model, family, N) enters with its best MFU, so adding the sweep's worse
+    layouts leaves the slope unchanged; fitted on every row it would move."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for s in range(5):
+        for acc, hbm in HBM_BYTES_PER_S.items():
+            for n in (64, 256, 1024):
+                mfu = (90.0 - 5.0 * np.log2(1e15 / hbm) - np.log2(n) + rng.normal(0, 0.5)) / 100
+                rows.append(dict(run_id=f"{s}{acc}{n}", source=f"src{s}", status="ok",
+                                 scaling="strong", mfu=mfu, n_accelerators=n, params=7e10,
+                                 model="m", accelerator=acc, accelerator_family=acc,
+                                 strategy_family="3d", peak_flops_per_s_per_accelerator=1e15,
+                                 flops_per_hbm_byte=1e15 / hbm))
+    best = pd.DataFrame(rows)
+    # src0's sweep on chip D: 300 worse layouts beside each of its best runs
+    worse = [dict(r, run_id=f"{r['run_id']}-{i}", mfu=r["mfu"] * rng.uniform(0.1, 0.9))
+             for r in rows if r["source"] == "src0" and r["accelerator"] == "D"
+             for i in range(100)]
+    swept = pd.concat([best, pd.DataFrame(worse)], ignore_index=True)
+    alone = cross_series(best, 0.95)[1]["hardware"]["hbm"]
+    with_sweep = cross_series(swept, 0.95)[1]["hardware"]["hbm"]
+    assert with_sweep["n_obs"] == alone["n_obs"] == len(best)
+    assert with_sweep["mfu_points_per_doubling_of_ratio"] == pytest.approx(
+        alone["mfu_points_per_doubling_of_ratio"], rel=1e-12)
+    import statsmodels.formula.api as smf
+    every_row = smf.ols("I(100 * mfu) ~ np.log2(flops_per_hbm_byte) + np.log2(n_accelerators)",
+                        swept).fit().params.iloc[1]
+    assert abs(every_row - alone["mfu_points_per_doubling_of_ratio"]) > 1.0
 
 
 def test_default_law_rule_needs_success_and_compares_on_common_cases() -> None:
@@ -300,7 +333,7 @@ def test_no_series_gives_empty_outputs_not_a_crash(tmp_path: Path) -> None:
 
 
 def test_implausible_fits_are_flagged_in_note() -> None:
-    from pipeline.fit import fit
+    from pipeline.fit.laws import fit
     from pipeline.fit.derived import law_figures
     from pipeline.fit.stage import plausibility_notes
 
@@ -350,7 +383,7 @@ def test_fit_curves_are_the_fitted_laws_on_the_extrapolation_grid(
         fitted: tuple[dict, Path, Path]) -> None:
     """What compare draws is the fit stage's own fit: each converged law's predictions on
     ``extrapolation_grid`` (n_min, 48 log-spaced N, the targets), equal to refitting it."""
-    from pipeline.fit import get_law
+    from pipeline.fit.laws import get_law
     from pipeline.fit.nls import fit_law
     from pipeline.fit.series import series_points
     from pipeline.measures import extrapolation_grid

@@ -152,6 +152,21 @@ def test_values_match_reference_rows(reference_data, name):
             assert "hfu" in derived
 
 
+def test_stated_schedules():
+    """Llama 3 405B: interleaved with one layer per chunk (V = 8, derived from §3.3.2's layer
+    balancing), no activation checkpointing at 8K; Megatron Table 1's micro-batches from
+    run_table_1.sh divide each replica's batch."""
+    llama = [r for r in rows_of("llama3.csv") if r["record_kind"] == "run"]
+    assert {r["virtual_pipeline"] for r in llama} == {"8"}
+    assert all("virtual_pipeline" in r["derived"].split(";") for r in llama)
+    assert {(r["seq_len"], r["recompute"]) for r in llama} == {("8192", "none"), ("131072", "")}
+    table1 = [r for r in rows_of("megatron2021.csv") if "Table 1" in r["citation"]]
+    assert [int(r["micro_batch"]) for r in table1] == [16, 16, 16, 8, 4, 2, 2, 1, 1, 1]
+    for r in table1:
+        replica = float(r["global_batch_tokens"]) / float(r["seq_len"]) / float(r["dp"])
+        assert replica % int(r["micro_batch"]) == 0 and "micro_batch" in r["derived"]
+
+
 def test_megatron_recompute_flops_kept_apart_and_hfu():
     rows = rows_of("megatron2021.csv")
     assert all(r["tflops_per_accelerator"] == "" for r in rows)

@@ -21,7 +21,7 @@ from pipeline.report.render import num, pct, sci, times
 from pipeline.report import data as report_data
 from pipeline.report import findings, render
 from pipeline.report.stage import run as report_run
-from pipeline.report.stage import settings
+from pipeline.report.stage import report_settings
 from synthetic_upstream import shared_downstream
 
 # Reruns whole stages (compare, report) or reads every real trace: slow.
@@ -39,11 +39,12 @@ FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:
     """Findings and templates without redrawing figures (the slow part): returns the Markdown."""
     params = load_params()
-    cfg = settings(params)
+    cfg = report_settings(params)
+    min_success = params["fit"]["default_law_min_success"]
     data = report_data.load(processed, metrics)
     figs = {f: figures_from / "figures" / f"{f}.png" for f in FIGURES}
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = render.render(findings.build(data, cfg) | {"title": cfg["title"]}, figs, out_dir)
+    paths = render.render(findings.build(data, cfg, min_success) | {"title": cfg.title}, figs, out_dir)
     return paths["md"].read_text(encoding="utf-8")
 
 

@@ -120,12 +120,12 @@ def test_every_section_renders_from_nothing(tmp_path) -> None:
     from pipeline.config import load_params
     from pipeline.report import figures
     from pipeline.report.data import load
-    from pipeline.report.stage import settings
+    from pipeline.report.stage import report_settings
 
-    cfg = settings(load_params())
+    cfg = report_settings(load_params())
     data = load(tmp_path / "none", tmp_path / "none")
     figs = figures.make_all(data, tmp_path / "figures", cfg)
-    paths = render.render(findings.build(data, cfg) | {"title": "t"}, figs, tmp_path)
+    paths = render.render(findings.build(data, cfg, 0.8) | {"title": "t"}, figs, tmp_path)
     md = paths["md"].read_text(encoding="utf-8")
     for sentence in ("No strong-scaling series is in the data.", "No law was fitted.",
                      "No strategy comparison is possible", "No run carries a measured MFU.",

@@ -220,7 +220,7 @@ def test_expert_all_to_all_volume():
 
 
 def test_evaluate_validates_before_costing():
-    from pipeline.theory import evaluate
+    from pipeline.theory.cost import evaluate
 
     with pytest.raises(ValueError, match=r"layout\.pp"):
         evaluate(H100, LLAMA70, Layout(dp=1, pp=3), 2.0**22, CONST)

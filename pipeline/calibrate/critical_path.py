@@ -45,7 +45,7 @@ from functools import cached_property
 
 import numpy as np
 
-from pipeline.calibrate.hardware import Network, gemm_efficiency
+from pipeline.calibrate.hardware import Network, gemm_efficiency, wave_efficiency
 
 COMPONENTS = ("compute", "kernel_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
               "dp_comm", "optimizer", "fixed")
@@ -105,6 +105,7 @@ class Machine:
     scaleup_latency_s: float
     launch_s: float
     ideal: bool = False               # links at spec, no latency, GEMMs at peak
+    sm_count: np.ndarray | None = None   # SMs per chip (wave quantization; None/NaN: none)
 
     @cached_property
     def cluster_masks(self) -> dict[str, np.ndarray]:
@@ -189,14 +190,17 @@ def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarr
 
 def _gemm_rate(c: Config, mach: Machine) -> np.ndarray:
     """Flop-weighted GEMM efficiency of a layer's MLP pair (d -> 4d/tp -> d) on this rank's
-    microbatch: the representative shapes of a transformer layer's weight GEMMs."""
+    microbatch: the representative shapes of a transformer layer's weight GEMMs, each at the
+    measured rate times its wave quantization (``pipeline/calibrate/hardware.py``)."""
     m, d, tp = _f(c.microbatch_tokens), _f(c.d_model), _f(c.tp)
     eta_max = np.ones(m.size) if mach.ideal else _f(mach.gemm_max_efficiency)
     launch = 0.0 if mach.ideal else mach.launch_s
-    args = (eta_max, _f(mach.peak_flops_per_s), _f(mach.hbm_bytes_per_s), c.bytes_per_value,
-            launch)
-    up = gemm_efficiency(m, d, 4.0 * d / tp, *args)
-    down = gemm_efficiency(m, 4.0 * d / tp, d, *args)
+    sms = (np.full(m.size, np.nan) if mach.ideal or mach.sm_count is None
+           else _f(mach.sm_count))
+    args = (_f(mach.peak_flops_per_s), _f(mach.hbm_bytes_per_s), c.bytes_per_value, launch)
+    up = gemm_efficiency(m, d, 4.0 * d / tp, eta_max * wave_efficiency(m, 4.0 * d / tp, sms),
+                         *args)
+    down = gemm_efficiency(m, 4.0 * d / tp, d, eta_max * wave_efficiency(m, d, sms), *args)
     return 2.0 / (1.0 / up + 1.0 / down)  # equal FLOP: harmonic mean of the rates
 
 

@@ -14,7 +14,7 @@ from scipy.stats import norm
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
 from pipeline.calibrate.families import PLAYBOOK
-from pipeline.calibrate.hardware import load_gemm, load_network
+from pipeline.calibrate.hardware import load_gemm, load_network, load_sm_counts
 from pipeline.calibrate.step import Rows, StepModel, rows_of
 
 
@@ -45,7 +45,8 @@ def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool,
                      network=load_network(catalog_dir, catalog.hardware),
                      kernel_latency_s=float(latency["kernel_latency_s"]),
                      scaleup_latency_s=float(latency["scaleup_latency_s"]),
-                     attention_flops=attention_flops, aspect_ratio=aspect_ratio)
+                     attention_flops=attention_flops, aspect_ratio=aspect_ratio,
+                     sm_count=load_sm_counts(catalog_dir))
 
 
 def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
@@ -157,7 +158,7 @@ def step_model(fitted: Fitted, base: StepModel, interval_q: dict[str, float]) ->
                      kernel_latency_s=base.kernel_latency_s,
                      scaleup_latency_s=base.scaleup_latency_s,
                      attention_flops=base.attention_flops, residual_sd=sd,
-                     aspect_ratio=base.aspect_ratio)
+                     aspect_ratio=base.aspect_ratio, sm_count=base.sm_count)
 
 
 def _natural_ci(z: np.ndarray, cov: np.ndarray, level: float, held: set[int]

@@ -4,8 +4,13 @@ one the fit uses), at the production population values (no source effect), with 
 knee and wall from draws of those values.
 
 What the calibrated search lets a layout be: what frameworks run (1-D TP with sequence
-parallelism, plain 1F1B: v = 1, no recomputation, ZeRO as ``theory.search.zero_stage``), on
-the default measured network (data/catalog/collectives.csv) and the chip's measured GEMM rate.
+parallelism, no recomputation, ZeRO as ``theory.search.zero_stage``), on the default measured
+network (data/catalog/collectives.csv) and the chip's measured GEMM rate. The pipeline runs
+interleaved 1F1B with one layer per chunk (v = L / pp) once m >= pp, else plain 1F1B: the
+schedule Llama 3 405B ran on 16K H100 (arXiv:2407.21783 §3.3.2; data/raw/published/README.md),
+with NeMo's recipes at v = 5-7 and torchtitan's interleaved 1F1B beside it. The step function
+charges the schedule's cost: 2 v activation sends per microbatch and stage, and the search's
+memory check holds the interleaved schedule's extra in-flight activations.
 Layouts whose predicted peak memory (:mod:`pipeline.theory.memory`, the theory stage's fitted
 overhead) exceeds HBM are left out, as in the ideal search (``theory.search.memory_check``).
 """
@@ -19,7 +24,7 @@ import numpy as np
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate.families import buckets
 from pipeline.calibrate.critical_path import COMPONENTS, Config, Machine, Theta, step_components
-from pipeline.calibrate.hardware import DEFAULT_CLUSTER, gemm_max_efficiency
+from pipeline.calibrate.hardware import DEFAULT_CLUSTER, gemm_max_efficiency, sm_counts_of
 from pipeline.calibrate.step import StepModel
 from pipeline.theory.cost import COMPONENTS as THEORY_COMPONENTS
 from pipeline.theory.cost import StepCost
@@ -61,10 +66,11 @@ class CalibratedStep:
             _f(layout.dp), _f(layout.tp1) * _f(layout.tp2), _f(layout.pp), _f(layout.ep),
             _f(layout.microbatches), _f(layout.zero_stage), _f(shape.attention_flop_per_token),
             _f(shape.seq_len), _f(hw.peak_flops_per_s), _f(hw.hbm_bytes_per_s),
-            _f(hw.scaleup_domain_size), _f(hw.scaleup_bytes_per_s), _f(hw.scaleout_bytes_per_s))
+            _f(hw.scaleup_domain_size), _f(hw.scaleup_bytes_per_s), _f(hw.scaleout_bytes_per_s),
+            _f(layout.interleave))
         shape_ = arrays[0].shape
         (params, active, expert, top_k, layers, d, batch, dp, tp, pp, ep, m, zero, attn, seq,
-         peak, hbm, domain, up, out) = (a.ravel().astype(float) for a in arrays)
+         peak, hbm, domain, up, out, v) = (a.ravel().astype(float) for a in arrays)
         n = params.size
         peak16, _ = self.model.catalog.peak_flops_per_s(self.accelerator, "bf16")
         reduce_bucket, gather_bucket = buckets(np.full(n, "megatron", dtype=object), dp * ep,
@@ -75,7 +81,7 @@ class CalibratedStep:
                      flop_per_token=6.0 * active + attn, counted_attention_flop_per_token=attn,
                      attention_flop_per_token=12.0 * layers * d * seq, dp=dp * ep, tp=tp, pp=pp,
                      cp=np.ones(n), ep=ep, zero_stage=zero, recompute=np.zeros(n),
-                     virtual_pipeline=np.ones(n), sequence_parallel=tp > 1,
+                     virtual_pipeline=np.maximum(v, 1.0), sequence_parallel=tp > 1,
                      reduce_bucket_bytes=reduce_bucket, gather_bucket_bytes=gather_bucket)
         eta = gemm_max_efficiency(self.model.gemm, np.full(n, self.accelerator, dtype=object),
                                   np.full(n, self.precision, dtype=object))
@@ -86,7 +92,9 @@ class CalibratedStep:
                        cluster=np.full(n, DEFAULT_CLUSTER, dtype=object),
                        network=self.model.network,
                        scaleup_latency_s=self.model.scaleup_latency_s,
-                       launch_s=self.model.kernel_latency_s)
+                       launch_s=self.model.kernel_latency_s,
+                       sm_count=sm_counts_of(self.model.sm_count,
+                                             np.full(n, self.accelerator, dtype=object)))
         th = Theta(*(np.full(n, v) for v in self.theta))
         parts = step_components(cfg, mach, th)
         t = parts["step_time_s"].reshape(shape_)
@@ -117,8 +125,8 @@ def _percentiles(values: list[float]) -> list[float]:
 
 
 def _framework_search(scn):
-    """What frameworks run: 1-D TP, plain 1F1B."""
-    return replace(scn.search, interleave="none", two_d_tp=False)
+    """What frameworks run: 1-D TP, interleaved 1F1B at one layer per chunk (module docstring)."""
+    return replace(scn.search, interleave="max", two_d_tp=False)
 
 
 def calibrated_frontier(scenarios, model: StepModel, z_pop: np.ndarray, cov_z: np.ndarray,

@@ -9,6 +9,16 @@ What is derived here, and how (docs/theory.md §11.2):
   then takes max(2mkn / (eta_max F), w (mk + kn + mn) / M, launch): the measured rate where the
   arithmetic dominates, the HBM roofline of its own operands where it does not, and never less
   than one kernel launch. Efficiency = 2mkn / F / time.
+- **Wave quantization.** The measured rate holds when the output tiles keep every SM busy
+  (MAMF's best shapes do). A GEMM whose m x n output splits into T tiles of ``GEMM_TILE``
+  (NVIDIA, *Matrix Multiplication Background User's Guide*, "Dimension Quantization Effects")
+  with T below the chip's SM count keeps only T SMs busy: its compute-bound rate is the measured
+  one times T / SMs (the better of the tile's two orientations). Above one wave the partial
+  last wave is not charged: stream-K decomposition (Osama et al. 2023, arXiv:2301.03598; in
+  CUTLASS and cuBLAS on Hopper) spreads the tiles' K-loops evenly over the SMs. So skinny GEMMs
+  (high TP on a narrow model: a 4096-token microbatch times 4d / tp = 256 columns is 32 tiles
+  on 132 SMs) run at a fraction of the measured rate, wide ones at it. The SM count is
+  ``sm_count`` of gemm_efficiency.csv (empty: no wave quantization).
 - **Collectives: the alpha-beta ring model.** A ring collective over ``p`` ranks, ``p_in`` per
   scale-up domain, takes k (p - 1) alpha for its p - 1 steps (k = 2 for all-reduce) plus its
   bytes: (p_in - 1)/p_in of them per rank over the scale-up link and (p_out - 1)/p_out of 1/p_in
@@ -41,6 +51,10 @@ from scipy.optimize import nnls
 from pipeline.config import ConfigError
 
 GEMM_FILE = "gemm_efficiency.csv"
+# Output tile of the large-GEMM kernels: 256 x 128, the tile of the NVIDIA guide's worked
+# examples (Matrix Multiplication Background User's Guide, "Dimension Quantization Effects")
+# and of CUTLASS's default Hopper/Ampere BF16 configurations.
+GEMM_TILE = (256.0, 128.0)
 COLLECTIVES_FILE = "collectives.csv"
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 DEFAULT_CLUSTER = "default"
@@ -239,6 +253,36 @@ def load_gemm(catalog_dir: Path) -> dict[tuple[str, str], float]:
     if ("*", "*") not in table:
         raise ConfigError(f"catalog: {path.name}: no default row (accelerator '*', precision '*')")
     return table
+
+
+def load_sm_counts(catalog_dir: Path) -> dict[str, float]:
+    """accelerator -> streaming multiprocessors (``sm_count`` of gemm_efficiency.csv, where
+    given); a chip without one gets no wave quantization."""
+    path = Path(catalog_dir) / GEMM_FILE
+    frame = _read(path, ("accelerator",))
+    if "sm_count" not in frame.columns:
+        return {}
+    sms = pd.to_numeric(frame["sm_count"], errors="coerce").to_numpy(float)
+    if (sms[np.isfinite(sms)] < 1).any():
+        line = int(np.nonzero(np.isfinite(sms) & (sms < 1))[0][0]) + 2
+        raise ConfigError(f"catalog: {path.name} line {line}: sm_count below 1")
+    return {a: float(s) for a, s in zip(frame["accelerator"], sms) if np.isfinite(s)}
+
+
+def wave_efficiency(m: np.ndarray, n: np.ndarray, sm_count: np.ndarray) -> np.ndarray:
+    """Share of the SMs an m x n GEMM output's tiles keep busy, min(1, tiles / SMs) (module
+    docstring; 1 where the SM count is unknown), the better of the tile's two orientations."""
+    m, n, sms = (np.asarray(x, float) for x in (m, n, sm_count))
+    best = np.zeros(np.broadcast(m, n, sms).shape)
+    for a, b in (GEMM_TILE, GEMM_TILE[::-1]):
+        tiles = np.ceil(m / a) * np.ceil(n / b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            best = np.maximum(best, np.minimum(1.0, tiles / sms))
+    return np.where(np.isfinite(sms) & (sms >= 1) & np.isfinite(best), best, 1.0)
+
+
+def sm_counts_of(table: dict[str, float], accelerator: np.ndarray) -> np.ndarray:
+    return np.array([table.get(a, np.nan) for a in accelerator], dtype=float)
 
 
 def gemm_max_efficiency(table: dict[tuple[str, str], float], accelerator: np.ndarray,

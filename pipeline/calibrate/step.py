@@ -29,7 +29,8 @@ from scipy.stats import norm
 from pipeline.calibrate import families as fam
 from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Machine, Theta,
                                               binding_of, step_components)
-from pipeline.calibrate.hardware import Network, gemm_max_efficiency, load_gemm, load_network
+from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
+                                         load_sm_counts, sm_counts_of)
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
 from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
@@ -59,6 +60,7 @@ class StepModel:
     attention_flops: bool = True
     residual_sd: dict[str, float] = field(default_factory=dict)
     aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
+    sm_count: dict[str, float] = field(default_factory=dict)   # SMs per chip (wave quantization)
 
     def family_theta(self, family: str) -> np.ndarray:
         return self.theta.get(family, self.population)
@@ -169,7 +171,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
                    scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
                    cluster=fam.cluster_of(layouts), network=model.network,
-                   scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s)
+                   scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
+                   sm_count=sm_counts_of(model.sm_count, hw["accelerator"]))
     # scale-out bandwidth matters only for groups that leave the domain
     needs_out = n > domain
     ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
@@ -277,6 +280,6 @@ def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -
         network=load_network(catalog_dir, catalog.hardware),
         kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
         attention_flops=bool(const.get("attention_flops", 1.0)),
-        aspect_ratio=float(const.get("aspect_ratio", 128.0)),
+        aspect_ratio=float(const.get("aspect_ratio", 128.0)), sm_count=load_sm_counts(catalog_dir),
         residual_sd={str(r.parameter): float(r.estimate)
                      for r in group("residual_sd").itertuples()})

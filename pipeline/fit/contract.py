@@ -23,6 +23,10 @@ LAW_NAMES = ("power", "amdahl", "usl", "comm")
 MULTIPLES_OF_N_MAX = (4, 16)
 # Quantities the energy laws are fitted on (energy_fits.parquet ``quantity``).
 ENERGY_QUANTITIES = ("energy_j_per_token", "power_w_per_accelerator", "energy_j")
+# What one energy series is (pipeline/fit/energy.py builds ``series_id`` from these, in this
+# order): the MLPerf power measurements of one model, accelerator, AC/DC, submitter family (the
+# submitter less an -ac-power/-dc-power suffix) and round. Readers group by ``series_id``.
+ENERGY_SERIES_KEY = ("model", "accelerator", "power_measurement", "family", "mlperf_version")
 
 OUTPUTS: dict[str, tuple] = {
     "fits.parquet": (

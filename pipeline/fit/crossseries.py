@@ -10,7 +10,11 @@ included): ``mfu_points ~ log2_flops_per_<hbm|scaleout>_byte + log2_n + C(scalin
 log10_params``, with runs.parquet's ``flops_per_<hbm|scaleout>_byte`` (peak FLOP/s over the
 catalog's bytes/s, derived by the ingest). Fernandez et al. 2024 (arXiv 2411.13055) argue that
 faster chips expose communication, i.e. MFU falls as peak FLOP/s outgrows the bytes/s that feed it. The
-ratios vary only between accelerator types, so there is no accelerator term here.
+ratios vary only between accelerator types, so there is no accelerator term here, and the slope
+is a comparison of a few chip types (and of the software each ran). Each (source, model,
+accelerator family, N) counts once, with its best MFU (``pipeline.measures.best_per_point``, the
+report's rule): a grid search of thousands of layouts on one chip would otherwise outweigh every
+other chip, and its worst layouts would stand for the chip.
 
 Cluster-robust errors with few clusters are optimistic (Cameron & Miller 2015); each model
 reports its cluster count and uses t(G-1) intervals (statsmodels' default for clusters).
@@ -24,7 +28,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.formula.api as smf
 
-from pipeline.measures import finished
+from pipeline.measures import best_per_point, finished
 
 COLUMNS = ("model", "term", "estimate", "stderr", "ci_low", "ci_high", "p_value", "n_obs",
            "n_clusters", "cov_type", "formula")
@@ -121,7 +125,8 @@ def hardware_models(df: pd.DataFrame, alpha: float) -> tuple[list[dict], dict]:
     rows: list[dict] = []
     headline: dict[str, Any] = {}
     for key, ratio in RATIOS.items():
-        mine = df.replace([np.inf, -np.inf], np.nan).dropna(subset=[ratio])
+        mine = best_per_point(df.replace([np.inf, -np.inf], np.nan).dropna(subset=[ratio]),
+                              "mfu_points")
         n_types = int(mine["accelerator"].nunique())
         if len(mine) < 8 or n_types < 3:
             headline[key] = {"note": f"{len(mine)} runs on {n_types} accelerator type(s) with a "

@@ -34,8 +34,8 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
 
-from pipeline.fit import LawFitError, fit
-from pipeline.fit.contract import ENERGY_QUANTITIES
+from pipeline.fit.laws import LawFitError, fit
+from pipeline.fit.contract import ENERGY_QUANTITIES, ENERGY_SERIES_KEY
 from pipeline.schema import output_column_names
 
 QUANTITIES = ENERGY_QUANTITIES
@@ -53,9 +53,10 @@ def energy_series(power: pd.DataFrame) -> pd.DataFrame:
     """The usable measurements with a ``series_id`` column (sorted, deterministic)."""
     ok = power[(power["status"] == "ok") & power["power_measurement"].notna()].copy()
     ok["family"] = ok["submitter"].map(submitter_family)
-    ok["series_id"] = ("energy|" + ok["model"] + "|" + ok["accelerator"] + "|"
-                       + ok["power_measurement"] + "|" + ok["family"] + "|"
-                       + ok["mlperf_version"].fillna(""))
+    series_id = pd.Series("energy", index=ok.index, dtype=object)
+    for column in ENERGY_SERIES_KEY:
+        series_id = series_id + "|" + ok[column].fillna("").astype(str)
+    ok["series_id"] = series_id
     return ok.sort_values(["series_id", "n_accelerators", "run_id"]).reset_index(drop=True)
 
 

@@ -23,7 +23,7 @@ from sklearn.model_selection import PredefinedSplit
 from pipeline.fit.base import LawFitError
 from pipeline.fit.nls import fit_law
 from pipeline.fit.series import SeriesPoints
-from pipeline.fit import get_law
+from pipeline.fit.laws import get_law
 
 COLUMNS = ("series_id", "source", "law", "k", "n_train_max", "n_target", "y_metric", "run_id",
            "actual", "predicted", "pi_low", "pi_high", "ape", "covered", "converged", "note")

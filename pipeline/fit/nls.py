@@ -73,7 +73,7 @@ def _outlier_note(jac: np.ndarray, resid: np.ndarray, n: np.ndarray, df_resid: i
 
 def fit_law(law: Law, n: object, y: object, *, scale: str = "linear",
             ctx: SeriesContext | None = None) -> FitResult:
-    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.fit.fit` for the contract.
+    """Fit ``law`` to the series ``(n, y)``. See :func:`pipeline.fit.laws.fit` for the contract.
 
     Steps: check the series can identify the law, bounded least squares on the normalised
     response (``_optimise``), the information criteria (``_criteria``), then standard errors

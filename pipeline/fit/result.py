@@ -28,7 +28,7 @@ from pipeline.fit.base import Law, SeriesContext
 
 @dataclass
 class FitResult:
-    """One law fitted to one series. Build with :func:`pipeline.fit.fit`.
+    """One law fitted to one series. Build with :func:`pipeline.fit.laws.fit`.
 
     Attributes
     ----------

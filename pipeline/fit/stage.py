@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import FitSettings, Settings
-from pipeline.fit import LAWS, SCALES, LawFitError, get_law
+from pipeline.fit.laws import LAWS, SCALES, LawFitError, get_law
 from pipeline.fit.crossseries import cross_series
 from pipeline.fit.derived import law_figures, multiple_columns, predictions_at_multiples
 from pipeline.fit.extrapolation import COLUMNS as EXTRA_COLUMNS

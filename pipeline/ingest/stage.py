@@ -26,11 +26,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.bounded import cap, short
-from pipeline.config import (PROJ_ROOT, ConfigError, project_relative, settings,
-                             strip_project_root)
+from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_relative,
+                             settings, strip_project_root)
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
-from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
+from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
@@ -49,8 +49,9 @@ def _warn(message: str) -> None:
     print(f"ingest: warning: {message}", file=sys.stderr)
 
 
-def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
-    """Check the ``ingest`` params; a missing or wrong field is a ConfigError naming it."""
+def read_options(params: dict[str, Any]) -> tuple[IngestSettings, list[Path]]:
+    """The ``ingest`` settings, checked (a missing or wrong field is a ConfigError naming it),
+    and its MLPerf roots as folders."""
     cfg = settings(params, "ingest")
     paths = []
     for i, root in enumerate(cfg.mlperf_roots):
@@ -66,9 +67,7 @@ def read_options(params: dict[str, Any]) -> tuple[Options, list[Path]]:
                               "outside the project; set 'ingest.allow_mlperf_roots_outside_"
                               "project: true' to read it anyway")
         paths.append(path)
-    return Options(default_precision=cfg.default_precision, attention_flops=cfg.attention_flops,
-                   mfu_on_assumed_precision=cfg.mfu_on_assumed_precision,
-                   max_accelerators=cfg.max_accelerators), paths
+    return cfg, paths
 
 
 def load_catalog(catalog_dir: Path) -> Any:
@@ -183,7 +182,7 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
-def convert(records: Iterator[Record], catalog: Any, options: Options,
+def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
     """Normalize every record: (run rows, reject rows, records read per (source, path)).

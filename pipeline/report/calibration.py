@@ -112,8 +112,21 @@ def _gain_caveat(largest: dict[str, Any]) -> str:
                  + (f"; the gain comes from {', '.join(better)}." if better else "."))
     return text
 
-def _yes(flag: Any) -> str:
-    return "met" if flag else "missed"
+def _yes(flag: Any, why: str = "") -> str:
+    return "met" if flag else ("missed" + (f": {why}" if why else ""))
+
+
+# Why a target of the step model is missed where it is (docs/theory.md §10.6 has the evidence).
+MISSED_BECAUSE = {
+    "megatron2021": "A100 with 2021 Megatron runs at a lower share of its measured GEMM rate than "
+                    "the H100 2024 NeMo runs that share its family; held out, its PTD-P runs are "
+                    "predicted 1.2-1.46x too fast, and its ZeRO-3 baselines come from one bloom run",
+    "nvidia_dgxc2024": "the mirror of megatron2021: held out, its family's efficiency is set by "
+                       "the older A100 stack, so its BF16 runs are predicted too slow",
+    "ranking": "high-TP (16, 32) and multi-stage runs are slower than the Playbook cluster's "
+               "measured collectives and GEMM shapes predict; the missing cost is not in the "
+               "shipped measurements",
+}
 
 
 def target_rows(m: dict) -> list[list[str]]:
@@ -125,7 +138,7 @@ def target_rows(m: dict) -> list[list[str]]:
         if s in src:
             rows.append([f"leave-source-out median APE, {s} (<= 15%)",
                          f"{pct(src[s]['median_ape'], 1)} over {src[s]['n']} runs",
-                         _yes(src[s].get("met"))])
+                         _yes(src[s].get("met"), MISSED_BECAUSE.get(s, ""))])
     prod = src.get("production")
     if prod:
         rows.append(["leave-source-out 95% intervals, production: coverage 0.85-0.99, median "
@@ -155,7 +168,8 @@ def target_rows(m: dict) -> list[list[str]]:
                      f"ceiling {num(r['ceiling']['median_spearman'], 2)} / "
                      f"{pct(r['ceiling']['median_regret'], 1)}; fewest PP then TP "
                      f"{num(r['fewest_pp_then_tp']['median_spearman'], 2)} / "
-                     f"{pct(r['fewest_pp_then_tp']['median_regret'], 1)}", _yes(r.get("met"))])
+                     f"{pct(r['fewest_pp_then_tp']['median_regret'], 1)}",
+                     _yes(r.get("met"), MISSED_BECAUSE["ranking"])])
     base = m.get("frontier", {}).get("baseline", {}).get("llama3_compute")
     if base:
         rows.append(["calibrated baseline frontier at 3.8e25 FLOP: feasible, utilization >= 0.30",

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.config import ReportSettings
+from pipeline.report.focus import Focus
 from pipeline.report import books
 from pipeline.report.data import ReportData
 from pipeline.report.figures import scaling_choice, series_label
@@ -109,11 +111,11 @@ def scaling_efficiency(d: ReportData, limit: int, focus: tuple[str, ...] = ()
             "usermeta": {"panels": panels, "max_series": MAX_SERIES}}
 
 
-def make_all(d: ReportData, cfg: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def make_all(d: ReportData, cfg: ReportSettings, focus: Focus = Focus()
+             ) -> dict[str, dict[str, Any]]:
     """name -> Vega-Lite spec, for the figures shown as charts in the HTML ({} without the
     Vega libraries)."""
     if not books.vega_script():
         return {}
-    focus = tuple(cfg.get("focus_series", ()))
-    charts = {"scaling_efficiency": scaling_efficiency(d, cfg["series_per_panel"], focus)}
+    charts = {"scaling_efficiency": scaling_efficiency(d, cfg.series_per_panel, focus.series)}
     return {k: v for k, v in charts.items() if v is not None}

@@ -85,11 +85,3 @@ def short_label(series_id: str, width: int = 44) -> str:
     rest = rest[len(source) + 1:] if rest.startswith(source + "-") else rest
     label = f"{source}: {rest}" if rest else source
     return label if len(label) <= width else label[: width - 1] + "…"
-
-
-def best_per_point(c: pd.DataFrame, col: str, keys: tuple[str, ...] = ()) -> pd.DataFrame:
-    """The best (highest) ``col`` per (source, model, accelerator family, N, *keys): a grid
-    search of thousands of configurations counts as one point per N, its best one."""
-    by = ["source", "model", "accelerator_family", "n_accelerators", *keys]
-    g = c.dropna(subset=[col, *keys])
-    return g.loc[g.groupby(by, sort=True)[col].idxmax()] if len(g) else g

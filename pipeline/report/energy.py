@@ -50,8 +50,7 @@ def energy_section(d: ReportData, baseline: str = "baseline") -> dict[str, Any]:
     out["frontier_rows"] = [dict(v, scenario=k) for k, v in sorted(scen.items())]
     if pts.empty:
         return out
-    for r in pts.sort_values(["model", "accelerator", "power_measurement",
-                              "n_accelerators"]).itertuples(index=False):
+    for r in pts.sort_values(["series_id", "n_accelerators"]).itertuples(index=False):
         out["points"].append({
             "model": r.model, "accelerator": r.accelerator, "family": _family(r.accelerator),
             "measurement": r.power_measurement, "n": int(r.n_accelerators), "runs": int(r.n_runs),
@@ -78,9 +77,9 @@ def energy_section(d: ReportData, baseline: str = "baseline") -> dict[str, Any]:
 def _steps(pts: pd.DataFrame) -> list[dict[str, Any]]:
     """Between consecutive N of a series: how much faster, for how much more energy."""
     steps = []
-    for (model, acc, meas), g in pts.groupby(["model", "accelerator", "power_measurement"],
-                                             sort=True):
+    for _, g in pts.groupby("series_id", sort=True):  # the fit stage's energy series
         g = g.sort_values("n_accelerators")
+        model, acc, meas = g.iloc[0][["model", "accelerator", "power_measurement"]]
         for a, b in zip(g.itertuples(index=False), g.iloc[1:].itertuples(index=False)):
             steps.append({"model": model, "accelerator": acc, "measurement": meas,
                           "n_from": int(a.n_accelerators), "n_to": int(b.n_accelerators),
@@ -102,9 +101,9 @@ def energy_figure(d: ReportData, out: Path) -> Path:
         if pts.empty:
             note(ax, "no MLPerf power measurement")
             continue
-        for (model, acc, meas), g in pts.groupby(["model", "accelerator", "power_measurement"],
-                                                 sort=True):
+        for _, g in pts.groupby("series_id", sort=True):  # the fit stage's energy series
             g = g.sort_values("n_accelerators")
+            model, acc, meas = g.iloc[0][["model", "accelerator", "power_measurement"]]
             # arrays, not Series: matplotlib calls float() on single-element Series otherwise
             y = g[f"{q}_median"].to_numpy(float)
             lo = g[f"{q}_min"].to_numpy(float) if f"{q}_min" in g else y

@@ -10,8 +10,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
+from pipeline.config import ReportSettings
+from pipeline.report.focus import Focus
 from pipeline.report import calibration
-from pipeline.report.data import ReportData, best_per_point, select_series, short_label
+from pipeline.measures import best_per_point
+from pipeline.report.data import ReportData, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX
@@ -455,17 +458,17 @@ def gap(data: ReportData, out: Path, limit: int, focus_runs: frozenset[str] = fr
     return save(fig, out / "gap.png")
 
 
-def make_all(data: ReportData, out: Path, cfg: dict[str, Any]) -> dict[str, Path]:
-    """Draw every figure; returns name -> PNG path."""
+def make_all(data: ReportData, out: Path, cfg: ReportSettings, focus: Focus = Focus()
+             ) -> dict[str, Path]:
+    """Draw every figure, the ``focus`` series and runs marked; returns name -> PNG path."""
     out.mkdir(parents=True, exist_ok=True)
-    focus, focus_runs = tuple(cfg.get("focus_series", ())), frozenset(cfg.get("focus_runs", ()))
-    t, e = scaling(data, out, cfg["series_per_panel"], focus)
+    t, e = scaling(data, out, cfg.series_per_panel, focus.series)
     from pipeline.report.findings import hardware_regression
     reg = hardware_regression(data.metrics["fit"])
     return {"scaling_throughput": t, "scaling_efficiency": e,
             "laws_holdout": laws_holdout(data, out),
-            "strategy": strategy(data, out, cfg["strategy_sources"], cfg["strategy_models"]),
+            "strategy": strategy(data, out, cfg.strategy_sources, cfg.strategy_models),
             "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
             "energy": energy_figure(data, out),
-            "frontier": frontier(data, out, cfg["frontier_scenarios"], focus_runs),
-            "gap": gap(data, out, cfg["gap_runs"], focus_runs), **calibration.figures(data, out)}
+            "frontier": frontier(data, out, cfg.frontier_scenarios, focus.runs),
+            "gap": gap(data, out, cfg.gap_runs, focus.runs), **calibration.figures(data, out)}

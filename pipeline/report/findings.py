@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.config import ReportSettings
 from pipeline.measures import finished
 from pipeline.report import calibration
-from pipeline.report.data import ReportData, best_per_point, finite_or_none, rank_within_source
+from pipeline.measures import best_per_point
+from pipeline.report.data import ReportData, finite_or_none, rank_within_source
 from pipeline.report.energy import energy_section
 from pipeline.report.render import band
 from pipeline.report.your_runs import your_runs_section
@@ -416,13 +418,15 @@ def theory_section(d: ReportData, baseline: str) -> dict[str, Any]:
     return out
 
 
-def build(d: ReportData, cfg: dict[str, Any]) -> dict[str, Any]:
-    return {"data": data_section(d), "scaling": scaling_section(d, cfg["series_table_per_source"]),
-            "laws": laws_section(d, cfg["min_success"]),
-            "strategy": strategy_section(d, cfg["strategy_sources"], cfg["strategy_models"]),
+def build(d: ReportData, cfg: ReportSettings, min_success: float) -> dict[str, Any]:
+    """The sections' contexts; ``min_success`` is ``fit.default_law_min_success`` (laws are
+    ranked by held-out error only among those the fit stage's rule keeps)."""
+    return {"data": data_section(d), "scaling": scaling_section(d, cfg.series_table_per_source),
+            "laws": laws_section(d, min_success),
+            "strategy": strategy_section(d, cfg.strategy_sources, cfg.strategy_models),
             "hardware": hardware_section(d), "power": power_section(d),
-            "energy": energy_section(d, cfg["baseline_scenario"]),
-            "theory": theory_section(d, cfg["baseline_scenario"]), "compare": d.metrics["compare"],
+            "energy": energy_section(d, cfg.baseline_scenario),
+            "theory": theory_section(d, cfg.baseline_scenario), "compare": d.metrics["compare"],
             "calibration": calibration.section(d),
             "missing": d.missing,
-            "mine": your_runs_section(d, cfg.get("focus", []))}
+            "mine": your_runs_section(d, cfg.focus)}

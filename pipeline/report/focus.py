@@ -12,6 +12,7 @@ other figures mark the same series and runs (``focus_ids``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,27 @@ def _num(x: Any) -> float | None:
         return None
 
 
-def focus_ids(d: ReportData, focus: list[str]) -> tuple[list[str], set[str]]:
-    """(series ids in focus, sorted; run ids in focus): the runs of the focus sources (or of
-    the focus series), by default those of step logs."""
+@dataclass(frozen=True)
+class Focus:
+    """``report.focus`` resolved on the data: the series ids in focus (sorted) and the run ids."""
+
+    series: tuple[str, ...] = ()
+    runs: frozenset[str] = frozenset()
+
+
+def focus_ids(d: ReportData, focus: list[str]) -> Focus:
+    """The runs of the focus sources (or of the focus series), by default those of step logs,
+    and their series."""
     runs = d.runs
     if runs.empty:
-        return [], set()
+        return Focus()
     if focus:
         mine = runs[runs["source"].isin(focus) | runs["series_id"].isin(focus)]
     else:
         mine = runs[runs["source_kind"] == "log"]
     listed = set(d.series["series_id"]) if not d.series.empty else set()
     series = sorted(s for s in mine["series_id"].dropna().unique() if s in listed)
-    return series, set(mine["run_id"])
+    return Focus(tuple(series), frozenset(mine["run_id"]))
 
 
 def predict_multiples(d: ReportData, series_id: str,
@@ -150,7 +159,8 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
     """The section's content: one entry per focus series, plus the runs in no series. The
     interval is the fit stage's (``fit.interval``, from fit.json)."""
     interval = d.metrics.get("fit", {}).get("interval", 0.95)
-    series_ids, run_ids = focus_ids(d, focus)
+    chosen = focus_ids(d, focus)
+    series_ids, run_ids = chosen.series, chosen.runs
     runs = d.runs
     entries = []
     for sid in series_ids:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.config import ReportSettings
+from pipeline.report.focus import Focus
 from pipeline.io import write_text
 from pipeline.report.data import ReportData
 from pipeline.report.figures import scaling_choice, series_label
@@ -44,11 +46,11 @@ def frontier_rows(d: ReportData, scenarios: list[str]) -> pd.DataFrame:
     return f[cols].sort_values(["scenario", "training_flop"]).reset_index(drop=True)
 
 
-def write(d: ReportData, out_dir: Path, cfg: dict[str, Any]) -> dict[str, Path]:
+def write(d: ReportData, out_dir: Path, cfg: ReportSettings, focus: Focus = Focus()
+          ) -> dict[str, Path]:
     out = {}
-    for name, rows in (("report_scaling", scaling_rows(d, cfg["series_per_panel"],
-                                                      tuple(cfg.get("focus_series", ())))),
-                       ("report_frontier", frontier_rows(d, cfg["frontier_scenarios"]))):
+    for name, rows in (("report_scaling", scaling_rows(d, cfg.series_per_panel, focus.series)),
+                       ("report_frontier", frontier_rows(d, cfg.frontier_scenarios))):
         path = out[f"plot:{name}"] = Path(out_dir) / f"{name}.csv"
         write_text(rows.to_csv(index=False, float_format="%.6g", lineterminator="\n"), path)
     return out

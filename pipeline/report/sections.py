@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipeline.config import ReportSettings
 from pipeline.report.memory import memory_section
 
 
@@ -45,6 +46,6 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 
-def build_all(data: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+def build_all(data: Any, cfg: ReportSettings) -> dict[str, Any]:
     """The context of every section that has a ``build``."""
     return {s.id: s.build(data, cfg) for s in SECTIONS if s.build is not None}

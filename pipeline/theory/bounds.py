@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from pipeline.config import BoundHardware, settings
+from pipeline.config import BoundHardware, BoundsSettings, IngestSettings, settings
 from pipeline.measures import attention_flop_per_token
 from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
 from pipeline.theory.cost import step_cost
@@ -34,36 +34,6 @@ _HW_COLUMNS = typing.get_args(BoundHardware)  # hbm, scale-up, domain size, scal
 # Candidate layouts evaluated at once (runs x TP x PP): ~40 arrays of 8 bytes each per
 # candidate, so ~20 MB a chunk, whatever the number of runs.
 CANDIDATES_PER_CHUNK = 1 << 16
-
-
-@dataclass(frozen=True)
-class BoundDefaults:
-    """``theory.bounds``: the stand-ins for fields a run does not report."""
-
-    precision: str = "bf16"
-    seq_len: float = 2048.0
-    micro_batch_sequences: float = 1.0
-    aspect_ratio: float = 128.0
-    blocks_per_layer: float = 2.0
-    attention_flops: bool = True
-    interleave: str = "max"
-    fsdp_gather: str = "step"
-    moe_expert_fraction: float = 0.67
-    moe_top_k: float = 2.0
-    tolerance: float = 0.005
-    search_max_log2: int = 6
-    hardware: Mapping[str, float] | None = None
-
-
-def load_defaults(params: Mapping[str, Any]) -> BoundDefaults:
-    """``theory.bounds``, with the rules shared with the ingest: the precision assumed where a
-    run states none (``ingest.default_precision``) and the FLOP counting
-    (``ingest.attention_flops``)."""
-    cfg = settings(params, "theory").bounds.model_dump()
-    ingest = settings(params, "ingest")
-    cfg["precision"] = ingest.default_precision
-    cfg["attention_flops"] = ingest.attention_flops
-    return BoundDefaults(**cfg)
 
 
 def _col(runs: pd.DataFrame, name: str) -> np.ndarray:
@@ -97,7 +67,8 @@ class _PerRun:
     """What the steps of ``compute_bounds`` fill in, one array entry per run."""
 
     runs: pd.DataFrame
-    dflt: BoundDefaults
+    dflt: BoundsSettings  # theory.bounds, as validated
+    ingest: IngestSettings  # its precision assumed where a run states none, its FLOP counting
     notes: _Notes
     no_bound: np.ndarray
     values: dict[str, Any]
@@ -120,8 +91,8 @@ def compute_bounds(runs: pd.DataFrame, catalog, params: Mapping[str, Any]) -> pd
     then the cost model on every candidate layout and the best valid one per run.
     """
     _, const, _, latency = baseline_constants(params)
-    dflt = load_defaults(params)
-    r = _PerRun(runs, dflt, _Notes(len(runs)), np.zeros(len(runs), bool), {})
+    r = _PerRun(runs, settings(params, "theory").bounds, settings(params, "ingest"),
+                _Notes(len(runs)), np.zeros(len(runs), bool), {})
     _hardware(r, catalog, params)
     _shape(r)
     _layout(r)
@@ -153,8 +124,8 @@ def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
     r.no_bound |= ~known
     precision = _text_col(r.runs, "precision")
     missing_prec = np.array([p is None for p in precision])
-    notes.add(missing_prec & known, f"precision={dflt.precision}")
-    precision = np.where(missing_prec, dflt.precision, precision)
+    notes.add(missing_prec & known, f"precision={r.ingest.default_precision}")
+    precision = np.where(missing_prec, r.ingest.default_precision, precision)
     peak = np.full(n, np.nan)
     width = np.full(n, np.nan)
     hw_cols = {c: np.full(n, np.nan) for c in _HW_COLUMNS}
@@ -175,12 +146,12 @@ def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
     use_run_peak = np.isnan(peak) & (run_peak > 0)
     notes.add(use_run_peak, "peak_flops_per_s=run's stated peak (catalog has none)")
     peak = np.where(use_run_peak, run_peak, peak)
-    width = np.where(np.isnan(width), bytes_per_value(params, dflt.precision), width)
+    width = np.where(np.isnan(width), bytes_per_value(params, r.ingest.default_precision), width)
     notes.add(np.isnan(peak) & known, "no bound: no peak FLOP/s for this precision")
     r.no_bound |= np.isnan(peak)
     for c in _HW_COLUMNS:
         gap = np.isnan(hw_cols[c]) & known
-        fill = (dflt.hardware or {}).get(c)
+        fill = dflt.hardware.get(c)
         if fill is None:
             notes.add(gap, f"no bound: catalog lacks {c}")
             r.no_bound |= gap
@@ -305,7 +276,7 @@ def _candidates(r: _PerRun, const, latency: Mapping[str, float], runs: np.ndarra
                   scaleup_domain_size=safe(at(hw_cols["scaleup_domain_size"])),
                   scaleout_bytes_per_s=safe(at(hw_cols["scaleout_bytes_per_s"])),
                   **{k: latency[k] for k in LATENCY_FIELDS})
-    attention = attention_flop_per_token(layers, d, seq) if dflt.attention_flops else np.zeros(n)
+    attention = attention_flop_per_token(layers, d, seq) if r.ingest.attention_flops else np.zeros(n)
     shape = Shape(params=safe(at(r["params_n"])), active_params=safe(at(r["active"])),
                   n_layers=safe(at(layers)), d_model=safe(at(d)), seq_len=safe(at(seq)),
                   expert_fraction=safe(at(r["f_exp"]), 0.0), top_k=dflt.moe_top_k,

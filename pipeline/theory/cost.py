@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
-from pipeline.theory.inputs import Constants, Hardware, Layout, Shape
+from pipeline.theory.inputs import Constants, Hardware, Layout, Shape, validate
 from pipeline.vocab import COMPONENTS
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward = 2x forward FLOP [C]
@@ -299,3 +299,10 @@ def step_cost(hw: Hardware, shape: Shape, layout: Layout, batch_tokens, const: C
         t_net_ep_s=t_ep, t_bubble_s=t_bubble, t_latency_s=t_latency, t_step_s=t_step,
         utilization=utilization, binding=binding, n_accelerators=c.gpus, microbatch_tokens=c.b,
         tau_layer_s=tau)
+
+
+def evaluate(hw: Hardware, shape: Shape, layout: Layout, batch_tokens, const: Constants,
+             strict_divisibility: bool = True) -> StepCost:
+    """Validate the configurations (ValueError naming the field), then cost them."""
+    validate(hw, shape, layout, strict_divisibility=strict_divisibility)
+    return step_cost(hw, shape, layout, batch_tokens, const)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from pipeline.config import ConfigError, settings
+from pipeline.config import ConfigError, MoeSettings, settings
 from pipeline.theory.inputs import Constants, Hardware, hardware_from_spec
 from pipeline.theory.laws import SECONDS_PER_DAY, Laws
 from pipeline.theory.memory import MemoryConstants, Overhead
@@ -25,11 +25,13 @@ LATENCY_FIELDS = ("kernel_latency_s", "scaleup_latency_s", "scaleout_latency_s")
 @dataclass(frozen=True)
 class Moe:
     """Sparse mixture of experts: E routed experts, top-k routing, and the share of the active
-    parameters that sit in experts. The tokens-per-parameter rule applies to N_act [R]."""
+    parameters that sit in experts. The tokens-per-parameter rule applies to N_act [R]. Built
+    from a scenario's ``moe`` (``pipeline.config.MoeSettings``, whose defaults are a dense
+    model)."""
 
-    n_experts: int = 1
-    top_k: int = 1
-    expert_fraction: float = 0.0
+    n_experts: int
+    top_k: int
+    expert_fraction: float
 
     @property
     def total_per_active(self) -> float:
@@ -39,7 +41,8 @@ class Moe:
 
 @dataclass(frozen=True)
 class Search:
-    """Layout-search settings (``theory.search``).
+    """Layout-search settings (``theory.search``), in the paper's terms. No defaults here: the
+    values are ``params.yaml``'s, validated by ``pipeline.config.SearchSettings``.
 
     Attributes:
         min_microbatch_tokens: smallest b_mu allowed (tokens per microbatch per replica).
@@ -58,16 +61,16 @@ class Search:
             power-of-two saw-tooth from the frontier.
     """
 
-    min_microbatch_tokens: float = 1.0
-    min_shard_width: float = 128.0
-    two_d_tp: bool = True
-    max_log2_degree: int = 24
-    max_microbatches_per_stage: int = 64
-    interleave: str = "max"
-    max_accelerators: float = 0.0
-    memory_check: bool = True
-    zero_stage: int = 1
-    dp_steps_per_octave: int = 4
+    min_microbatch_tokens: float
+    min_shard_width: float
+    two_d_tp: bool
+    max_log2_degree: int
+    max_microbatches_per_stage: int
+    interleave: str
+    max_accelerators: float
+    memory_check: bool
+    zero_stage: int
+    dp_steps_per_octave: int
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def load_scenarios(params: Mapping[str, Any], catalog) -> list[Scenario]:
         days = cfg.duration_days if node.duration_days is None else node.duration_days
         out.append(Scenario(name=name, accelerator=accel, precision=used, hardware=hw,
                             laws=replace(laws, **_overrides(node.laws)), constants=s_const,
-                            moe=Moe(**_overrides(node.moe)),
+                            moe=Moe(**(node.moe or MoeSettings()).model_dump()),
                             search=replace(search, **_overrides(node.search)),
                             duration_s=days * SECONDS_PER_DAY,
                             memory_constants=memory_const))

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from pipeline.ingest.core.derive import Reject
-from pipeline.ingest.core.normalize import CatalogCache, Options, normalize
+from pipeline.config import IngestSettings, load_params, settings
+from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.core.plausible import rounding
 from pipeline.ingest.records import Record
 
@@ -20,7 +21,10 @@ def cache(catalog) -> CatalogCache:
     return CatalogCache(catalog)
 
 
-def _reason(cache: CatalogCache, options: Options = Options(), **fields: Any) -> str | None:
+INGEST: IngestSettings = settings(load_params(), "ingest")
+
+
+def _reason(cache: CatalogCache, options: IngestSettings = INGEST, **fields: Any) -> str | None:
     f = {k: v for k, v in dict(BASE, **fields).items() if v is not None}
     try:
         normalize(Record("t", "t.csv", 2, fields=f), cache, options)
@@ -76,6 +80,6 @@ def test_mfu_band_follows_the_stated_rounding(cache) -> None:
 
 
 def test_max_accelerators_is_a_setting(cache) -> None:
-    assert _reason(cache, Options(max_accelerators=32)) == (
+    assert _reason(cache, INGEST.model_copy(update={"max_accelerators": 32})) == (
         "out_of_range: n_accelerators=64 above the plausible maximum 32 "
         "(ingest.max_accelerators)")

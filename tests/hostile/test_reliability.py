@@ -194,6 +194,13 @@ def test_params_read_as_yaml_1_2_like_dvc() -> None:
     assert parse_yaml("a: 010\nb: 1:30\nc: yes\nf: 1e3\n", "x") == {
         "a": 10, "b": "1:30", "c": "yes", "f": 1000.0}
 
+def _report(**fields):
+    """A ``report`` settings group with only the fields a check reads."""
+    from pipeline.config import ReportSettings
+
+    return ReportSettings.model_construct(**{"strategy_sources": [], "strategy_models": {},
+                                             "focus": [], **fields})
+
 
 def test_focus_naming_nothing_is_a_config_error() -> None:
     from pipeline.report.stage import check_sources
@@ -201,11 +208,11 @@ def test_focus_naming_nothing_is_a_config_error() -> None:
     class Data:
         runs = pd.DataFrame({"source": ["logs/mine"], "series_id": ["s1"]})
 
-    check_sources({"strategy_sources": [], "focus": ["logs/mine", "s1"]}, Data())
+    check_sources(_report(strategy_sources=[], focus=["logs/mine", "s1"]), Data())
     with pytest.raises(ConfigError, match=r"report.focus.1.*'logs/mien' is neither a source"):
-        check_sources({"strategy_sources": [], "focus": ["s1", "logs/mien"]}, Data())
+        check_sources(_report(strategy_sources=[], focus=["s1", "logs/mien"]), Data())
     with pytest.raises(ConfigError, match="report.strategy_models.nope"):
-        check_sources({"strategy_sources": [], "strategy_models": {"nope": ["8B"]}}, Data())
+        check_sources(_report(strategy_sources=[], strategy_models={"nope": ["8B"]}), Data())
 
 
 # -- display --------------------------------------------------------------------------------------

@@ -27,18 +27,16 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pipeline.bounded import short
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
-from pipeline.ingest.core.plausible import (MAX_ACCELERATORS, check_layout, check_mfu,
-                                             check_params, check_scale, check_shape,
-                                             check_step_time, rounding)
+from pipeline.ingest.core.plausible import (check_layout, check_mfu, check_params, check_scale,
+                                             check_shape, check_step_time, rounding)
 from pipeline.ingest.core.schedule import parse_schedule
 from pipeline.ingest.records import Record
 from pipeline.ingest.contract import PUBLISHED_MEASURES, RUN_COLUMN_NAMES
@@ -46,6 +44,9 @@ from pipeline.numbers import NumberError, parse_number
 from pipeline.text import INVISIBLE, strip_invisible
 from pipeline.vocab import (POWER_MEASUREMENTS, PRECISIONS, PRECISION_ALIASES, SCALINGS,
                             SOURCE_KINDS, STATUSES)
+
+if TYPE_CHECKING:  # the settings group is passed in as validated; no import at run time
+    from pipeline.config import IngestSettings
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
@@ -67,19 +68,6 @@ _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
               "zero_stage", "micro_batch", "global_batch_tokens", "seq_len", "strategy",
               "precision", "benchmark", "mlperf_version", "submitter", "system", "result_path")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Settings of ``params.yaml`` ``ingest`` that change how a record is read."""
-
-    # Precision assumed when the source states none, for peak-based derivations only.
-    default_precision: str = "bf16"
-    # Use the peak at the assumed precision even on chips with fp8 units (see ``normalize``).
-    mfu_on_assumed_precision: bool = False
-    attention_flops: bool = True
-    # Largest plausible job (``ingest.max_accelerators``; see ``plausible.check_scale``).
-    max_accelerators: int = MAX_ACCELERATORS
 
 
 class CatalogCache:
@@ -250,7 +238,7 @@ def _visible(fields: Any) -> tuple[Any, list[tuple[str, list[str]]]]:
 
 
 # The record -> run conversion ------------------------------------------------------------------
-def normalize(record: Record, catalog: CatalogCache, options: Options) -> dict[str, Any]:
+def normalize(record: Record, catalog: CatalogCache, options: IngestSettings) -> dict[str, Any]:
     """Return the run row of ``record`` (all ``RUN_COLUMN_NAMES``, plus ``_series``).
 
     Raises ``Reject`` with the reason when the record cannot be a run. ``run_id`` is set; the
@@ -414,7 +402,7 @@ def _power(f: dict[str, Any], row: dict[str, Any]) -> None:
 
 
 def _chip(f: dict[str, Any], row: dict[str, Any], acc_name: str, catalog: CatalogCache,
-          options: Options, derived: list[str]) -> tuple[str | None, bool, float | None, bool]:
+          options: IngestSettings, derived: list[str]) -> tuple[str | None, bool, float | None, bool]:
     """The catalog accelerator, its peak at the stated (or assumed) precision and its
     compute-to-bandwidth ratios. Returns (precision as stated, whether it was assumed, peak,
     whether derived measures must not use that peak)."""
