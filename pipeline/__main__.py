@@ -6,6 +6,10 @@ Paths come from ``dvc.yaml`` (passed as options here; the defaults are the same 
 by hand); settings come from ``params.yaml``. A broken configuration stops the stage with a
 message naming the field and exit status 2; a missing or broken input (a contract) stops it with
 exit status 1 naming the file.
+
+The stage commands are registered when first asked for (:class:`Commands`): the runner imports
+every stage's contract (pandera, the fit laws), which ``plan``, ``metrics`` and ``preflight``
+do not need; that import was most of a one-shot ``plan``'s time.
 """
 
 from __future__ import annotations
@@ -14,17 +18,48 @@ import importlib
 import sys
 from pathlib import Path
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from pipeline.config import ConfigError, load_params, load_settings
-from pipeline.contracts import ContractError
-from pipeline.interrupts import exit_status, handled_signals, write_failure
-from pipeline.runner import STAGES, run_stage
-from pipeline.threads import stage_threads
+
+
+class Commands(TyperGroup):
+    """The CLI's commands, with the runner's stage commands (:func:`_stage_commands`) added the
+    first time a name is not found or the list is asked for (``--help``), in ``dvc repro``'s
+    order after ``ingest``."""
+
+    def _add_stages(self) -> None:
+        if getattr(self, "_stages_added", False):
+            return
+        self._stages_added = True
+        staged = dict(self.commands)
+        stages = typer.main.get_command(_stage_commands())
+        assert isinstance(stages, click.Group)
+        self.commands.clear()
+        for name, command in staged.items():
+            self.commands[name] = command
+            if name == "ingest":
+                self.commands.update(stages.commands)
+        self.commands.update({k: v for k, v in stages.commands.items() if k not in self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            self._add_stages()
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_stages()
+        return super().list_commands(ctx)
+
 
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
 # for one hostile sidecar), and they are no help to a user.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
+                  cls=Commands,
                   help="scalewall: measured diminishing returns against data-movement limits.")
 
 PARAMS = typer.Option(Path("params.yaml"), "--params", help="params.yaml of the project")
@@ -44,7 +79,11 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     through the runner (or, for a stage with its own entry, import and run ``module.run``); with
     ``headline = (stage, path)``, write the headline of the metrics it wrote
     (``paths["metrics_path"]``) to ``path``."""
+    from pipeline.contracts import ContractError
+    from pipeline.interrupts import exit_status, handled_signals, write_failure
+    from pipeline.runner import STAGES, run_stage
     from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
+    from pipeline.threads import stage_threads
     name = module.rsplit(".", 2)[-2 if module.endswith(".stage") else -1]
     try:
         with handled_signals():
@@ -102,9 +141,10 @@ def ingest(
                metrics_path=metrics)
 
 
-def _runner_command(name: str) -> None:
-    """Register ``python -m pipeline <name>`` for a stage the runner runs (its declaration
-    names what it reads and writes; the options say where)."""
+def _runner_command(stages: typer.Typer, name: str) -> None:
+    """Register ``python -m pipeline <name>`` on ``stages`` for a stage the runner runs (its
+    declaration names what it reads and writes; the options say where)."""
+    from pipeline.runner import STAGES
     stage = STAGES[name]
 
     def command(
@@ -126,12 +166,19 @@ def _runner_command(name: str) -> None:
                    catalog_dir=catalog)
 
     command.__doc__ = stage.help
-    app.command(name=name)(command)
+    stages.command(name=name)(command)
 
 
-for _name, _stage in STAGES.items():
-    if _stage.compute:
-        _runner_command(_name)
+def _stage_commands() -> typer.Typer:
+    """The commands of the stages the runner runs (``fit``, ``theory``, ...), from their
+    declarations (``pipeline.runner.STAGES``)."""
+    from pipeline.runner import STAGES
+    stages = typer.Typer(pretty_exceptions_show_locals=False)
+    stages.callback()(lambda: None)  # a group even with one stage
+    for name, stage in STAGES.items():
+        if stage.compute:
+            _runner_command(stages, name)
+    return stages
 
 
 @app.command()

@@ -9,7 +9,7 @@ Resolution is exact, never fuzzy: :func:`name_key` normalises case and separator
 look-up. Accelerators get one more documented rule, :func:`strip_remarks` ("A100 80GB SXM
 (Selene; 8x200Gb/s HDR)" -> "A100 80GB SXM"). Models get generic aliases instead ("GPT (1.7B;
 24 layers, ...)" with params 1.7e9 -> megatron-gpt-1.7b), resolved only with a parameter count.
-Nothing is cached globally: :func:`load_catalog` reads and validates (pandera) on each call.
+Nothing is cached globally: :func:`load_catalog` reads and validates on each call.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
-import pandera.pandas as pa
-from pandera.errors import SchemaErrors
 
 from pipeline.config import ConfigError
 from pipeline.vocab import PRECISION_ALIASES
@@ -92,58 +90,116 @@ def strip_remarks(name: str) -> str:
 
 
 # Schemas ----------------------------------------------------------------------------------------
-def _text(required: bool = True, unique: bool = False) -> pa.Column:
-    checks = [pa.Check.str_length(min_value=1)] if required else []
-    return pa.Column(str, checks=checks, nullable=not required, unique=unique, coerce=True)
+# One rule per column. A plain-pandas check (:func:`_plain_checked`) accepts a valid file; only a
+# file it refuses goes to pandera, built from the same rules, whose failure cases name each bad
+# cell. pandera's pandas backend imports hypothesis when installed (about 1 CPU-s), which a
+# one-shot command such as ``plan`` should not pay for a valid catalog.
+@dataclass(frozen=True)
+class _Rule:
+    """A column's rule: ``text`` (str; ``required``: present and non-empty), ``float`` (> ``low``,
+    may be empty) or ``int`` (nullable Int64, ``low`` <= value [<= ``high``], may be empty)."""
+
+    kind: str
+    required: bool = False
+    unique: bool = False
+    low: float = 0
+    high: float | None = None
 
 
-def _positive_float() -> pa.Column:
-    return pa.Column(float, checks=pa.Check.gt(0), nullable=True, coerce=True)
+def _text(required: bool = True, unique: bool = False) -> _Rule:
+    return _Rule("text", required=required, unique=unique)
 
 
-def _positive_int() -> pa.Column:
-    return pa.Column("Int64", checks=pa.Check.ge(1), nullable=True, coerce=True)
+_POSITIVE_FLOAT = _Rule("float", low=0)
+_POSITIVE_INT = _Rule("int", low=1)
+
+HARDWARE_RULES: dict[str, _Rule] = {
+    "accelerator": _text(unique=True),
+    "family": _text(),
+    "vendor": _text(),
+    "year": _Rule("int", low=2010, high=2040),
+    **{c: _POSITIVE_FLOAT for c in _HARDWARE_FLOAT_COLUMNS},
+    "scaleup_domain_size": _POSITIVE_INT,
+    "sources": _text(),
+    "derived": _text(required=False),
+    "notes": _text(required=False),
+}
+
+ALIASES_RULES: dict[str, _Rule] = {
+    "alias": _text(),
+    "accelerator": _text(required=False),
+    "source": _text(),
+    "notes": _text(required=False),
+}
+
+MODELS_RULES: dict[str, _Rule] = {
+    "model_id": _text(unique=True),
+    "aliases": _text(required=False),
+    "generic_aliases": _text(required=False),
+    "family": _text(),
+    **{c: _POSITIVE_FLOAT for c in _MODEL_FLOAT_COLUMNS},
+    **{c: _POSITIVE_INT for c in _MODEL_INT_COLUMNS},
+    "sources": _text(),
+    "derived": _text(required=False),
+    "notes": _text(required=False),
+}
+_INTEGER = re.compile(r"\s*[+-]?\d{1,18}\s*")  # fits int64; longer goes to pandera
 
 
-HARDWARE_SCHEMA = pa.DataFrameSchema(
-    {
-        "accelerator": _text(unique=True),
-        "family": _text(),
-        "vendor": _text(),
-        "year": pa.Column("Int64", pa.Check.in_range(2010, 2040), nullable=True, coerce=True),
-        **{c: _positive_float() for c in _HARDWARE_FLOAT_COLUMNS},
-        "scaleup_domain_size": _positive_int(),
-        "sources": _text(),
-        "derived": _text(required=False),
-        "notes": _text(required=False),
-    },
-    strict=False,
-)
+def pandera_schema(rules: Mapping[str, _Rule]) -> Any:
+    """The pandera ``DataFrameSchema`` of ``rules`` (extra columns allowed), coercing as read."""
+    import pandera.pandas as pa
+    columns = {}
+    for name, rule in rules.items():
+        if rule.kind == "text":
+            checks = [pa.Check.str_length(min_value=1)] if rule.required else []
+            columns[name] = pa.Column(str, checks=checks, nullable=not rule.required,
+                                      unique=rule.unique, coerce=True)
+        elif rule.kind == "float":
+            columns[name] = pa.Column(float, checks=pa.Check.gt(rule.low), nullable=True,
+                                      coerce=True)
+        else:
+            check = (pa.Check.ge(rule.low) if rule.high is None
+                     else pa.Check.in_range(rule.low, rule.high))
+            columns[name] = pa.Column("Int64", check, nullable=True, coerce=True)
+    return pa.DataFrameSchema(columns, strict=False)
 
-ALIASES_SCHEMA = pa.DataFrameSchema(
-    {
-        "alias": _text(),
-        "accelerator": _text(required=False),
-        "source": _text(),
-        "notes": _text(required=False),
-    },
-    strict=False,
-)
 
-MODELS_SCHEMA = pa.DataFrameSchema(
-    {
-        "model_id": _text(unique=True),
-        "aliases": _text(required=False),
-        "generic_aliases": _text(required=False),
-        "family": _text(),
-        **{c: _positive_float() for c in _MODEL_FLOAT_COLUMNS},
-        **{c: _positive_int() for c in _MODEL_INT_COLUMNS},
-        "sources": _text(),
-        "derived": _text(required=False),
-        "notes": _text(required=False),
-    },
-    strict=False,
-)
+def _plain_checked(frame: pd.DataFrame, rules: Mapping[str, _Rule]) -> pd.DataFrame | None:
+    """``frame`` coerced as :func:`pandera_schema` coerces it, or None when a rule may fail (then
+    pandera decides and says why). Never accepts what pandera refuses (tests/test_catalog.py)."""
+    out = frame.copy()
+    for name, rule in rules.items():
+        if name not in frame.columns:
+            return None
+        column = frame[name]
+        present = column.notna()
+        values = column[present]
+        if column.dtype != object or not all(isinstance(v, str) for v in values):
+            return None
+        if rule.kind == "text":
+            if rule.required and (not present.all() or (values.str.len() < 1).any()):
+                return None
+        elif rule.kind == "float":
+            try:
+                out[name] = number = column.astype(float)
+            except (TypeError, ValueError):
+                return None
+            if not (number[present] > rule.low).all():
+                return None
+        else:
+            if not all(_INTEGER.fullmatch(v) for v in values):
+                return None
+            out[name] = number = pd.array([int(v) if isinstance(v, str) else pd.NA
+                                           for v in column], dtype="Int64")
+            kept = number[present.to_numpy()]
+            if not ((kept >= rule.low).all() and (rule.high is None or (kept <= rule.high).all())):
+                return None
+        if rule.unique and values.duplicated().any():
+            return None
+    return out
+
+
 # Cross-column rules of models.csv: (column named in the error, column it must not exceed).
 _MODEL_NOT_ABOVE = (("active_params", "params"), ("n_kv_heads", "n_heads"), ("top_k", "n_experts"))
 
@@ -158,9 +214,15 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise ConfigError(f"catalog file {path}: not a valid CSV ({exc})") from exc
 
 
-def _validate(frame: pd.DataFrame, schema: pa.DataFrameSchema, path: Path,
+def _validate(frame: pd.DataFrame, rules: Mapping[str, _Rule], path: Path,
               key: str) -> pd.DataFrame:
-    """Validate with pandera; on failure raise ConfigError naming file, line and column."""
+    """Validate against ``rules``; on failure raise ConfigError naming file, line and column
+    (pandera's failure cases)."""
+    checked = _plain_checked(frame, rules)
+    if checked is not None:
+        return checked
+    from pandera.errors import SchemaErrors
+    schema = pandera_schema(rules)
     try:
         with warnings.catch_warnings():
             # pandera's failure-case formatter trips a pandas concat FutureWarning.
@@ -410,9 +472,9 @@ def load_catalog(catalog_dir: str | Path) -> Catalog:
     al_path = catalog_dir / ALIASES_FILE
     mo_path = catalog_dir / MODELS_FILE
 
-    hardware = _validate(_read_csv(hw_path), HARDWARE_SCHEMA, hw_path, "accelerator")
-    aliases = _validate(_read_csv(al_path), ALIASES_SCHEMA, al_path, "alias")
-    models = _validate(_read_csv(mo_path), MODELS_SCHEMA, mo_path, "model_id")
+    hardware = _validate(_read_csv(hw_path), HARDWARE_RULES, hw_path, "accelerator")
+    aliases = _validate(_read_csv(al_path), ALIASES_RULES, al_path, "alias")
+    models = _validate(_read_csv(mo_path), MODELS_RULES, mo_path, "model_id")
     _check_not_above(models, mo_path)
 
     hardware_ids = set(hardware["accelerator"])

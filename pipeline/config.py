@@ -303,6 +303,7 @@ class MemorySettings(_Group):
     flash_attention: bool
     dropout: bool
     fsdp_prefetch_layers: Annotated[float, Field(ge=0, le=1000)]
+    fsdp_pipeline_keeps_weights: bool
     max_activation_factor: Annotated[float, Field(ge=1, le=100)]
     max_fixed_bytes: Annotated[float, Field(ge=0, le=1e12)]
 

@@ -18,7 +18,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq
 
 #: FLOP per active parameter per training token (forward 2, backward 4)
 FLOP_PER_PARAM_PER_TOKEN = 6.0
@@ -98,6 +97,7 @@ def n_at_efficiency(n: np.ndarray, efficiency: np.ndarray, threshold: float,
         return float(n[0])
     x0, x1 = (np.log(n[i - 1]), np.log(n[i])) if log_n is None else (log_n[i - 1], log_n[i])
     if efficiency_of is not None:
+        from scipy.optimize import brentq  # here: one-shot commands import this module
         return float(np.exp(brentq(lambda x: efficiency_of(np.exp(x)) - threshold, x0, x1,
                                    xtol=1e-10)))
     e0, e1 = efficiency[i - 1], efficiency[i]

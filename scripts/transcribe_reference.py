@@ -316,10 +316,22 @@ def convert_torchtitan2024(refs: list[dict[str, str]]) -> list[Row]:
         row.update(micro_batch=int(local[1]) if local else None, zero_stage=3,
                    precision="fp8" if float8 else None)
         notes = (row.get("notes") or "").lower()
+        # Tables 1-3 spell it "full activation checkpointing", Tables 4-5 "full AC"
         row["recompute"] = ("selective" if "selective" in notes else
-                            "full" if "full activation checkpointing" in notes else None)
+                            "full" if re.search(r"\bfull (activation checkpointing|ac)\b", notes)
+                            else None)
         if row["pp"] == 1:
             row["virtual_pipeline"] = 1
+        derived = ["tokens_per_s", "zero_stage"]  # FSDP = 3 by convention
+        if local and row["pp"] and row["pp"] > 1 and int(local[1]) % row["pp"] == 0:
+            # with a pipeline the local batch is split into microbatches, by default as many as
+            # stages (torchtitan's experimental.pipeline_parallel_microbatches: "The default
+            # value will be the number of pipeline stages"); the tables state no other count
+            row["micro_batch"] = int(local[1]) // row["pp"]
+            row["notes"] = (row.get("notes") or "") + (
+                f" micro_batch = local batch / PP = {local[1]}/{row['pp']} (derived: torchtitan "
+                "splits the local batch into as many pipeline microbatches as stages by default).")
+            derived.append("micro_batch")
         if ref["extra_metric"] == "peak_memory" and ref["extra_unit"] == "GiB":
             row["peak_memory_bytes_per_accelerator"] = float(ref["extra_value"]) * 2.0**30
             for key in ("extra_metric", "extra_value", "extra_unit"):
@@ -331,7 +343,7 @@ def convert_torchtitan2024(refs: list[dict[str, str]]) -> list[Row]:
             row.update(scaling="sweep", series=f"torchtitan2024:{table}:cp-seq-len")
         else:
             row["scaling"] = "single"
-        out.append(with_derived(row, "tokens_per_s", "zero_stage"))  # FSDP = 3 by convention
+        out.append(with_derived(row, *derived))
     return out
 
 

@@ -14,10 +14,9 @@ from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS, Theta, step_components
 from pipeline.calibrate.estimate import bare_model, load_data
-from pipeline.calibrate.settings import load_settings
 from pipeline.calibrate.simulate import TRUE_THETA, simulate_layouts, simulate_runs
 from pipeline.calibrate.step import StepModel, predict, rows_of
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, settings
 
 CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
 LATENCY = {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6}
@@ -206,7 +205,7 @@ def test_broken_settings_name_the_field(params, field, value, message) -> None:
     bad = copy.deepcopy(params)
     bad["calibrate"][field] = value
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
-        load_settings(bad)
+        settings(bad, "calibrate")
 
 
 def test_config_terms_are_the_model_parameters() -> None:

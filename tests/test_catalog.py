@@ -445,3 +445,46 @@ def test_load_is_fresh_each_time(broken: Path) -> None:
     assert first.spec("V100-SXM2-32GB")["tdp_w"] == 300
     assert second.spec("V100-SXM2-32GB")["tdp_w"] == 250
     assert not math.isnan(second.hardware.loc["V100-SXM2-32GB", "tdp_w"])
+
+
+# The plain check against pandera -----------------------------------------------------------------
+_CELLS = st.one_of(st.none(), st.sampled_from(
+    ["", "0", "1", "8", "-1", "2010", "2040", "2041", " 8", "8 ", "+3", "8.0", "8.5", "1e3",
+     "1_000", "inf", "-inf", "nan", "NaN", "NA", "True", "abc", "0x10", "1,5", "9" * 20]),
+    st.text(max_size=4))
+
+
+@pytest.mark.parametrize("file, rules", [
+    ("hardware.csv", "HARDWARE_RULES"), ("accelerator_aliases.csv", "ALIASES_RULES"),
+    ("models.csv", "MODELS_RULES")])
+def test_plain_check_accepts_the_shipped_catalog_exactly_as_pandera(file, rules):
+    """The shipped files pass the plain check (no pandera import for a valid catalog) and give
+    pandera's coerced frame, dtype for dtype."""
+    import pipeline.catalog as cat
+    frame = cat._read_csv(CATALOG_DIR / file)
+    plain = cat._plain_checked(frame, getattr(cat, rules))
+    assert plain is not None
+    pd.testing.assert_frame_equal(plain, cat.pandera_schema(getattr(cat, rules)).validate(frame))
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # pandera's failure-case formatter
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(_CELLS, _CELLS, _CELLS, _CELLS), min_size=1, max_size=4))
+def test_plain_check_never_accepts_what_pandera_refuses(rows):
+    """Random cells in a text (unique, required), a float, an int and a bounded int column: what
+    the plain check accepts, pandera accepts with the same frame."""
+    import pandera.errors
+
+    import pipeline.catalog as cat
+    rules = {"name": cat._text(unique=True), "size": cat._POSITIVE_FLOAT,
+             "layers": cat._POSITIVE_INT, "year": cat._Rule("int", low=2010, high=2040)}
+    frame = pd.DataFrame(rows, columns=list(rules), dtype=object).astype(object)
+    frame = frame.where(frame.notna(), float("nan"))
+    plain = cat._plain_checked(frame, rules)
+    try:
+        strict = cat.pandera_schema(rules).validate(frame, lazy=True)
+    except (pandera.errors.SchemaErrors, pandera.errors.SchemaError):
+        assert plain is None
+        return
+    if plain is not None:
+        pd.testing.assert_frame_equal(plain, strict)

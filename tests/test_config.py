@@ -189,7 +189,8 @@ ACCEPTED = {
     "bool": {"fit.score_other_scale", "ingest.allow_mlperf_roots_outside_project",
              "ingest.attention_flops", "ingest.mfu_on_assumed_precision",
              "theory.search.memory_check", "theory.search.two_d_tp",
-             "theory.memory.flash_attention", "theory.memory.dropout"},
+             "theory.memory.flash_attention", "theory.memory.dropout",
+             "theory.memory.fsdp_pipeline_keeps_weights"},
     "list": {"ingest.mlperf_roots", "report.frontier_scenarios", "report.focus",
              "report.strategy_models.ultrascale_playbook2025"},
 }

@@ -3,7 +3,10 @@ Table 2, and monotonicity over random layouts."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +15,7 @@ from pipeline.theory.memory import (MemoryConstants, MemoryInputs,
                                     activation_bytes_per_layer, layers_in_flight, peak_memory,
                                     state_bytes)
 from pipeline.theory.memory_fit import fit_overhead
+from pipeline.theory.memory_scores import residuals_by_axis, unbuildable_depth
 
 KORTHIKANTI = MemoryConstants(flash_attention=False, dropout=True)
 
@@ -113,3 +117,55 @@ def test_more_sharding_never_needs_more_memory(d):
     assert _mem(d, dp=d["dp"] * 2) <= _mem(d) * (1 + 1e-12)
     assert _mem(d, sp=True) <= _mem(d) * (1 + 1e-12)
     assert _mem(d, mb=d["mb"] * 2) >= _mem(d) * (1 - 1e-12)
+
+
+# Scores beyond the pooled figures (pipeline/theory/memory_scores.py) ----------------------------
+def test_unbuildable_depth_marks_only_pipelines_deeper_than_any_completed():
+    frame = pd.DataFrame({
+        "model": ["A", "A", "A", "A", "A", "B", "B"],
+        "pp": [1, 2, 2, 4, 8, 1, 2],
+        "status": ["ok", "oom", "ok", "oom", "oom", "oom", "oom"]})
+    # A completed at pp 2 at most: pp 4 and 8 are deeper; its pp-2 crash is a memory candidate.
+    # B never completed: nothing to compare with, nothing marked.
+    assert unbuildable_depth(frame).tolist() == [False, False, False, True, True, False, False]
+
+
+def test_residuals_by_axis_give_the_bias_and_ape_per_value():
+    peak = pd.DataFrame({"source": ["s"] * 4, "tp": [1, 1, 8, 8],
+                         "predicted": [2.0, 0.5, 3.0, 3.0], "measured": [1.0, 1.0, 2.0, 2.0]})
+    out = residuals_by_axis(peak)["s"]["tp"]
+    assert list(out) == ["1", "8"]
+    assert out["1"]["n"] == 2 and out["1"]["median_log_ratio"] == pytest.approx(0.0)
+    assert out["1"]["median_ape"] == pytest.approx((1.0 + 0.5) / 2)
+    assert out["8"]["median_log_ratio"] == pytest.approx(math.log(1.5))
+    assert out["8"]["median_ape"] == pytest.approx(0.5)
+
+
+def test_report_section_shows_bias_by_axis_and_the_buildable_score():
+    from pipeline.report.memory import memory_section
+    node = {"overhead": {"activation_factor": 2.0, "activation_factor_ci": [1.9, 2.1],
+                         "fixed_bytes": 1e9, "fixed_bytes_ci": [0.9e9, 1.1e9], "n_runs": 3},
+            "peak_memory": {"overall": {"median_ape": 0.12}, "by_configuration": {
+                "src": {"pp": {"1": {"n": 4, "median_log_ratio": math.log(0.8),
+                                     "median_ape": 0.2}}}}},
+            "fits_memory": {"overall": {"balanced_accuracy": 0.91},
+                            "buildable": {"rule": "r", "n_excluded": 5,
+                                          "overall": {"balanced_accuracy": 0.93}}},
+            "completed_predicted_not_to_fit": {
+                "a": {"n_completed": 3, "predicted_not_to_fit": 0},
+                "b": {"n_completed": 4, "predicted_not_to_fit": 2}}}
+    out = memory_section({"theory": {"_memory": node}})
+    assert out["bias_rows"] == [{"source": "src", "axis": "pp", "value": "1", "n": 4,
+                                 "bias": pytest.approx(-0.2), "median_ape": 0.2}]
+    assert out["buildable"]["overall"]["balanced_accuracy"] == 0.93
+    assert out["ba_verdict"] == "meets the bar, not the aim"
+    assert out["contradicted"] == [{"source": "b", "n_completed": 4, "predicted_not_to_fit": 2}]
+
+
+def test_completed_runs_predicted_not_to_fit_are_counted_per_source():
+    from pipeline.theory.memory_scores import completed_not_fitting
+    scored = pd.DataFrame({"source": ["a", "a", "a", "b"], "status": ["ok", "ok", "oom", "ok"],
+                           "predicted": [90.0, 70.0, 95.0, 10.0], "hbm": [80.0] * 4})
+    assert completed_not_fitting(scored) == {
+        "a": {"n_completed": 2, "predicted_not_to_fit": 1},
+        "b": {"n_completed": 1, "predicted_not_to_fit": 0}}

@@ -183,14 +183,7 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             parts.append(u / sig_u)
         return np.concatenate(parts)
 
-    x = np.concatenate([prior, np.zeros(F * P if use_delta else 0), np.zeros(S if use_u else 0)])
-    if start is not None:
-        x[:P] = start.z_pop
-        if use_delta:
-            for i, f in enumerate(fams):
-                x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop
-        if use_u:
-            x[off:] = [start.u.get(s, 0.0) for s in sources]
+    x = _start_vector(prior, fams, sources, start, use_delta, use_u)
     rounds = 1 if fixed_sigma is not None else em_rounds
     n = log_t.size
     res = None
@@ -211,17 +204,7 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
     assert res is not None
     z_pop, delta, u = unpack(x)
     e = log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]
-    # covariance of (z_pop, z_pop + delta_f) from the Gauss-Newton Hessian of the solve
-    jac = res.jac
-    cov = np.linalg.pinv(jac.T @ jac)
-    cov_z = {"population": cov[:P, :P]}
-    for i, f in enumerate(fams):
-        if use_delta:
-            sl = slice(P + i * P, P + (i + 1) * P)
-            block = cov[:P, :P] + cov[sl, sl] + cov[:P, sl] + cov[sl, :P]
-        else:
-            block = cov[:P, :P]
-        cov_z[f] = block
+    cov_z = _covariances(res.jac, fams, use_delta)
     sig_i = sig[s_idx]
     loglik = float(-0.5 * np.sum(np.log(2 * np.pi * sig_i ** 2) + e ** 2 / sig_i ** 2))
     n_free = len(free) * (F if use_delta else 1) + (S + 1 if use_u else 0) + S
@@ -234,6 +217,38 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
         n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
         n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+
+
+def _start_vector(prior: np.ndarray, fams: list[str], sources: list[str],
+                  start: GroupFit | None, use_delta: bool, use_u: bool) -> np.ndarray:
+    """The solver's first x = (z_pop, family deviations, source effects): the priors and
+    zeros, or a previous fit's values (warm start)."""
+    P = prior.size
+    x = np.concatenate([prior, np.zeros(len(fams) * P if use_delta else 0),
+                        np.zeros(len(sources) if use_u else 0)])
+    if start is not None:
+        x[:P] = start.z_pop
+        if use_delta:
+            for i, f in enumerate(fams):
+                x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop
+        if use_u:
+            x[P + (len(fams) * P if use_delta else 0):] = [start.u.get(s, 0.0) for s in sources]
+    return x
+
+
+def _covariances(jac: np.ndarray, fams: list[str], use_delta: bool) -> dict[str, np.ndarray]:
+    """Covariance of z_pop and of each family's z_pop + delta_f, from the Gauss-Newton Hessian
+    J'J of the solve (the inverse of the observed information of a least-squares fit)."""
+    P = len(PARAMETERS)
+    cov = np.linalg.pinv(jac.T @ jac)
+    cov_z = {"population": cov[:P, :P]}
+    for i, f in enumerate(fams):
+        if use_delta:
+            sl = slice(P + i * P, P + (i + 1) * P)
+            cov_z[f] = cov[:P, :P] + cov[sl, sl] + cov[:P, sl] + cov[sl, :P]
+        else:
+            cov_z[f] = cov[:P, :P]
+    return cov_z
 
 
 def is_playbook(rows: Rows) -> np.ndarray:

@@ -23,7 +23,7 @@ from scipy.stats import norm
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.estimate import Data, Fitted, fit_groups
-from pipeline.calibrate.settings import CalibrateRun
+from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
 from pipeline.fit.series import series_points
 
@@ -128,7 +128,7 @@ def calibrated_case(case: Case, index: pd.Series, y_model: np.ndarray, has_layou
     return te * np.exp(offset), sd, assumed
 
 
-def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: CalibrateRun
+def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: CalibrateSettings
                           ) -> pd.DataFrame:
     """Rows of the naive and calibrated predictors for every largest-k case (no intervals yet).
 
@@ -186,7 +186,7 @@ def conformal_by_source(scores: np.ndarray, sources: np.ndarray, production: np.
     return out
 
 
-def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateRun
+def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, interval: float
                        ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Leave-one-source-out: every source with >= ``min_source_runs`` fitted runs is left out of
     the fit (one refit each), its runs predicted from layout and hardware at its family's values
@@ -208,7 +208,7 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateRun
     tested = data.fit & np.isfinite(log_pred)
     scores = np.abs(data.log_t - log_pred)
     production = tested & ~data.playbook
-    q = conformal_by_source(scores, source, production, cfg.interval)
+    q = conformal_by_source(scores, source, production, interval)
     half = np.array([q.get(s, np.nan) if isinstance(s, str) else np.nan for s in source])
     ideal = data.log_ideal
     mfu = np.exp(-log_pred) * _mfu_factor(data)
@@ -241,12 +241,12 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateRun
     return rows, q
 
 
-def add_intervals(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
+def add_intervals(frame: pd.DataFrame, cfg: CalibrateSettings, interval: float) -> pd.DataFrame:
     """Fill pi_low/pi_high: conformal for the largest-k rows (leave-one-series-out, per
     predictor, pooled over k) when ``interval_method.largest`` is conformal; analytic ones
     (already set) elsewhere. Keeps both coverages: ``covered_analytic`` for reference."""
     frame = frame.copy()
-    z = float(norm.ppf(0.5 + cfg.interval / 2))
+    z = float(norm.ppf(0.5 + interval / 2))
     largest = frame["holdout"].str.startswith("largest_k")
     sd = frame["sd_log"].to_numpy(float)
     analytic_lo = frame["predicted"] * np.exp(-z * sd)
@@ -263,7 +263,7 @@ def add_intervals(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
             scale = iv.distance_scale(g["sd_log"].to_numpy(float), g["n_target"].to_numpy(float),
                                       g["n_train_max"].to_numpy(float))
             score = np.abs(np.log(g["actual"] / g["predicted"]).to_numpy(float)) / scale
-            q = iv.leave_group_out_quantile(score, g["series_id"].to_numpy(object), cfg.interval)
+            q = iv.leave_group_out_quantile(score, g["series_id"].to_numpy(object), interval)
             lo, hi = iv.conformal_interval(g["predicted"].to_numpy(float), scale, q)
             frame.loc[g.index, "pi_low"] = lo
             frame.loc[g.index, "pi_high"] = hi
@@ -281,7 +281,7 @@ def score(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def selected_rows(frame: pd.DataFrame, cfg: CalibrateRun) -> pd.DataFrame:
+def selected_rows(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
     """The ``selected`` predictor: a copy of the rows of the predictor its fixed rule names.
 
     largest_k: ``selected.largest`` for series that state their layout, ``selected.assumed_layout``

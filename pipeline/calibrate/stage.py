@@ -30,11 +30,10 @@ from pipeline.calibrate.estimate import (Data, Fitted, bare_model, calibration_t
 from pipeline.calibrate.families import PLAYBOOK, PLAYBOOK_NOISE_FLOOR
 from pipeline.calibrate.frontier import calibrated_frontier, utilization_at
 from pipeline.calibrate.ranking import ranking_summary, ranking_table
-from pipeline.calibrate.settings import CalibrateRun, load_settings
 from pipeline.calibrate.step import StepModel, evaluate, frame_of, theta_of
 from pipeline.calibrate.contract import CALIBRATED_SHARES
 from pipeline.calibrate.targets import selected_targets
-from pipeline.config import Settings, settings
+from pipeline.config import CalibrateSettings, FitSettings, Settings, settings
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.theory.frontier import flop_grid, frontier_frame
 from pipeline.theory.memory_fit import overhead_of
@@ -90,15 +89,17 @@ def in_sample(data: Data, fitted: Fitted, model: StepModel, level: float) -> pd.
 
 
 def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.DataFrame,
-                data: Data, fitted: Fitted, cfg: CalibrateRun
+                data: Data, fitted: Fitted, cfg: CalibrateSettings, fit: FitSettings
                 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """predictions.parquet (both holdout schemes, every predictor, scored) and the
-    leave-source-out conformal half-widths."""
-    cases = ho.series_cases(runs, series, cfg.holdout_k, cfg.min_distinct_n)
-    source_rows, q = ho.source_predictions(data, fitted, cfg)
+    leave-source-out conformal half-widths. The interval level and the largest-N cases are the
+    fit stage's (``fit.interval``, ``fit.holdout_k``, ``fit.extrapolation_min_distinct_n``):
+    calibrate scores the laws of extrapolation.parquet on the same cases."""
+    cases = ho.series_cases(runs, series, fit.holdout_k, fit.extrapolation_min_distinct_n)
+    source_rows, q = ho.source_predictions(data, fitted, cfg, fit.interval)
     parts = [ho.largest_k_predictions(cases, data, fitted, cfg), source_rows]
     pred = pd.concat([p for p in parts if len(p)], ignore_index=True)
-    pred = ho.add_intervals(pred, cfg)
+    pred = ho.add_intervals(pred, cfg, fit.interval)
     pred = pd.concat([pred, ho.selected_rows(pred, cfg), ho.law_rows(extrapolation)],
                      ignore_index=True)
     pred = ho.score(pred)
@@ -118,7 +119,7 @@ def playbook_half_width(data: Data, fitted: Fitted, level: float) -> float:
 
 
 def frontier(params: Mapping[str, Any], catalog, model: StepModel, fitted: Fitted,
-             cfg: CalibrateRun, ideal: dict) -> tuple[pd.DataFrame, dict]:
+             cfg: CalibrateSettings, ideal: dict) -> tuple[pd.DataFrame, dict]:
     """The theory's scenarios searched with the calibrated step function at the production
     population values: frontier rows and, per scenario, knee and wall with CIs beside the
     ideal ones (theory.json), and the utilization at Llama 3's compute."""
@@ -230,7 +231,7 @@ def compute(inputs: Inputs, s: Settings) -> Result:
 
 
 def _compute(inputs: Inputs, s: Settings) -> Result:
-    cfg = load_settings(s)
+    cfg, interval = s.calibrate, s.fit.interval
     catalog = inputs.catalog
     runs, series = inputs["runs.parquet"], inputs["series.parquet"]
     extrapolation = inputs["extrapolation.parquet"]
@@ -242,20 +243,20 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
     data = load_data(runs, base)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
                        em_rounds=cfg.em_rounds, balance=cfg.balance)
-    pred, q = predictions(runs, series, extrapolation, data, fitted, cfg)
+    pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit)
     half = {f: q["production"] for f in fitted.production.families}
     half["production"] = q["production"]
-    half[PLAYBOOK] = playbook_half_width(data, fitted, cfg.interval)
+    half[PLAYBOOK] = playbook_half_width(data, fitted, interval)
     constants = {"kernel_latency_s": base.kernel_latency_s,
                  "scaleup_latency_s": base.scaleup_latency_s,
                  "attention_flops": float(attention), "aspect_ratio": base.aspect_ratio}
     model = step_model(fitted, base, half)
-    table = calibration_table(fitted, model, cfg.interval, constants)
-    cal_runs = in_sample(data, fitted, model, cfg.interval)
+    table = calibration_table(fitted, model, interval, constants)
+    cal_runs = in_sample(data, fitted, model, interval)
     tab = scores.predictor_table(pred)
     front_rows, front = frontier(s, catalog, model, fitted, cfg, inputs.metrics.get("theory", {}))
     beyond = selected_targets(runs, series, data, fitted, model, pred,
-                              sorted(s.compare.extrapolate_n), cfg.interval)
+                              sorted(s.compare.extrapolate_n), interval)
     ranks = ranking_table(cal_runs, runs, PLAYBOOK_SOURCE)
     fit_set = data.runs.loc[data.fit, "source"]
     g = fitted.production

@@ -4,6 +4,7 @@ measured outcomes beside the naive rule (theory metrics ``_memory``, pipeline/th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 # Targets the section states (aim, bar) for the balanced accuracy and the median APE.
@@ -42,9 +43,28 @@ def memory_section(metrics: dict[str, Any]) -> dict[str, Any]:
             "naive_peak": peak.get("naive_overall", {}), "overall_fits": fits.get("overall", {}),
             "naive_fits": fits.get("naive_overall", {}), "rows": rows,
             "per_source": peak.get("per_source", {}), "misses": node.get("misses", {}),
+            "buildable": fits.get("buildable") or {},
+            "contradicted": [{"source": k, **v} for k, v in
+                             (node.get("completed_predicted_not_to_fit") or {}).items()
+                             if v.get("predicted_not_to_fit")],
+            "bias_rows": _bias_rows(peak.get("by_configuration") or {}),
             "ba_verdict": _verdict(overall_ba, BALANCED_ACCURACY, higher=True),
             "ape_verdict": _verdict(overall_ape, MEDIAN_APE, higher=False),
             "targets": {"balanced_accuracy": BALANCED_ACCURACY, "median_ape": MEDIAN_APE}}
+
+
+def _bias_rows(by_configuration: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per source, layout axis and value: runs, median bias (predicted / measured - 1,
+    from the median log ratio) and median APE."""
+    rows = []
+    for source, axes in by_configuration.items():
+        for axis, values in axes.items():
+            for value, r in values.items():
+                rows.append({"source": source, "axis": axis, "value": value, "n": r.get("n"),
+                             "bias": math.expm1(r["median_log_ratio"])
+                             if r.get("median_log_ratio") is not None else None,
+                             "median_ape": r.get("median_ape")})
+    return rows
 
 
 def _verdict(value: float | None, target: tuple[float, float], higher: bool) -> str:

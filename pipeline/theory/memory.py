@@ -8,7 +8,8 @@ array and the result has their common shape. Four parts, each with its source:
   3 (FSDP) also the weights, over the data-parallel group. Bytes per parameter as Megatron-LM's
   distributed optimizer (docs/source/api-guide/dist_optimizer.md: bf16 weights 2, fp32 gradient
   accumulation 4, fp32 master weights + Adam moments 12, i.e. 18 unsharded, 6 + 12/d with the
-  optimizer sharded). ZeRO-3 keeps ``fsdp_prefetch_layers`` gathered layers in flight.
+  optimizer sharded). ZeRO-3 keeps ``fsdp_prefetch_layers`` gathered layers in flight, or with
+  a pipeline the whole stage (``fsdp_pipeline_keeps_weights``, torchtitan's default).
 * **Activations per layer and microbatch**: Korthikanti et al. 2022 (arXiv:2205.05198) §4,
   Table 2: s b h (34 + 5 a s / h) bytes without parallelism; tensor parallelism t splits 24 of
   the 34 (sequence parallelism the other 10); selective recompute drops the 5 a s / h attention
@@ -55,6 +56,10 @@ class MemoryConstants:
         dropout: dropout masks are stored (1 byte per value).
         fsdp_prefetch_layers: ZeRO-3: layers whose weights and gradients are unsharded at
             once (the current and the prefetched one).
+        fsdp_pipeline_keeps_weights: ZeRO-3 with a pipeline (pp > 1) keeps the whole stage's
+            weights gathered from forward to backward, not resharding after each microbatch's
+            forward (torchtitan's default, ``reshard_after_forward = not pp_enabled`` in its
+            parallelize code: per-microbatch all-gathers would be expensive and unoverlapped).
     """
 
     weight_bytes_per_param: float = 2.0
@@ -65,6 +70,7 @@ class MemoryConstants:
     flash_attention: bool = True
     dropout: bool = False
     fsdp_prefetch_layers: float = 2.0
+    fsdp_pipeline_keeps_weights: bool = True
 
 
 @dataclass(frozen=True)
@@ -242,12 +248,15 @@ def peak_memory(x: MemoryInputs, const: MemoryConstants = MemoryConstants()) -> 
         * const.activation_bytes_per_value / np.where(np.asarray(x.sequence_parallel, bool), t, 1)
     logits = tokens * _f(x.vocab_size) * const.logits_bytes_per_value / t
     act_last = np.where(p > 1, layers / p * per_layer + working + logits, act_first + logits)
-    # ZeRO-3: the layers gathered at once (at most the stage's own) are whole, less the shard
-    # already held; their gradients are reduce-scattered into the sharded buffer at once (the
-    # same buckets as ZeRO-1/2, part of the fixed overhead)
+    # ZeRO-3: the layers gathered at once (at most the stage's own; with a pipeline, if it keeps
+    # them, all of them) are whole, less the shard already held; their gradients are
+    # reduce-scattered into the sharded buffer at once (the same buckets as ZeRO-1/2, part of
+    # the fixed overhead)
     layer_local = (in_layers / np.maximum(layers, 1.0)) / t \
         + experts / np.maximum(layers, 1.0) / (t * ep)
     gathered = np.minimum(const.fsdp_prefetch_layers, layers / p)
+    if const.fsdp_pipeline_keeps_weights:
+        gathered = np.where(p > 1, layers / p, gathered)
     transient = np.where(z >= 3, gathered * layer_local * const.weight_bytes_per_param
                          * (1.0 - 1.0 / np.maximum(shard_dense, 1.0)), 0.0)
     w1, g1, o1 = states(first_emb)

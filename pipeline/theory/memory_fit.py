@@ -22,12 +22,12 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
-from scipy.stats import norm
 
 from pipeline.config import settings
 from pipeline.theory.memory import MemoryConstants, Overhead, naive_state_bytes, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
+from pipeline.theory.memory_scores import (buildable_scores, completed_not_fitting,
+                                            residuals_by_axis)
 
 GB = 1e9
 # Sources whose sweep records out-of-memory outcomes beside completed runs.
@@ -56,6 +56,9 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
                  ) -> OverheadFit:
     """Bounded least squares of log(fixed + k activations + c) - log(measured); ``fixed`` is
     the states and transient part the factor does not touch."""
+    # scipy here, not at the top: ``plan`` imports this module for the constants only
+    from scipy.optimize import least_squares
+    from scipy.stats import norm
     ok = (fixed + activations > 0) & (measured > 0)
     fixed, activations, measured = fixed[ok], activations[ok], measured[ok]
     if fixed.size < 3:
@@ -126,7 +129,8 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "params": col("params"), "status": col("status"), "hbm": hbm, "raw": raw,
         "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
         "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
-        "activations": parts.activations, "fixed": fixed,
+        "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
+        "sized": has,
     })
     metrics = {"overhead": _fit_dict(fit), **score(scored, cfg)}
     return out, metrics
@@ -174,13 +178,17 @@ def score(scored: pd.DataFrame, cfg) -> dict:
                           "naive_overall": _ape(peak, "naive"),
                           "per_source": {s: _ape(g, "predicted") | {"naive": _ape(g, "naive")}
                                          for s, g in peak.groupby("source")},
-                          "per_model_size": _per_size(peak, _ape)}
+                          "per_model_size": _per_size(peak, _ape),
+                          "by_configuration": residuals_by_axis(peak)}
     oc = scored[scored["source"].isin(OUTCOME_SOURCES) & scored["status"].isin(["ok", "oom"])
                 & np.isfinite(scored["predicted"]) & np.isfinite(scored["hbm"])]
     out["fits_memory"] = {"overall": _balanced(oc, "predicted"),
                           "naive_overall": _balanced(oc, "naive"),
-                          "per_model_size": _per_size(oc, _balanced)}
+                          "per_model_size": _per_size(oc, _balanced),
+                          "buildable": buildable_scores(oc, _balanced, _per_size)}
     out["misses"] = _misses(oc)
+    out["completed_predicted_not_to_fit"] = completed_not_fitting(
+        scored[scored["sized"] & scored["status"].notna()])
     return out
 
 
