@@ -46,7 +46,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from pipeline.config import ConfigError
 
@@ -149,6 +148,9 @@ def _ring_fit(points: list[tuple[str, float, float, float, float, float, float]]
         row[1 + colls.index(coll)] = k * (p_out - 1.0) / p_out * size / p_in / out_bw
         a.append(row)
         b.append(t - t_up)
+    # scipy here, not at the top: the planner imports this module for the catalog tables only
+    from scipy.optimize import nnls
+
     a, b = np.array(a), np.array(b)
     if alpha is None:
         x, _ = nnls(a, b)
