@@ -165,6 +165,13 @@ def summarize(costs: dict[str, dict[int, Cost]]) -> None:
         print(f"| {stage} | " + " | ".join(cells) + f" | {fit:.2f} | {local:.2f} |")
         print(f"scale_{stage}_cpu_exponent: {fit:.2f} (4->16: {local:.2f}; target <= "
               f"{MAX_EXPONENT})")
+        stopped = [k for k in SCALES if k in by_k and not by_k[k].ok]
+        if ok and stopped and stopped[0] > ok[-1]:
+            # What it had spent when killed is a floor: the slope to it is a lower bound.
+            floor = exponent([ok[-1], stopped[0]], [by_k[ok[-1]].cpu_s, by_k[stopped[0]].cpu_s])
+            print(f"scale_{stage}_cpu_exponent_{ok[-1]}->{stopped[0]}: > {floor:.2f} (stopped "
+                  f"at {stopped[0]}x after {by_k[stopped[0]].cpu_s:.0f} CPU-s; the exponent "
+                  "above counts the finished scales only)")
     k = SCALES[-1]
     done = [by_k[k] for by_k in costs.values() if k in by_k]
     if done:

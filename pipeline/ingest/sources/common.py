@@ -53,7 +53,8 @@ READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _
 
 def logical_name(path: str | Path) -> str:
     """The file name less a compression suffix: ``result_0.txt.gz`` -> ``result_0.txt``."""
-    name = Path(path).name
+    # A bare name (a folder listing's) is its own name: no Path built for it.
+    name = path if isinstance(path, str) and "/" not in path and path != "." else Path(path).name
     for suffix in COMPRESSED_SUFFIXES + OTHER_COMPRESSION:
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
@@ -62,7 +63,9 @@ def logical_name(path: str | Path) -> str:
 
 def logical_suffix(path: str | Path) -> str:
     """The lower-case suffix of ``logical_name``: ``run.LOG.gz`` -> ``.log``."""
-    return Path(logical_name(path)).suffix.lower()
+    name = logical_name(path)
+    dot = name.rfind(".")  # ``PurePath.suffix`` of a bare name, without building the path
+    return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
 
 
 def logical_stem(path: str | Path) -> str:
@@ -252,9 +255,12 @@ def shown_path(path: Path, root: Path = PROJ_ROOT, folders: dict | None = None) 
     path = Path(path)
     if folders is None:
         return (PurePosixPath(project_relative(path.parent, root)) / path.name).as_posix()
-    folder, top = _resolved(path.parent, folders), _resolved(root, folders)
-    shown = folder.relative_to(top) if folder.is_relative_to(top) else folder
-    return (PurePosixPath(shown) / path.name).as_posix()
+    key = ("shown", path.parent, root)
+    if key not in folders:  # the folder's shown form, once per folder: a dummy name joined
+        folder, top = _resolved(path.parent, folders), _resolved(root, folders)
+        shown = folder.relative_to(top) if folder.is_relative_to(top) else folder
+        folders[key] = (PurePosixPath(shown) / "x").as_posix()[:-1]
+    return folders[key] + path.name
 
 
 def _resolved(folder: Path, memo: dict) -> Path:

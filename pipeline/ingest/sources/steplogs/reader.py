@@ -25,7 +25,9 @@ the run's ``notes``.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -46,7 +48,7 @@ from pipeline.ingest.records import Record
 from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, line_cut, logical_suffix,
                                             looks_binary, open_text_bytes, read_error,
                                             shown_path, unify_line_ends, utf16_without_bom)
-from pipeline.ingest.sources.links import candidates, entry_problem
+from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F401
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
 from pipeline.ingest.sources.steplogs.phases import phase_change
@@ -86,11 +88,32 @@ def settings(params: dict) -> Settings:
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
-    """Log files under ``logs_dir``, sorted."""
+    """Log files under ``logs_dir``, sorted: every entry named like a log, links, special files
+    and folders so named included (``read_one`` rejects those, saying why). Listed as
+    ``Path.rglob`` lists (links to folders not followed, unreadable folders skipped), but by
+    ``os.scandir``, whose entries know their type: no ``stat`` per file, and the name is
+    checked before anything else (a fleet's archive holds more sidecars than logs)."""
     if not logs_dir.is_dir():
         return []
-    return sorted(p for p in candidates(list(logs_dir.rglob("*")), directories=True)
-                  if logical_suffix(p) in LOG_SUFFIXES and not p.name.startswith((".", "README")))
+    found, folders = [], [str(logs_dir)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if is_log_name(entry.name):
+                        found.append(Path(entry.path))
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+        except PermissionError:
+            continue
+    return sorted(found)
+
+
+def is_log_name(name: str) -> bool:
+    """Whether a file of this name is read as a step log (``LOG_SUFFIXES``, maybe compressed;
+    not hidden, not a README)."""
+    return not name.startswith((".", "README")) and logical_suffix(name) in LOG_SUFFIXES
 
 
 def campaign_source(path: Path, logs_dir: Path) -> str:

@@ -146,8 +146,14 @@ def _stamp_jumps(step: np.ndarray, wall: np.ndarray, t: np.ndarray, seg: np.ndar
 
 
 def _median(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
-    return float(np.median(x)) if len(x) else math.nan
+    """``np.median`` of the finite values (NaN: none), as a sort: the same number (the middle
+    value, or the two middle ones' sum halved), without ``np.median``'s ~50 us of set-up per
+    call, most of a 30-step log's reduction."""
+    x = np.sort(x[np.isfinite(x)])
+    n = len(x)
+    if not n:
+        return math.nan
+    return float(x[n // 2]) if n % 2 else float((x[n // 2 - 1] + x[n // 2]) / 2)
 
 
 def reduce_steps(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:

@@ -117,17 +117,28 @@ def _entries_in(folder: Path, cache: dict | None
     return cache[key]
 
 
-def sidecar_paths(log_path: Path, logs_dir: Path, cache: dict | None = None) -> list[Path]:
-    """Existing sidecar files for ``log_path``, weakest first (see module docstring)."""
-    log_path, logs_dir = Path(log_path), Path(logs_dir)
+def _folder_sidecars(folder: Path, logs_dir: Path, cache: dict | None) -> tuple[Path, ...]:
+    """The ``run.yaml`` of ``folder`` and of each folder above it up to ``logs_dir``, weakest
+    (outermost) first; once per folder when a cache is given (its logs share them)."""
+    key = ("folder_sidecars", folder, logs_dir)
+    if cache is not None and key in cache:
+        return cache[key]
     folders: list[Path] = []
-    folder = log_path.parent
     while True:
         folders.append(folder)
         if folder == logs_dir or folder == folder.parent or logs_dir not in folder.parents:
             break
         folder = folder.parent
-    candidates = [f / "run.yaml" for f in reversed(folders)]
+    found = tuple(f / "run.yaml" for f in reversed(folders))
+    if cache is not None:
+        cache[key] = found
+    return found
+
+
+def sidecar_paths(log_path: Path, logs_dir: Path, cache: dict | None = None) -> list[Path]:
+    """Existing sidecar files for ``log_path``, weakest first (see module docstring)."""
+    log_path, logs_dir = Path(log_path), Path(logs_dir)
+    candidates = list(_folder_sidecars(log_path.parent, logs_dir, cache))
     candidates += [log_path.with_name(log_path.stem + ".run.yaml"),
                    log_path.with_name(log_path.name + ".yaml")]
     found = []

@@ -146,22 +146,28 @@ def _with_run_id(part: pa.Table, run_id: str | pa.Array, schema: pa.Schema) -> p
 
 
 def _gathered(group: list[tuple], schema: pa.Schema) -> pa.Table:
-    """The rows of a group of small logs, in the group's order, as one table: each file read
-    once and its rows taken by index (a table per log would cost ~1 kB per column chunk, more
-    than the rows of a 30-step log)."""
-    files = list(dict.fromkeys(log[2] for log in group))
-    tables, offset = [], {}
-    for file in files:
-        offset[file] = sum(t.num_rows for t in tables)
+    """The rows of a group of small logs, in the group's order, as one table. Each file is read
+    once, memory-mapped, and only the group's rows of it are copied out (cast to ``schema``)
+    before the next is opened: memory holds the group's rows, not every file they lie in (run
+    ids scatter a group over all the files). A table per log would cost ~1 kB per column chunk,
+    more than the rows of a 30-step log."""
+    by_file: dict[Path, list[int]] = {}
+    for pos, log in enumerate(group):
+        by_file.setdefault(log[2], []).append(pos)
+    parts, first_row, rows = [], [0] * len(group), 0
+    for file, positions in by_file.items():
+        index = np.concatenate([np.arange(group[p][3], group[p][3] + group[p][4])
+                                for p in positions])
+        ids = pa.array(np.repeat(np.array([group[p][0] for p in positions], dtype=object),
+                                 [group[p][4] for p in positions]), schema.field("run_id").type)
         with pa.memory_map(str(file)) as source:
-            tables.append(ipc.open_file(source).read_all())
-    index = np.concatenate([np.arange(offset[f] + start, offset[f] + start + n)
-                            for _, _, f, start, n in group])
-    rows = pa.concat_tables(tables).take(pa.array(index))
-    counts = [log[4] for log in group]
-    ids = pa.array(np.repeat(np.array([log[0] for log in group], dtype=object), counts),
-                   schema.field("run_id").type)
-    return _with_run_id(rows.combine_chunks(), ids, schema)
+            taken = ipc.open_file(source).read_all().take(pa.array(index))
+            parts.append(_with_run_id(taken.combine_chunks(), ids, schema))
+        for p in positions:
+            first_row[p], rows = rows, rows + group[p][4]
+    order = np.concatenate([np.arange(first_row[p], first_row[p] + log[4])
+                            for p, log in enumerate(group)])
+    return pa.concat_tables(parts).take(pa.array(order)).combine_chunks()
 
 
 def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: Path,

@@ -60,6 +60,8 @@ _CFG_KEYS = {"train_batch_size": "batch_samples", "train_micro_batch_size_per_gp
 
 def detect(sample: str) -> int:
     """Number of DeepSpeed throughput lines and profiler summaries in ``sample``."""
+    if "SamplesPerSec=" not in sample:  # both throughput patterns hold it: skip their scans
+        return sample.count("DeepSpeed Flops Profiler")
     return (len(_TPUT_RE.findall(sample)) + len(_OLD_TPUT_RE.findall(sample))
             + sample.count("DeepSpeed Flops Profiler"))
 

@@ -54,6 +54,9 @@ _ARROW_SCHEMA = pa.schema([("step", pa.int64())]
 _ARROW_PARSE = pa_json.ParseOptions(explicit_schema=_ARROW_SCHEMA,
                                     unexpected_field_behavior="ignore")
 _ARROW_READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 23)
+# Below this, Python's ``json`` (``_fast``) is quicker than the Arrow reader's ~0.7 ms of
+# set-up per call (measured: 0.16 against 0.72 ms for a 30-step log of 2.7 kB; even at ~32 kB).
+ARROW_MIN_CHARS = 1 << 15
 
 
 def _column(values: list) -> array:
@@ -63,6 +66,8 @@ def _column(values: list) -> array:
 def detect(sample: str) -> int:
     """Twice the number of JSON step objects in ``sample`` (a parsed object with ``step`` is
     stronger evidence than the Trainer parser's ``{"loss": `` prefix, which it may share)."""
+    if '"step"' not in sample:  # a counted line holds it: no split of another format's log
+        return 0
     count = 0
     for line in sample.splitlines()[:2000]:
         line = line.strip()
@@ -117,9 +122,9 @@ class Parser:
         every row; a value of another type is an error there, and any error falls back.
         """
         n = text.count("\n")
-        if (n < 2 or not text.startswith("{") or text.count("\n{") != n - 1
-                or text.count("}\n") != n or '"rank"' in text or "NaN" in text
-                or "Inf" in text or "\\" in text):
+        if (len(text) < ARROW_MIN_CHARS or n < 2 or not text.startswith("{")
+                or text.count("\n{") != n - 1 or text.count("}\n") != n or '"rank"' in text
+                or "NaN" in text or "Inf" in text or "\\" in text):
             return False
         data = text.encode("utf-8")
         if len(data.translate(None, _CONTROL)) != len(data):

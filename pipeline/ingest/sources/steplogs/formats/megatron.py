@@ -91,6 +91,8 @@ def _nan_iterations(text: str) -> int:
 
 def detect(sample: str) -> int:
     """Number of Megatron step lines in ``sample``."""
+    if MARKER not in sample:  # a counted line holds it: no scan of another format's log
+        return 0
     return sum(1 for m in _STEP_RE.finditer(sample)
                if MARKER in sample[m.end():m.end() + 200])
 

@@ -53,8 +53,10 @@ _CFG_KEYS = {"dp": "dp", "tp": "tp", "pp": "pp", "expert_parallel_size": "ep",
 
 def detect(sample: str) -> int:
     """Number of nanotron step lines in ``sample``."""
+    if MARKER not in sample:  # a counted line holds it: no scan of another format's log
+        return 0
     return sum(1 for m in _STEP_RE.finditer(sample)
-               if "elapsed_time_per_iteration_ms" in sample[m.end():m.end() + 200])
+               if MARKER in sample[m.end():m.end() + 200])
 
 
 def _stamp_s(text: str, end: int) -> float:

@@ -69,7 +69,9 @@ def detect(sample: str) -> int:
     """Number of NeMo step records in ``sample`` (progress-bar redraws without the timing
     callback count when they carry a rate and NeMo's ``reduced_train_loss``)."""
     timed = sample.count("train_step_timing in s")
-    return timed or len(re.findall(r"(?:s/it|it/s), [^\n\]]*reduced_train_loss=", sample))
+    if timed or "reduced_train_loss=" not in sample:
+        return timed
+    return len(re.findall(r"(?:s/it|it/s), [^\n\]]*reduced_train_loss=", sample))
 
 
 class Parser(StepParser):

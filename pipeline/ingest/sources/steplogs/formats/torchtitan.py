@@ -61,7 +61,10 @@ _MESH_DIMS = {"dp_replicate": "dp", "dp_shard": "dp", "dp": "dp", "tp": "tp", "p
 
 def detect(sample: str) -> int:
     """Number of torchtitan step lines in ``sample``."""
-    sample = ANSI_RE.sub("", sample)
+    if "\x1b" in sample:
+        sample = ANSI_RE.sub("", sample)
+    if "step:" not in sample or "ps:" not in sample:  # a counted line holds both
+        return 0
     return sum(1 for m in _STEP_RE.finditer(sample)
                if re.search(r"\b(?:tps|wps):", sample[m.end():m.end() + 200]))
 
