@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pipeline.ingest.sources.steplogs.base import ParseState, floats
 from pipeline.ingest.sources.steplogs.bulk import _DECIMAL_CHARS, _arrow_parse, float_col, int_col
-from pipeline.ingest.sources.steplogs.reduce import Settings
+from pipeline.config import LogsSettings
 from pipeline.ingest.sources.steplogs.reader import FORMATS, detect_format, read_one
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
@@ -27,7 +27,7 @@ SAMPLES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".log", ".jsonl"
                  and p.stat().st_size and "binary" not in p.name)
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
-SETTINGS = Settings(None, 0.5, 3, 0.05)
+SETTINGS = LogsSettings()  # auto warm-up, fraction 0.5, 3 steady steps, tolerance 0.05
 
 text_lines = st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\n"),
                               max_size=200), max_size=30).map(lambda ls: "\n".join(ls) + "\n")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.ingest.sources.steplogs.reduce import Settings, warmup_count
+from pipeline.config import LogsSettings
+from pipeline.ingest.sources.steplogs.reduce import warmup_count
 from pipeline.ingest.sources.steplogs.reader import find_logs, read_logs
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
@@ -142,14 +143,14 @@ def test_bad_sidecars_reject_the_log(tmp_path, sidecar, code):
 
 
 def test_warmup_auto_settles_and_is_capped():
-    s = Settings(None, 0.5, 3, 0.05)
+    s = LogsSettings()
     assert warmup_count(np.array([12.9, 2.79, 2.41, 2.40, 2.41, 2.39, 2.41, 2.40]), s) == 2
     assert warmup_count(np.array([2.4] * 8), s) == 0
     # Never settles in the first half: capped at half the steps.
     assert warmup_count(np.array([9.0, 8.0, 7.0, 6.0, 2.4, 2.4, 2.4, 2.4]), s) == 4
     # A single fast step among slow ones is not "settled": it needs a second one inside.
     assert warmup_count(np.array([9.0, 2.4, 9.0, 2.4, 2.4, 2.4, 2.4, 2.4]), s) == 3
-    assert warmup_count(np.array([9.0, 2.4, 2.4]), Settings(2, 0.5, 3, 0.05)) == 2
+    assert warmup_count(np.array([9.0, 2.4, 2.4]), LogsSettings(warmup_steps=2)) == 2
 
 
 @pytest.mark.parametrize("bad", [{"warmup_steps": "sometimes"}, {"warmup_steps": -1},

@@ -356,14 +356,15 @@ def test_gpt_neox_line_round_trip(step, ms, tflops, loss, sps):
 def test_unprefixed_rank_repeats_are_one_step_each(repeats):
     """Step k printed repeats[k] times in a row (ranks without a prefix): one step each, the
     rest set aside, never a restart."""
-    from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
+    from pipeline.config import LogsSettings
+    from pipeline.ingest.sources.steplogs.reduce import reduce_steps
     st_ = ParseState(fmt="torchtitan")
     line = 0
     for k, times in enumerate(repeats, start=1):
         for _ in range(times):
             line += 1
             st_.add(k, line, step_time_s=1.0, loss=2.0)
-    red = reduce_steps(st_, {}, Settings(0, 0.5, 1, 0.05))
+    red = reduce_steps(st_, {}, LogsSettings(warmup_steps=0, min_steady_steps=1))
     assert red.n_steady == len(repeats)
     assert int(red.columns["segment"].max()) == 0  # no restart
     extra = sum(repeats) - len(repeats)

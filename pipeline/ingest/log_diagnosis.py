@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from pipeline.bounded import short
+from pipeline.config import settings as load_group
 from pipeline.ingest.sources.common import READ_ERRORS, read_error
 from pipeline.ingest.sources.links import entry_problem
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.reader import (FORMATS, conflicts, merged_facts, parse_file,
-                                                     settings, sniff)
+                                                     sniff)
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar
 
@@ -100,7 +101,7 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
         return out
     out.conflicts = conflicts(state, side)
     facts = merged_facts(state, side)
-    s = settings(params)
+    s = load_group(params, "ingest.logs")
     red = reduce_steps(state, facts, s)
     for key, value in red.implied.items():
         facts.setdefault(key, value)

@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.bounded import cap, short
-from pipeline.config import settings as load_group
+from pipeline.config import LogsSettings, settings as load_group
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -52,7 +52,7 @@ from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F40
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
 from pipeline.ingest.sources.steplogs.phases import phase_change
-from pipeline.ingest.sources.steplogs.reduce import Settings, reduce_steps
+from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
@@ -77,14 +77,6 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
             "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel")
-
-
-def settings(params: dict) -> Settings:
-    """Check ``ingest.logs``; a bad value stops the stage naming the field."""
-    cfg = load_group(params, "ingest.logs")
-    warm = cfg.warmup_steps
-    return Settings(None if warm == "auto" else warm, cfg.max_warmup_fraction,
-                    cfg.min_steady_steps, cfg.settle_tolerance)
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
@@ -290,7 +282,7 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     return merged_facts(state, side)
 
 
-def read_one(path: Path, logs_dir: Path, s: Settings,
+def read_one(path: Path, logs_dir: Path, s: LogsSettings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
     def display(p: Path) -> str:
@@ -383,7 +375,7 @@ def read_one(path: Path, logs_dir: Path, s: Settings,
     return fields, steps
 
 
-def _read_guarded(path: Path, logs_dir: Path, s: Settings,
+def _read_guarded(path: Path, logs_dir: Path, s: LogsSettings,
                   cache: dict) -> tuple[Any, dict[str, Any] | None]:
     """``read_one``, with a parser failure turned into a reject that says so: one odd log must
     not stop the stage (the fuzz tests look for such failures; none is known)."""
@@ -429,7 +421,7 @@ def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
     return batches
 
 
-def _read_batch(batch: tuple[list[Path], Path, Settings, Path | None],
+def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
                 cache: dict | None = None) -> list[tuple[Any, dict[str, Any] | str | None]]:
     """Some logs, in a worker or not; with ``out`` their rows go to that one file (its name
     returned in place of each log's rows) instead of travelling back."""
@@ -458,8 +450,8 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     memory then stays that of the largest log or batch, whatever their number. ``paths`` reads
     those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
     """
-    s = settings(params)
-    workers = load_group(params, "ingest.logs").workers
+    s = load_group(params, "ingest.logs")
+    workers = s.workers
     logs_dir = Path(logs_dir)
     paths = find_logs(logs_dir) if paths is None else [Path(p) for p in paths]
     if steps_dir is not None:

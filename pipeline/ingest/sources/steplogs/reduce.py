@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.ingest.sources.steplogs.base import FLAG_NAN_LOSS, ParseState
 from pipeline.ingest.sources.steplogs.phases import final_batch_phase
+
+if TYPE_CHECKING:  # the ``ingest.logs`` group is passed in as validated
+    from pipeline.config import LogsSettings
 
 # A step longer than this is no training step (as ``ingest.core.plausible.MAX_STEP_TIME_S``).
 MAX_STEP_TIME_S = 1e6
@@ -43,16 +46,6 @@ CLOCK_JUMP_FACTOR = 20.0
 # Whole-job over per-chip tokens/s must be this close to an integer to give N: nanotron prints
 # both in 3 significant digits (22.8K / 11.4K), so their ratio is off by up to ~1 %.
 N_RATIO_TOLERANCE = 0.02
-
-
-@dataclass
-class Settings:
-    """The ``ingest.logs`` parameters, checked."""
-
-    warmup_steps: int | None  # None: auto
-    max_warmup_fraction: float
-    min_steady_steps: int
-    settle_tolerance: float
 
 
 @dataclass
@@ -96,10 +89,10 @@ def _segments(step: np.ndarray) -> np.ndarray:
     return np.cumsum(back)
 
 
-def warmup_count(x: np.ndarray, s: Settings) -> int:
+def warmup_count(x: np.ndarray, s: LogsSettings) -> int:
     """Logged steps of one segment to drop as warm-up (see module docstring, item 4)."""
     n = len(x)
-    if s.warmup_steps is not None:
+    if s.warmup_steps != "auto":
         return min(s.warmup_steps, n)
     finite = np.isfinite(x)
     tail = x[n // 2:][finite[n // 2:]]
@@ -156,14 +149,14 @@ def _median(x: np.ndarray) -> float:
     return float(x[n // 2]) if n % 2 else float((x[n // 2 - 1] + x[n // 2]) / 2)
 
 
-def reduce_steps(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
+def reduce_steps(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     """Reduce the steps of ``st``; ``facts`` are the merged log and sidecar values."""
     # A printed 0 (tokens/s, samples/s) gives an infinite time: left out as not finite.
     with np.errstate(divide="ignore", invalid="ignore"):
         return _reduce(st, facts, s)
 
 
-def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
+def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     """The body of ``reduce``. Over 80 lines on purpose: its masks (rank, segments, warm-up,
     NaN loss, clock jumps) are views of the same step arrays, kept in one scope so that a
     million-step log is never copied per step of the reduction."""
@@ -258,7 +251,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: Settings) -> Reduced:
         notes.append(batch_note)
     n_nan = int((used & nan_loss).sum())
     red.n_steady = int(steady.sum())
-    mode = "auto" if s.warmup_steps is None else f"fixed {s.warmup_steps}"
+    mode = "auto" if s.warmup_steps == "auto" else f"fixed {s.warmup_steps}"
     notes.insert(0, f"{int(used.sum())} steps logged, {n_warm} warm-up dropped ({mode}), "
                     f"{red.n_steady} steady")
     if n_nan:

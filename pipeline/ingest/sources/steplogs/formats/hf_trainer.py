@@ -30,11 +30,13 @@ import ast
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError
 from pipeline.ingest.sources.steplogs.base import NAN, ParseState, lines_with, rank_of, to_float
-from pipeline.ingest.sources.steplogs.reduce import Settings
+
+if TYPE_CHECKING:
+    from pipeline.config import LogsSettings
 
 NAME = "hf_trainer"
 _BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
@@ -96,7 +98,7 @@ def runtime_s(text: str) -> float:
 
 
 def summary_measures(state: ParseState, facts: dict[str, Any],
-                     s: Settings) -> tuple[dict[str, float], list[str], str]:
+                     s: LogsSettings) -> tuple[dict[str, float], list[str], str]:
     """The run measures of a Trainer log from its end-of-training summary: (measures,
     derived columns, note)."""
     f = state.facts
