@@ -55,5 +55,9 @@ else:
     pipeline_io.os.replace = _stopping_replace  # the module's os is the os module: all patched
 
 if __name__ == "__main__":
+    # Ctrl-C as a terminal delivers it: a process started in the background by a shell without
+    # job control (CI runners, `cmd &`) inherits SIGINT ignored, and the signal sent above
+    # would then be lost and the stop seen as the read-only error raised after it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pipeline.__main__ import app
     sys.exit(app(sys.argv[1:], prog_name="pipeline"))
