@@ -169,8 +169,6 @@ def test_report_reads_well_in_headless_chromium(report_html: Path) -> None:
 
         SCREENS.mkdir(parents=True, exist_ok=True)
         assert driver.save_screenshot(str(SCREENS / "00_first_screen.png"))
-        height = driver.execute_script("return document.body.scrollHeight")
-        driver.set_window_size(1000, min(int(height) + 100, 16000))
         from selenium.webdriver.common.by import By
 
         sections = driver.find_elements(By.CSS_SELECTOR, "section[data-section]")
@@ -178,6 +176,10 @@ def test_report_reads_well_in_headless_chromium(report_html: Path) -> None:
         for i, sec in enumerate(sections, start=1):
             name = sec.get_attribute("data-section")
             path = SCREENS / f"{i:02d}_{name}.png"
+            # a window as tall as the section, scrolled to it: headless Chromium paints only
+            # what lies in the window, so a section past a fixed-size window came out blank
+            driver.set_window_size(1000, min(int(sec.size["height"]) + 200, 16000))
+            driver.execute_script("arguments[0].scrollIntoView(true);", sec)
             assert sec.screenshot(str(path)), name
             assert path.stat().st_size > 2000, name
     finally:
