@@ -131,3 +131,38 @@ def test_every_section_renders_from_nothing(tmp_path) -> None:
                      "No strategy comparison is possible", "No run carries a measured MFU.",
                      "The theory stage produced no frontier.", "runs.parquet"):
         assert sentence in md
+
+
+def test_step_model_scores_sit_beside_their_comparators_not_targets() -> None:
+    """The calibration section's score table quotes each figure with what it is judged
+    against (the naive rule, the baselines, the measured run) and no pass/fail threshold."""
+    from pipeline.report.calibration import score_rows
+
+    m = {"scores": {
+            "source_holdout": {"llama3": {"n": 3, "median_ape": 0.123, "coverage": 1.0,
+                                          "median_width": 2.1},
+                               "production": {"n": 60, "median_ape": 0.2, "coverage": 0.917,
+                                              "median_width": 2.39}},
+            "mfu_above_one": {"calibrated": 0, "predictions": 0},
+            "largest_k": {"largest_k1": {"by_source": {"dgxc": {"selected": 0.002,
+                                                                "best_naive": 0.001, "n": 4}},
+                                         "macro_selected": 0.25, "macro_best_naive": 0.337,
+                                         "pooled_selected": 0.476,
+                                         "pooled_best_naive": 0.627}},
+            "ranking": {"groups": 26, "calibrated": {"median_spearman": 0.67,
+                                                     "median_regret": 0.167},
+                        "ceiling": {"median_spearman": -0.17, "median_regret": 0.6},
+                        "fewest_pp_then_tp": {"median_spearman": 0.2, "median_regret": 0.245}}},
+         "against_naive": {"source": {"llama3": {"family_median": 0.805}}},
+         "frontier": {"baseline": {"llama3_compute": {
+             "training_flop": 3.8e25, "utilization": 0.306,
+             "layout": {"n_accelerators": 16384}}}}}
+    runs = pd.DataFrame({"source": ["llama3", "llama3"], "mfu": [0.38, 0.43],
+                         "n_accelerators": [8192, 16384]})
+    rows = score_rows(m, runs)
+    text = " | ".join(" ".join(r) for r in rows)
+    assert "12.3% over 3 runs" in text and "80.5% APE" in text
+    assert "better naive rule 33.7%" in text and "fewest PP then TP 0.2" in text
+    assert "Llama 3's runs measured MFU 38%-43%" in text
+    for word in ("met", "missed", "target", "<="):
+        assert word not in text.split(), word

@@ -135,7 +135,8 @@ def score_rows(m: dict, runs: pd.DataFrame | None = None) -> list[list[str]]:
     for s, v in sorted(src.items()):
         if s == "production":
             continue
-        naive = (f"the hardware family's median MFU {pct(family[s]['family_median'], 1)}; "
+        naive = (f"the hardware family's median MFU as the prediction: "
+                 f"{pct(family[s]['family_median'], 1)} APE; "
                  if family.get(s, {}).get("family_median") is not None else "")
         rows.append([f"leave-source-out median APE, {s}", f"{pct(v['median_ape'], 1)} over "
                      f"{num(v['n'])} run{'s' if v['n'] != 1 else ''}",
