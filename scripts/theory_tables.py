@@ -1,4 +1,5 @@
-"""Render the measured figures of docs/theory.md §10 from reports/metrics/calibrate.json.
+"""Render the measured figures of docs/theory.md §10 and §11 from reports/metrics/calibrate.json
+and (the memory model's scores) reports/metrics/theory.json.
 
 The calibration's forms, per-family parameters, in-sample and held-out scores, interval coverage
 and width, layout ranking and frontier change with the data, so docs/theory.md does not type
@@ -23,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "theory.md"
 METRICS = ROOT / "reports" / "metrics" / "calibrate.json"
+THEORY_METRICS = ROOT / "reports" / "metrics" / "theory.json"
 HOLDOUTS = ("largest_k1", "largest_k2")
 COLUMNS = ("selected", "calibrated", "naive_linear", "naive_loglinear")
 LAWS = ("power", "amdahl", "usl", "comm")
@@ -198,18 +200,66 @@ BLOCKS = {"forms": forms_block, "parameters": parameters_block, "in_sample": in_
           "scores": scores_block}
 
 
-def render(doc: str, metrics: dict[str, Any]) -> str:
-    """``doc`` with every generated block rewritten from ``metrics``."""
+def _pct0(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _sizes(per: dict[str, Any]) -> list[str]:
+    """Model-size labels ("1B", "80B", ...) smallest first; others last."""
+    def key(label: str) -> float:
+        try:
+            return float(label.rstrip("B"))
+        except ValueError:
+            return float("inf")
+    return sorted(per, key=key)
+
+
+def memory_block(theory: dict[str, Any]) -> str:
+    """§11's scores: the memory model held out by model (theory.json ``_memory``)."""
+    m = theory["_memory"]
+    p, f = m["peak_memory"], m["fits_memory"]
+    o, n = p["overall"], p["naive_overall"]
+    src = ", ".join(f"{s} {_pct0(v['median_ape'])} (naive {_pct0(v['naive']['median_ape'])})"
+                    for s, v in sorted(p["per_source"].items()))
+    size = ", ".join(f"{k} {_pct0(p['per_model_size'][k]['median_ape'])}"
+                     for k in _sizes(p["per_model_size"]))
+    fo, fn = f["overall"], f["naive_overall"]
+    fsize = ", ".join(f"{k} {f['per_model_size'][k]['balanced_accuracy']:.2f}"
+                      for k in _sizes(f["per_model_size"]))
+    fnaive = ", ".join(f"{f['per_model_size'][k]['naive']['balanced_accuracy']:.2f}"
+                       for k in _sizes(f["per_model_size"]))
+    return (f"**Scores** (theory.json `_memory`, held out by model: κ and c fitted without the "
+            f"model's own runs). Peak memory: median APE {_pct0(o['median_ape'])}, p90 "
+            f"{_pct0(o['p90_ape'])} over {o['n']:,} runs (naive weights + gradients + optimizer "
+            f"only: {_pct0(n['median_ape'])} and {_pct0(n['p90_ape'])}); by source {src}; by "
+            f"model size {size}. `fits_memory` against the Playbook's {fo['n_completed']:,} "
+            f"completed and {fo['n_oom']:,} \"crashed/oom\" configurations: balanced accuracy "
+            f"{fo['balanced_accuracy']:.3f} (naive {fn['balanced_accuracy']:.3f}); by model size "
+            f"{fsize} (naive {fnaive}).")
+
+
+THEORY_BLOCKS = {"memory_scores": memory_block}
+
+
+def render(doc: str, metrics: dict[str, Any], theory: dict[str, Any] | None = None) -> str:
+    """``doc`` with every generated block rewritten from ``metrics`` (calibrate.json) and, when
+    given, ``theory`` (theory.json)."""
+    if theory is not None:
+        for name, block in THEORY_BLOCKS.items():
+            doc = _rewrite(doc, name, block(theory))
     for name, block in BLOCKS.items():
-        pattern = re.compile(rf"(<!-- begin: {name} [^\n]*-->\n)(.*?)(<!-- end: {name} -->)",
-                             re.S)
-        if len(pattern.findall(doc)) != 1:
-            raise SystemExit(f"docs/theory.md needs exactly one block {name!r}")
-        doc = pattern.sub(lambda mt: mt.group(1) + block(metrics) + "\n" + mt.group(3), doc)
-    stale = set(re.findall(r"<!-- begin: (\w+) ", doc)) - set(BLOCKS)
+        doc = _rewrite(doc, name, block(metrics))
+    stale = set(re.findall(r"<!-- begin: (\w+) ", doc)) - set(BLOCKS) - set(THEORY_BLOCKS)
     if stale:
         raise SystemExit(f"docs/theory.md has blocks no renderer writes: {sorted(stale)}")
     return doc
+
+
+def _rewrite(doc: str, name: str, text: str) -> str:
+    pattern = re.compile(rf"(<!-- begin: {name} [^\n]*-->\n)(.*?)(<!-- end: {name} -->)", re.S)
+    if len(pattern.findall(doc)) != 1:
+        raise SystemExit(f"docs/theory.md needs exactly one block {name!r}")
+    return pattern.sub(lambda mt: mt.group(1) + text + "\n" + mt.group(3), doc)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,10 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the doc is stale")
     args = parser.parse_args(argv)
     doc = DOC.read_text(encoding="utf-8")
-    new = render(doc, json.loads(METRICS.read_text(encoding="utf-8")))
+    new = render(doc, json.loads(METRICS.read_text(encoding="utf-8")),
+                 json.loads(THEORY_METRICS.read_text(encoding="utf-8")))
     if args.check:
         if new != doc:
-            print("docs/theory.md §10 is stale: run scripts/theory_tables.py", file=sys.stderr)
+            print("docs/theory.md §10-11 is stale: run scripts/theory_tables.py",
+                  file=sys.stderr)
             return 1
         return 0
     DOC.write_text(new, encoding="utf-8")

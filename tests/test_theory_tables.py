@@ -85,3 +85,12 @@ def test_a_block_without_a_renderer_is_refused() -> None:
     doc = _doc() + "\n<!-- begin: old_terms (scripts/theory_tables.py) -->\nx\n<!-- end: old_terms -->\n"
     with pytest.raises(SystemExit, match="old_terms"):
         tables.render(doc, _metrics())
+
+
+def test_memory_scores_in_section_11_are_rendered_from_theory_metrics() -> None:
+    theory = json.loads(tables.THEORY_METRICS.read_text(encoding="utf-8"))
+    changed = copy.deepcopy(theory)
+    changed["_memory"]["peak_memory"]["overall"]["median_ape"] = 0.987654
+    doc = _doc()
+    assert "median APE 98.8%" in tables.render(doc, _metrics(), changed)
+    assert "median APE 98.8%" not in tables.render(doc, _metrics(), theory)
