@@ -238,7 +238,17 @@ def memory_block(theory: dict[str, Any]) -> str:
             f"{fsize} (naive {fnaive}).")
 
 
-THEORY_BLOCKS = {"memory_scores": memory_block}
+def memory_overhead_block(theory: dict[str, Any]) -> str:
+    """§11's fitted allocator overhead (theory.json ``_memory.overhead``)."""
+    o = theory["_memory"]["overhead"]
+    k, kc = o["activation_factor"], o["activation_factor_ci"]
+    c, cc = o["fixed_bytes"], o["fixed_bytes_ci"]
+    return (f"κ = {k:.2f} (95% CI {kc[0]:.2f}–{kc[1]:.2f}) and c = {c / 1e9:.2f} GB "
+            f"({cc[0] / 1e9:.2f}–{cc[1] / 1e9:.2f} GB), from {o['n_runs']:,} runs with a "
+            "measured peak.")
+
+
+THEORY_BLOCKS = {"memory_overhead": memory_overhead_block, "memory_scores": memory_block}
 
 
 def render(doc: str, metrics: dict[str, Any], theory: dict[str, Any] | None = None) -> str:
