@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from pipeline.config import PROJ_ROOT
@@ -27,6 +28,8 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.skipif(not (PROJ_ROOT / "data/processed/calibration.parquet").exists(),
+                    reason="pipeline outputs absent (run dvc repro): plan has no model to read")
 def test_plan_imports_no_stage_code_or_pandera():
     code = ("from typer.testing import CliRunner\nfrom pipeline.__main__ import app\n"
             "r = CliRunner().invoke(app, ['plan', 'llama-3-70b', 'H100', '--n', '512', '--json'])\n"
