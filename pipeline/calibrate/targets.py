@@ -74,7 +74,7 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitte
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
     layout = pd.Series(data.has_layout, index=data.runs["run_id"].astype(str))
     by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
-    rows = []
+    todo, frames = [], []
     for _, s in series.sort_values("series_id").iterrows():
         mine = by_series.get(s["series_id"])
         if mine is None:
@@ -83,22 +83,32 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitte
         if not pts.y_metric or pts.n_distinct < 2:
             continue
         n_max = float(pts.n.max())
-        ids = pts.runs["run_id"].astype(str).to_numpy()
-        stated = bool(layout.reindex(ids).fillna(False).all())
         n_t = np.array([n for n in targets if n > n_max], float)
         if n_t.size == 0:
             continue
-        predicted, sd, name = None, None, "naive_linear"
+        ids = pts.runs["run_id"].astype(str).to_numpy()
+        stated = bool(layout.reindex(ids).fillna(False).all())
         if stated:
             largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
-            new = _scaled_runs(largest, [int(n) for n in n_t], str(s.get("scaling")) == "weak")
-            both = pd.concat([pts.runs, new], ignore_index=True)
-            y_model = _model_throughput(both, fitted, model)
-            train = y_model[: ids.size]
+            frames += [pts.runs, _scaled_runs(largest, [int(n) for n in n_t],
+                                              str(s.get("scaling")) == "weak")]
+        todo.append((s, pts, n_max, n_t, stated))
+    # the step function once over every series' runs and targets (row by row, so the same
+    # numbers as series by series, without a table and its lookups per series)
+    y_all = (_model_throughput(pd.concat(frames, ignore_index=True), fitted, model) if frames
+             else np.zeros(0))
+    rows, at = [], 0
+    for s, pts, n_max, n_t, stated in todo:
+        predicted, sd, name = None, None, "naive_linear"
+        if stated:
+            n_runs = len(pts.runs)
+            y_model = y_all[at:at + n_runs + n_t.size]
+            at += n_runs + n_t.size
+            train = y_model[:n_runs]
             if np.all(np.isfinite(y_model)) and np.all(train > 0):
                 offset = float(np.mean(np.log(pts.y) - np.log(train)))
-                predicted = y_model[ids.size:] * np.exp(offset)
-                sd = np.full(n_t.size, sd_within * np.sqrt(1.0 + 1.0 / ids.size))
+                predicted = y_model[n_runs:] * np.exp(offset)
+                sd = np.full(n_t.size, sd_within * np.sqrt(1.0 + 1.0 / n_runs))
                 name = "calibrated"
         if predicted is None:
             predicted = iv.naive_linear(pts.n, pts.y, n_t)
