@@ -20,9 +20,9 @@ from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import Theta, step_components
 from pipeline.calibrate.estimate import Data, Fitted
-from pipeline.calibrate.holdout import predicted_log_time, within_series_sd
+from pipeline.calibrate.holdout import predicted_log_time, series_table, within_series_sd
 from pipeline.calibrate.step import StepModel, rows_of
-from pipeline.fit.series import series_points
+from pipeline.fit.series import SeriesPoints
 
 
 def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
@@ -66,20 +66,17 @@ def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> 
 
 
 def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitted: Fitted,
-                     model: StepModel, pred: pd.DataFrame, targets: list[int], level: float
+                     model: StepModel, pred: pd.DataFrame, targets: list[int], level: float,
+                     points: list[tuple[pd.Series, SeriesPoints]] | None = None
                      ) -> pd.DataFrame:
     """One row per (series, target N): series_id, source, n_accelerators, y_metric, predictor,
-    predicted, pi_low, pi_high, assumed_layout."""
+    predicted, pi_low, pi_high, assumed_layout. ``points``: the series' points
+    (:func:`pipeline.calibrate.holdout.series_table`), where already at hand."""
     q = {p: pooled_quantile(pred, p, level) for p in ("calibrated", "naive_linear")}
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
     layout = pd.Series(data.has_layout, index=data.runs["run_id"].astype(str))
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
     todo, frames = [], []
-    for _, s in series.sort_values("series_id").iterrows():
-        mine = by_series.get(s["series_id"])
-        if mine is None:
-            continue
-        pts = series_points(mine, s)
+    for s, pts in (series_table(runs, series) if points is None else points):
         if not pts.y_metric or pts.n_distinct < 2:
             continue
         n_max = float(pts.n.max())
