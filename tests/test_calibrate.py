@@ -125,6 +125,34 @@ def test_schedule_is_an_input(base) -> None:
         predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
 
 
+def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
+    """An unfused attention core adds its score traffic to the stage: tokens x L x heads x s
+    score elements per rank, 13 B forward (twice with recomputation) + 19 B backward, at HBM
+    bandwidth (golden); a framework without TP overlap exposes all of its TP traffic; both
+    default to today's kernels (fused, overlapped), and megatron2021 states the old ones."""
+    row = simulate_layouts(5, n_runs=1).assign(
+        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
+        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
+        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    model = _model(base)
+
+    def with_(**kw):
+        return predict(row.assign(**kw), model).iloc[0]
+    fused, unfused = with_(fused_attention=True), with_(fused_attention=False)
+    assert with_()["kernel_overhead_s"] == pytest.approx(fused["kernel_overhead_s"])
+    tokens = 4 * 8 * 2048.0 / 32          # per rank and step
+    scores = tokens * 96 * (12288 / 128) * 2048
+    expected = scores * (2 * 13.0 + 19.0) / 2039e9
+    assert unfused["kernel_overhead_s"] - fused["kernel_overhead_s"] == \
+        pytest.approx(expected, rel=1e-9)
+    overlapped, synchronous = with_(tp_comm_overlap=True), with_(tp_comm_overlap=False)
+    omega = TRUE_THETA["tp_overlap"]
+    assert synchronous["tp_comm_s"] == pytest.approx(overlapped["tp_comm_s"] / (1 - omega))
+    old = predict(row.assign(source="megatron2021"), model).iloc[0]
+    assert old["tp_comm_s"] == pytest.approx(synchronous["tp_comm_s"])
+    assert old["kernel_overhead_s"] == pytest.approx(unfused["kernel_overhead_s"])
+
+
 def test_alpha_beta_ring_golden(base) -> None:
     """An 8-rank all-reduce inside one domain: 2 (p-1) alpha + 2 (p-1)/p n / (e B)."""
     from pipeline.calibrate.critical_path import ring_time
