@@ -110,6 +110,21 @@ class Config:
     fused_attention: np.ndarray | None = None
     head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
 
+    @cached_property
+    def score_bytes_per_token(self) -> np.ndarray | None:
+        """HBM bytes of the unfused attention scores per token on a rank (None where every
+        row is fused): (tokens x tp x pp) x (L / pp) x (heads / tp) x s score elements per
+        rank = tokens x L x heads x s, times ``SCORE_BYTES_*`` (forward twice when it is
+        recomputed); 0 on fused rows. Computed once per table (the fit asks often)."""
+        if self.fused_attention is None or np.all(self.fused_attention):
+            return None
+        seq = _f(self.attention_flop_per_token) / (12.0 * _f(self.n_layers) * _f(self.d_model))
+        heads = _f(self.d_model) / _f(self.head_dim)
+        per = (SCORE_BYTES_FORWARD * np.where(_f(self.recompute) >= 1, 2.0, 1.0)
+               + SCORE_BYTES_BACKWARD)
+        out = _f(self.n_layers) * heads * seq * per
+        return np.where(np.asarray(self.fused_attention, bool), 0.0, np.nan_to_num(out))
+
 
 @dataclass(frozen=True)
 class Machine:
@@ -226,18 +241,13 @@ def _gemm_rate(c: Config, mach: Machine) -> np.ndarray:
     return 2.0 / (1.0 / up + 1.0 / down)  # equal FLOP: harmonic mean of the rates
 
 
-def _score_time(c: Config, mach: Machine, tokens: np.ndarray, rec: np.ndarray) -> np.ndarray:
+def _score_time(c: Config, mach: Machine, tokens: np.ndarray) -> np.ndarray:
     """Seconds per step of an unfused attention core's score traffic on this rank (0 where
-    fused or on the ideal machine): (tokens x tp x pp) x (L / pp) x (heads / tp) x s score
-    elements = tokens x L x heads x s, times the bytes of ``SCORE_BYTES_*``."""
-    if c.fused_attention is None or mach.ideal:
+    fused or on the ideal machine)."""
+    per_token = c.score_bytes_per_token
+    if per_token is None or mach.ideal:
         return np.zeros(tokens.shape)
-    seq = _f(c.attention_flop_per_token) / (12.0 * _f(c.n_layers) * _f(c.d_model))
-    heads = _f(c.d_model) / _f(c.head_dim)
-    scores = tokens * _f(c.n_layers) * heads * seq
-    per = SCORE_BYTES_FORWARD * np.where(rec >= 1, 2.0, 1.0) + SCORE_BYTES_BACKWARD
-    t = scores * per / _f(mach.hbm_bytes_per_s)
-    return np.where(np.asarray(c.fused_attention, bool), 0.0, np.nan_to_num(t))
+    return tokens * per_token / _f(mach.hbm_bytes_per_s)
 
 
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
@@ -281,14 +291,14 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_ep_mb = np.where(moe, layers_stage * ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp,
                                                      ep, tp * cp, 4.0), 0.0)
     hide = 1.0 - _f(th.tp_overlap)
-    if c.tp_comm_overlap is not None:
+    if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
         hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
     # Pipeline: activation forward and gradient backward at each of v chunk boundaries.
     stage_stride = tp * cp * dp
     pair = np.full(pp.shape, 2.0)
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
                      0.0)
-    overhead = layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens, rec) / m
+    overhead = layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 
