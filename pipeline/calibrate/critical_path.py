@@ -35,7 +35,9 @@ docs/theory.md §11.
   (v per stage), tokens x d x w / tp (scatter/gather over the TP ranks).
 - t_DP: ZeRO-0 an all-reduce of the local gradients, ZeRO-1/2 a reduce-scatter plus the
   parameter all-gather, ZeRO-3 two all-gathers and a reduce-scatter, in the framework's
-  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency). W is the last
+  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency); phi = 0 where
+  the framework reduces the gradients only after the backward (``Config.dp_comm_overlap``
+  False: Megatron-LM's ``local`` DDP before 2023). W is the last
   microbatch's backward for the gradient reduction (ZeRO 0-2: earlier microbatches' gradients
   wait for accumulation to finish), the first microbatch's forward for ZeRO-1/2's parameter
   all-gather, or the whole step's compute for ZeRO-3 (it prefetches the next layer's
@@ -106,6 +108,8 @@ class Config:
     bytes_per_value: float = 2.0
     # the framework overlaps TP/CP/EP collectives with compute (None: every row does)
     tp_comm_overlap: np.ndarray | None = None
+    # the framework overlaps its DP gradient traffic with the backward (None: every row does)
+    dp_comm_overlap: np.ndarray | None = None
     # the attention core is fused, no s x s tensors in HBM (None: every row's is)
     fused_attention: np.ndarray | None = None
     head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
@@ -319,6 +323,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
     t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
     phi = _f(th.dp_overlap)
+    if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
+        phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
     last_bwd = BACKWARD_SHARE * t_comp / m
     first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
     dp_exposed = np.select(

@@ -50,10 +50,17 @@ RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 #   dropout, bmm; FlashAttention, arXiv:2205.14135, came a year later), and the TP all-reduces
 #   are synchronous on the compute stream (§2.3: "two all-reduce operations in the forward
 #   pass and two in the backward pass"; overlapping them came with Transformer Engine's
-#   userbuffers, Megatron-core ``tp_comm_overlap``, 2023).
-# Rows may state either in a ``fused_attention`` / ``tp_comm_overlap`` column (true/false).
-SOURCE_KERNELS = {"megatron2021": {"fused_attention": False, "tp_comm_overlap": False}}
-KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True}
+#   userbuffers, Megatron-core ``tp_comm_overlap``, 2023), and its data-parallel gradients are
+#   all-reduced after the backward pass (``--DDP-impl`` default ``local``: ``train_step`` calls
+#   ``allreduce_gradients`` once the pipeline's backward is done; overlapping it came with
+#   Megatron-core's ``overlap_grad_reduce``, 2023).
+# Rows may state any of them in a column of that name (true/false). ``OWN_STACK_ONLY``
+# entries apply only to the rows of the source's own software (``SOURCE_FAMILY``): a source's
+# DeepSpeed baselines ran DeepSpeed's data parallelism, not its own.
+SOURCE_KERNELS = {"megatron2021": {"fused_attention": False, "tp_comm_overlap": False,
+                                   "dp_comm_overlap": False}}
+KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_overlap": True}
+OWN_STACK_ONLY = frozenset({"dp_comm_overlap"})
 
 # Data-parallel collective units (bytes at 2 B per value), the frameworks' defaults:
 # - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
@@ -144,10 +151,12 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
     return rec, v, sp, used
 
 
-def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(fused attention core, TP collectives overlapped) per row: the row's
-    ``fused_attention`` / ``tp_comm_overlap`` where stated (true/false), else its source's
-    (``SOURCE_KERNELS``), else ``KERNEL_DEFAULTS``; and the names of the defaults used."""
+def kernels(frame: pd.DataFrame, family: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
+    row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where
+    stated (true/false), else its source's (``SOURCE_KERNELS``; ``OWN_STACK_ONLY`` ones on the
+    rows of the source's own family), else ``KERNEL_DEFAULTS``; and the defaults used."""
     n = len(frame)
     source = (frame["source"].astype(object).to_numpy() if "source" in frame
               else np.full(n, None, dtype=object))
@@ -156,13 +165,14 @@ def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
         values = []
-        for x, s in zip(raw, source):
+        for x, s, f in zip(raw, source, family):
+            own = name not in OWN_STACK_ONLY or SOURCE_FAMILY.get(s) == f
             if isinstance(x, (bool, np.bool_)):
                 values.append(bool(x))
             else:
                 values.append(SOURCE_KERNELS.get(s, {}).get(name, default)
-                              if isinstance(s, str) else default)
+                              if isinstance(s, str) and own else default)
         if not all(isinstance(x, (bool, np.bool_)) for x in raw):
             used.append(f"{name}=(source, else {str(default).lower()})")
         out.append(np.array(values, dtype=bool))
-    return out[0], out[1], used
+    return out[0], out[1], out[2], used

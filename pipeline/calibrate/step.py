@@ -173,7 +173,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     v = np.where(pp > 1, v, 1.0)
     expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
-    fused, overlap, used_kernels = fam.kernels(layouts)
+    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts, family)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
                  top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
                  microbatch_tokens=micro * seq / cp, microbatches=m,
@@ -182,6 +182,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  pp=pp, cp=cp, ep=ep, zero_stage=zero, recompute=rec, virtual_pipeline=v,
                  sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
                  gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
+                 dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d))
     per_node = _num(layouts, "accelerators_per_node")
     domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
