@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeline.calibrate.step import StepModel, predict
 from pipeline.plan.request import ModelShape, PlanError
-from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, peak_memory
+from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, fits_in, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
 
 MIN_CP_TOKENS = 2048
@@ -110,7 +110,10 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     """The best ``top`` layouts for N that fit, by predicted MFU (highest first; on ties the
     one that needs less memory)."""
     hw = ctx.step.catalog.hardware.loc[accelerator]
-    hbm = float(hw["hbm_bytes"])
+    # the capacity the driver reports (catalog hbm_usable_bytes), less the runtime's reserve
+    hbm = float(hw["hbm_usable_bytes"]) if pd.notna(hw.get("hbm_usable_bytes")) \
+        else float(hw["hbm_bytes"])
+    reserve = float(ctx.memory.runtime_reserve_bytes)
     domain = float(hw["scaleup_domain_size"]) if pd.notna(hw["scaleup_domain_size"]) else 8.0
     cand = candidates(model, accelerator, n, batch_tokens, seq_len, domain, fixed)
     if cand.empty:
@@ -119,15 +122,16 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
                         + (" at this batch (raise --global-batch-tokens)" if n > 1 else ""))
     cand["memory_bytes_per_accelerator"] = memory_of(cand, ctx)
     cand["hbm_bytes"] = hbm
-    fits = cand["memory_bytes_per_accelerator"] <= hbm
+    fits = fits_in(cand["memory_bytes_per_accelerator"].to_numpy(float), hbm, ctx.memory)
     if not fits.any():
         least = cand.loc[cand["memory_bytes_per_accelerator"].idxmin()]
         need = float(least["memory_bytes_per_accelerator"])
         what = f"{_show(fixed)} does not fit" if fixed else "no layout fits"
         raise PlanError("--layout" if fixed else "--n",
                         f"{what} in memory at N = {n}: the lightest needs {need / 1e9:.1f} GB "
-                        f"per accelerator, {(need - hbm) / 1e9:.1f} GB ({need / hbm - 1:.0%}) "
-                        f"more than the {hbm / 1e9:.0f} GB of {accelerator}")
+                        f"per accelerator, {(need + reserve - hbm) / 1e9:.1f} GB "
+                        f"({(need + reserve) / hbm - 1:.0%}) more than the {hbm / 1e9:.1f} GB "
+                        f"{accelerator} reports, less the runtime's {reserve / 1e9:.1f} GB")
     ok = cand[fits].reset_index(drop=True)
     pred = predict(ok, ctx.step)
     ok = pd.concat([ok, pred], axis=1)
