@@ -106,7 +106,7 @@ def table(rows: pd.DataFrame) -> str:
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
                   + (f" ep{r.ep}" if r.ep > 1 else "")
                   + f" mb{r.micro_batch} z{r.zero_stage} {r.recompute}")
-        mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.0f}"
+        mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         lines.append(f"{r.n_accelerators:>7} {layout:<34} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
                      f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}")

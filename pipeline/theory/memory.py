@@ -78,7 +78,7 @@ class MemoryConstants:
     dropout: bool = False
     fsdp_prefetch_layers: float = 2.0
     fsdp_pipeline_keeps_weights: bool = True
-    runtime_reserve_bytes: float = 0.0
+    runtime_reserve_bytes: float = 3.0e8
 
 
 def fits_in(predicted: ArrayLike, capacity_bytes: ArrayLike, const: MemoryConstants
