@@ -58,6 +58,8 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=1,pp=1,cp=1,zero=0"), "--layout",
      "more than the 85.5 GB H100-SXM5-80GB reports, less the runtime's 0.3 GB"),
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=x"), "--layout", "tp='x'"),
+    (("llama-3-70b", "H100", "--n", "512", "--framework", "jax"), "--framework",
+     "'jax' is not one of megatron, fsdp, deepspeed, playbook"),
 ])
 def test_bad_requests_exit_2_naming_the_field(args, field, quoted):
     result = _plan(*args)
@@ -91,3 +93,19 @@ def test_llama3_405b_published_layout_within_20_percent_and_inside_its_interval(
     assert (best["tp"], best["pp"], best["cp"], best["dp"]) == (8, 16, 1, 128)
     assert best["mfu_low"] <= LLAMA3_PUBLISHED_MFU <= best["mfu_high"]
     assert best["mfu"] == pytest.approx(LLAMA3_PUBLISHED_MFU, rel=0.20)
+
+
+def test_framework_sets_the_activation_factor_the_layout_is_sized_with():
+    # the same fixed layout: nanotron (the Playbook's fitted factor, about 2.2) keeps more
+    # activation bytes than Megatron's fused kernels (Korthikanti's count, 1)
+    args = ("llama-3-70b", "H100", "--n", "512", "--layout",
+            "tp=8,pp=4,cp=1,zero=1,recompute=selective,mb=1,v=1", "--seq-len", "8192",
+            "--global-batch-tokens", "4194304", "--top", "1", "--json")
+    rows = {f: json.loads(_plan(*args, "--framework", f).stdout)[0]
+            for f in ("megatron", "playbook")}
+    assert rows["megatron"]["framework_family"] == "megatron"
+    assert rows["playbook"]["framework_family"] == "playbook"
+    assert (rows["playbook"]["memory_bytes_per_accelerator"]
+            > rows["megatron"]["memory_bytes_per_accelerator"] * 1.05)
+    default = json.loads(_plan(*args).stdout)[0]
+    assert default["memory_bytes_per_accelerator"] == rows["megatron"]["memory_bytes_per_accelerator"]

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import StepModel, predict
+from pipeline.frameworks import DEFAULT_FAMILY
 from pipeline.plan.request import ModelShape, PlanError
 from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, fits_in, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
@@ -40,6 +41,9 @@ class PlanContext:
     params: Mapping[str, Any]
     memory: MemoryConstants
     overhead: Overhead
+    #: the framework family planned for (pipeline/frameworks.py): its activation factor sizes
+    #: memory and its calibrated parameters time the step
+    framework: str = DEFAULT_FAMILY
 
 
 def _powers(limit: float) -> np.ndarray:
@@ -120,6 +124,7 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
         raise PlanError("--layout" if fixed else "--n", f"no layout of {model.model_id} "
                         f"divides N = {n}" + (f" with {_show(fixed)}" if fixed else "")
                         + (" at this batch (raise --global-batch-tokens)" if n > 1 else ""))
+    cand["framework_family"] = ctx.framework
     cand["memory_bytes_per_accelerator"] = memory_of(cand, ctx)
     cand["hbm_bytes"] = hbm
     fits = fits_in(cand["memory_bytes_per_accelerator"].to_numpy(float), hbm, ctx.memory)
