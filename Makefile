@@ -26,11 +26,11 @@ report: $(STAMP)
 	$(BIN)/python -m pipeline.reproduce
 	@echo "Report: $(CURDIR)/reports/report.html (Markdown: $(CURDIR)/reports/report.md)"
 
-# The import contracts (.importlinter) first, then every test, the slow ones included.
-# The fast suite alone: `python -m pytest -q -m "not slow"`.
+# The import contracts (.importlinter) first, then every test, the slow ones included, naming
+# the ten slowest. The fast suite alone: `python -m pytest -q -m "not slow"`.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

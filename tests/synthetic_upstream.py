@@ -296,13 +296,22 @@ def make_fit_metrics(extra: pd.DataFrame, series: pd.DataFrame) -> FitMetrics:
                       n_series_extrapolated=int(extra.series_id.nunique()))
 
 
-def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
-    """Build the synthetic upstream under ``root`` and run compare and report on it."""
-    from pipeline.compare.stage import run as compare_run
+def downstream_params() -> dict:
+    """params.yaml on ``coarse_settings.coarse``'s grids: the calibrated frontier's grid and
+    draws are most of calibrate's time here (25 CPU-s on the shipped settings, 2.6 on these),
+    and the frontier the report draws is the synthetic one above."""
+    from coarse_settings import coarse
     from pipeline.config import load_params
+    return coarse(load_params())
+
+
+def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
+    """Build the synthetic upstream under ``root`` and run calibrate, compare and report on it
+    (with ``downstream_params`` unless given others)."""
+    from pipeline.compare.stage import run as compare_run
     from pipeline.report.stage import run as report_run
 
-    params = params or load_params()
+    params = params or downstream_params()
     paths = build(root / "processed", root / "metrics", params)
     from pipeline.calibrate.stage import run as calibrate_run
     calibrate_run(params, processed_dir=paths["processed"],

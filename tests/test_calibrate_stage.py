@@ -73,8 +73,11 @@ def test_selected_is_one_fixed_rule(outputs: Path) -> None:
     np.testing.assert_allclose(wide["selected"], expect)
 
 
-def test_stage_is_deterministic(outputs: Path, tmp_path: Path, params) -> None:
-    again = _run(tmp_path, params)
+def test_stage_is_deterministic(outputs: Path, tmp_path: Path) -> None:
+    """A second run on the same inputs and settings (the shared downstream's) writes the same
+    bytes."""
+    from synthetic_upstream import downstream_params
+    again = _run(tmp_path, downstream_params())
     for name in ("calibration", "calibrated", "predictions"):
         assert (again / f"{name}.parquet").read_bytes() == (outputs / f"{name}.parquet").read_bytes()
 

@@ -148,7 +148,7 @@ def test_many_rejects_are_summarised_by_reason(tmp_path: Path) -> None:
 
 
 def test_a_folder_of_step_logs_shows_parser_run_sidecar_and_series(tmp_path: Path) -> None:
-    from test_e2e_job_folders import write_job_folders
+    from user_logs_chain import write_job_folders
     paths = write_job_folders(tmp_path / "logs")
     bad = paths[32].parent / "broken.log"
     bad.write_text("nothing a parser knows\n")

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from coarse_settings import coarse
+
 PROJ_ROOT = Path(__file__).resolve().parents[1]
 BARE_PATH = "/usr/bin:/bin"
 # The copy leaves out the largest inputs (the MLPerf table and result trees, the playbook's
@@ -28,6 +30,7 @@ BARE_PATH = "/usr/bin:/bin"
 # here: the stages on the whole data are tested (and timed) elsewhere.
 LEFT_OUT = ("data/raw/published/mlperf_training.csv",
             "data/raw/published/ultrascale_playbook2025_all_configs.csv", "data/raw/mlperf/v")
+# ... and runs the stages on coarser grids (tests/coarse_settings.py: the same steps, fewer points).
 pytestmark = pytest.mark.slow
 
 
@@ -66,6 +69,9 @@ def user_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
         dest = root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJ_ROOT / rel, dest)
+    params_file = root / "params.yaml"
+    params_file.write_text(yaml.safe_dump(coarse(yaml.safe_load(params_file.read_text())),
+                                          sort_keys=False))
     (root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     home = tmp_path_factory.mktemp("home")
     env = {"PATH": BARE_PATH, "HOME": str(home), "LANG": "C.UTF-8",

@@ -4,21 +4,17 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest import stage as ingest_stage
 from pipeline.fit import stage as fit_stage
-from pipeline.schema import empty_frame
 from test_e2e_logs import GLOBAL_BATCH, SEQ_LEN, STEP_TIME_MS, megatron_log
-
-CAMPAIGN = "llama3-sweep"
+from user_logs_chain import CAMPAIGN, write_job_folders
 
 
 def _ingest(tmp_path: Path, fit: bool = False) -> tuple[Path, dict]:
@@ -35,25 +31,6 @@ def _ingest(tmp_path: Path, fit: bool = False) -> tuple[Path, dict]:
         fit_stage.run(params, processed_dir=out, out_dir=out,
                       metrics_path=tmp_path / "fit.json", plots_dir=tmp_path / "plots")
     return out, metrics
-
-
-def write_job_folders(logs: Path, gz_largest: bool = False) -> dict[int, Path]:
-    """One folder per job at depth 2 (``<campaign>/2025-08/n<N>/train.log``), one run.yaml."""
-    campaign = logs / CAMPAIGN
-    campaign.mkdir(parents=True)
-    (campaign / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
-    paths = {}
-    for n, ms in STEP_TIME_MS.items():
-        job = campaign / "2025-08" / f"n{n}"
-        job.mkdir(parents=True)
-        text = megatron_log(n, ms)
-        if gz_largest and n == max(STEP_TIME_MS):
-            paths[n] = job / "train.log.gz"
-            paths[n].write_bytes(gzip.compress(text.encode(), mtime=0))
-        else:
-            paths[n] = job / "train.log"
-            paths[n].write_text(text)
-    return paths
 
 
 @pytest.mark.slow
@@ -138,40 +115,19 @@ def test_logs_in_no_series_are_counted_with_their_reason(tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
-    """Logs in job folders + one published table of the same model size and hardware, through
-    every stage: the report's first section is the user's series, fitted, predicted to 4x and
-    16x, compared with the published series, and starred in the figures."""
-    import shutil
+def test_the_report_opens_with_the_users_series(tmp_path_factory: pytest.TempPathFactory,
+                                                tmp_path: Path) -> None:
+    """Logs in job folders (the largest gzip-compressed) + one published table of the same
+    model size and hardware, through every stage (``user_logs_chain``): the report's first
+    section is the user's series, fitted, predicted to 4x and 16x, compared with the published
+    series, and starred in the figures."""
+    from pipeline.report.data import load
+    from pipeline.report.focus import predict_multiples
+    from user_logs_chain import focused_report, shared_user_chain
 
-    from pipeline.compare import stage as compare
-    from pipeline.report import stage as report_stage
-    from pipeline.theory import stage as theory_stage
-
-    write_job_folders(tmp_path / "logs")
-    (tmp_path / "published").mkdir()
-    shutil.copy(PROJ_ROOT / "data" / "raw" / "published" / "nvidia_dgxc2024.csv",
-                tmp_path / "published")
-    out, _ = _ingest(tmp_path, fit=True)
-    params = load_params()
-    # the strategy comparison's sources must be in the data (only this one is here)
-    params["report"].update(strategy_sources=["nvidia_dgxc2024"], strategy_models={})
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    metrics = tmp_path / "metrics"
-    metrics.mkdir()
-    for name in ("ingest", "fit"):
-        shutil.copy(tmp_path / f"{name}.json", metrics / f"{name}.json")
-    catalog = PROJ_ROOT / "data" / "catalog"
-    theory_stage.run(params, processed_dir=out,
-                     catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
-                     plots_dir=tmp_path / "plots")
-    # compare without calibrate (too few runs to calibrate): no selected target
-    empty_frame("selected_targets.parquet").to_parquet(out / "selected_targets.parquet")
-    compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
-                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
-    paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
-                             out_dir=tmp_path / "reports")
-    md = paths["md"].read_text()
+    chain = shared_user_chain(tmp_path_factory)
+    out = chain.processed
+    md = chain.report_md.read_text()
     first = md.index("\n## ") + 1
     assert md[first:].startswith("## Your runs")
     section = md[first:md.index("## Key findings")]
@@ -183,9 +139,7 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     assert "At 16x the largest N (N = 2,048) the " in section
     assert "nvidia_dgxc2024" in section  # published, same family (H100) and size (8B)
     # the prediction is the fit stage's (fits.parquet), for the law compare drew: not a refit
-    from pipeline.report.data import load
-    from pipeline.report.focus import predict_multiples
-    pred = predict_multiples(load(out, metrics), sid.iloc[0])
+    pred = predict_multiples(load(out, chain.metrics), sid.iloc[0])
     law = pd.read_parquet(out / "comparison_series.parquet").set_index("series_id").loc[
         sid.iloc[0], "law"]
     fit = pd.read_parquet(out / "fits.parquet").query(
@@ -194,20 +148,12 @@ def test_the_report_opens_with_the_users_series(tmp_path: Path) -> None:
     assert [p["predicted"] for p in pred] == [fit["predicted_at_4x_n_max"],
                                               fit["predicted_at_16x_n_max"]]
     assert all(p["pi_low"] < p["predicted"] < p["pi_high"] for p in pred)
-    assert paths["focus"].is_file()
-    html = paths["html"].read_text()
+    assert chain.focus.is_file()
+    html = chain.report_html.read_text()
     assert html.index('id="yours"') < html.index('id="findings"')
 
     # `scalewall report --focus SOURCE`: the same section for another source, from the outputs
-    from typer.testing import CliRunner
-
-    from pipeline.__main__ import app
-    again = tmp_path / "again"
-    result = CliRunner().invoke(app, [
-        "report", "--processed", str(out), "--metrics-dir", str(metrics), "--out", str(again),
-        "--focus", "nvidia_dgxc2024", "--params", str(tmp_path / "params.yaml")])
-    assert result.exit_code == 0, result.output
-    md = (again / "report.md").read_text()
+    md = focused_report(chain, "nvidia_dgxc2024", tmp_path / "again")
     section = md[md.index("## Your runs"):md.index("## Key findings")]
     assert "scaling series of nvidia_dgxc2024" in section
     assert "### ★ nvidia_dgxc2024/nvidia_dgxc2024-8b-bf16" in section

@@ -4,7 +4,6 @@ deterministic bytes, every figure a decodable PNG."""
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import re
 import shutil
@@ -16,13 +15,13 @@ import pandas as pd
 import pytest
 
 from pipeline.compare.stage import run as compare_run
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError
 from pipeline.report.render import num, pct, sci, times
 from pipeline.report import data as report_data
 from pipeline.report import findings, render
 from pipeline.report.stage import run as report_run
 from pipeline.report.stage import report_settings
-from synthetic_upstream import shared_downstream
+from synthetic_upstream import downstream_params, shared_downstream
 
 # Reruns whole stages (compare, report) or reads every real trace: slow.
 pytestmark = pytest.mark.slow
@@ -38,7 +37,7 @@ FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:
     """Findings and templates without redrawing figures (the slow part): returns the Markdown."""
-    params = load_params()
+    params = downstream_params()
     cfg = report_settings(params)
     min_success = params["fit"]["default_law_min_success"]
     data = report_data.load(processed, metrics)
@@ -132,7 +131,7 @@ def test_findings_follow_changed_data(out: dict, tmp_path: Path) -> None:
 
 
 def test_deterministic_bytes(out: dict, tmp_path: Path) -> None:
-    report_run(load_params(), processed_dir=out["processed"], metrics_dir=out["metrics"],
+    report_run(downstream_params(), processed_dir=out["processed"], metrics_dir=out["metrics"],
                out_dir=tmp_path)
     tables = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "tables").glob("*.csv"))
     assert "tables/extrapolation.csv" in tables
@@ -164,7 +163,7 @@ def test_compare_metrics_feed_report(out: dict) -> None:
                                          ("frontier_scenarios", "baseline"),
                                          ("strategy_models", {"megatron2021": "GPT"})])
 def test_broken_config_names_field(out: dict, tmp_path: Path, field: str, value: object) -> None:
-    params = copy.deepcopy(load_params())
+    params = downstream_params()
     params["report"][field] = value
     with pytest.raises(ConfigError, match=f"report.{field}"):
         report_run(params, processed_dir=out["processed"], metrics_dir=out["metrics"],
@@ -178,7 +177,7 @@ def test_compare_then_report_on_empty_series(out: dict, tmp_path: Path) -> None:
     shutil.copytree(out["metrics"], metrics)
     series = pd.read_parquet(processed / "series.parquet").iloc[0:0]
     series.to_parquet(processed / "series.parquet")
-    compare_run(load_params(), processed_dir=processed, metrics_dir=metrics, out_dir=processed,
+    compare_run(downstream_params(), processed_dir=processed, metrics_dir=metrics, out_dir=processed,
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     md = _render_only(processed, metrics, tmp_path / "r", out["reports"])
     assert "No strong-scaling series is in the data." in md

@@ -3,21 +3,14 @@ Data table counts series as "Your runs" does (listed series only)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from pipeline.config import PROJ_ROOT, load_params
 from pipeline.report.data import ReportData
 from pipeline.report.findings import data_section
 from pipeline.report.your_runs import FIXES, closest_published_runs, rejected_logs, single_runs
-from pipeline.schema import empty_frame
-from test_e2e_logs import megatron_log
-
-REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
 
 
 def _data(runs: list[dict], series: list[str] = (), rejects: list[dict] = (),
@@ -104,49 +97,16 @@ def test_no_published_alike_without_size_or_family():
 
 
 @pytest.mark.slow
-def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_path):
-    """A lone Megatron log and a log missing its N, with a published table, through every
-    stage: "Your runs" lists the run with its measures and published runs alike, and the
-    reject with its fix; ``--focus`` on the lone run's source shows it too."""
-    from typer.testing import CliRunner
+def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """A lone Megatron log and a log missing its N, beside a user's sweep and a published
+    table, through every stage (``user_logs_chain``): "Your runs" lists the lone run with its
+    measures and published runs alike, and the reject with its fix; ``--focus`` on the lone
+    run's source shows it too."""
+    from user_logs_chain import focused_report, shared_user_chain
 
-    from pipeline.compare import stage as compare
-    from pipeline.__main__ import app
-    from pipeline.ingest import stage as ingest_stage
-    from pipeline.fit import stage as fit_stage
-    from pipeline.report import stage as report_stage
-    from pipeline.theory import stage as theory_stage
-
-    logs = tmp_path / "logs"
-    (logs / "single").mkdir(parents=True)
-    (logs / "single" / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
-    (logs / "single" / "train.log").write_text(megatron_log(64, 2600.0))
-    (logs / "broken").mkdir()
-    (logs / "broken" / "run.yaml").write_text("accelerator: H100-SXM5-80GB\n")
-    shutil.copy(REAL / "nemo2" / "bionemo_esm2.log", logs / "broken" / "esm2.log")
-    (tmp_path / "published").mkdir()
-    shutil.copy(PROJ_ROOT / "data" / "raw" / "published" / "nvidia_dgxc2024.csv",
-                tmp_path / "published")
-    params = load_params()
-    params["ingest"]["mlperf_roots"] = []
-    params["ingest"]["logs"]["workers"] = 1
-    params["report"].update(strategy_sources=["nvidia_dgxc2024"], strategy_models={})
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    out, metrics = tmp_path / "processed", tmp_path / "metrics"
-    metrics.mkdir()
-    catalog = PROJ_ROOT / "data" / "catalog"
-    ingest_stage.run(params, published_dir=tmp_path / "published", logs_dir=logs,
-                     catalog_dir=catalog, out_dir=out, metrics_path=metrics / "ingest.json")
-    fit_stage.run(params, processed_dir=out, out_dir=out, metrics_path=metrics / "fit.json", plots_dir=tmp_path / "plots")
-    theory_stage.run(params, processed_dir=out, catalog_dir=catalog, out_dir=out, metrics_path=metrics / "theory.json",
-                     plots_dir=tmp_path / "plots")
-    # compare without calibrate (too few runs to calibrate): no selected target
-    empty_frame("selected_targets.parquet").to_parquet(out / "selected_targets.parquet")
-    compare.run(params, processed_dir=out, metrics_dir=metrics, out_dir=out,
-                metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
-    paths = report_stage.run(params, processed_dir=out, metrics_dir=metrics,
-                             out_dir=tmp_path / "reports")
-    md = paths["md"].read_text()
+    chain = shared_user_chain(tmp_path_factory)
+    md = chain.report_md.read_text()
     section = md[md.index("## Your runs"):md.index("## Key findings")]
     assert "Your runs in no scaling series" in section
     row = next(line for line in section.splitlines() if line.startswith("| ") and
@@ -162,11 +122,6 @@ def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(tmp_pat
     src_row = next(line for line in data.splitlines() if line.startswith("| logs/single "))
     assert src_row.split("|")[4].strip() == "0" or " 0 |" in src_row
 
-    again = tmp_path / "again"
-    result = CliRunner().invoke(app, [
-        "report", "--processed", str(out), "--metrics-dir", str(metrics), "--out", str(again),
-        "--focus", "logs/single", "--params", str(tmp_path / "params.yaml")])
-    assert result.exit_code == 0, result.output
-    focused = (again / "report.md").read_text()
+    focused = focused_report(chain, "logs/single", tmp_path / "again")
     focused = focused[focused.index("## Your runs"):focused.index("## Key findings")]
     assert "single/train.log" in focused and "Your runs in no scaling series" in focused
