@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline.calibrate import families as fam
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS, Theta, step_components
@@ -123,6 +124,46 @@ def test_schedule_is_an_input(base) -> None:
     m0.theta = {"megatron": np.array([0.8, 0.6, 0.0, 0.1, 5e-4, 1.0])}  # no DP overlap
     assert predict(row.assign(zero_stage=3), m0)["dp_comm_s"].iloc[0] > \
         predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
+
+
+def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
+    """An unfused attention core adds its score traffic to the stage: tokens x L x heads x s
+    score elements per rank, 13 B forward (twice with recomputation) + 19 B backward, at HBM
+    bandwidth (golden); a framework without TP overlap exposes all of its TP traffic, one
+    without DP overlap all of its gradient traffic; all default to today's kernels (fused,
+    overlapped), and megatron2021 states the old ones (its own stack only, for DP)."""
+    row = simulate_layouts(5, n_runs=1).assign(
+        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
+        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
+        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    model = _model(base)
+
+    def with_(**kw):
+        return predict(row.assign(**kw), model).iloc[0]
+    fused, unfused = with_(fused_attention=True), with_(fused_attention=False)
+    assert with_()["kernel_overhead_s"] == pytest.approx(fused["kernel_overhead_s"])
+    tokens = 4 * 8 * 2048.0 / 32          # per rank and step
+    scores = tokens * 96 * (12288 / 128) * 2048
+    expected = scores * (2 * 13.0 + 19.0) / 2039e9
+    assert unfused["kernel_overhead_s"] - fused["kernel_overhead_s"] == \
+        pytest.approx(expected, rel=1e-9)
+    overlapped, synchronous = with_(tp_comm_overlap=True), with_(tp_comm_overlap=False)
+    omega = TRUE_THETA["tp_overlap"]
+    assert synchronous["tp_comm_s"] == pytest.approx(overlapped["tp_comm_s"] / (1 - omega))
+    old = predict(row.assign(source="megatron2021"), model).iloc[0]
+    assert old["tp_comm_s"] == pytest.approx(synchronous["tp_comm_s"])
+    assert old["kernel_overhead_s"] == pytest.approx(unfused["kernel_overhead_s"])
+    # gradients reduced after the backward: nothing hidden (phi = 0), as with phi held at 0
+    m0 = copy.copy(model)
+    m0.theta = {"megatron": np.array([TRUE_THETA[p] if p != "dp_overlap" else 0.0
+                                      for p in PARAMETERS])}
+    after = with_(dp_comm_overlap=False)["dp_comm_s"]
+    assert after > with_(dp_comm_overlap=True)["dp_comm_s"]
+    assert after == pytest.approx(predict(row, m0)["dp_comm_s"].iloc[0])
+    assert old["dp_comm_s"] == pytest.approx(after)
+    # a source's DeepSpeed baselines keep DeepSpeed's overlap
+    ds = row.assign(source="megatron2021", strategy="ZeRO-3 (DeepSpeed) data parallel")
+    assert fam.kernels(ds, fam.family_of(ds))[2].all()
 
 
 def test_alpha_beta_ring_golden(base) -> None:

@@ -19,17 +19,25 @@ docs/theory.md §11.
   and memory-bound kernels (norms, activations, softmax, optimizer-free glue) that a layer
   runs whatever its size; L_s = L / pp layers per stage. It is what makes small microbatches
   slow beyond the GEMM roofline.
+- t_scores: where the attention core is not fused (no FlashAttention: Megatron-LM before
+  2022), the s x s score tensors of every head go through HBM: ``SCORE_BYTES_FORWARD`` per
+  score element forward (again when the forward is recomputed), ``SCORE_BYTES_BACKWARD``
+  backward, at the chip's HBM bandwidth. Priced per microbatch on the stage, beside k.
 - t_TP: per layer and microbatch two collectives forward and two backward over the TP group
   (all-reduce, or all-gather + reduce-scatter with sequence parallelism), two more forward with
   full recomputation; message = tokens x d x w. t_CP: the ring exchange of K and V (d_kv = d, an
   upper bound where the shape gives no KV width) once forward, twice backward. t_EP: dispatch +
   combine all-to-all forward and backward of top_k tokens x d x w. omega: the share of these
-  that the family's kernels overlap with compute.
+  that the family's kernels overlap with compute; 0 where the framework has no such overlap
+  (``Config.tp_comm_overlap`` False: Megatron-LM's synchronous TP all-reduce before
+  Transformer Engine's userbuffers).
 - t_p2p: one activation send forward and one gradient send backward per chunk boundary
   (v per stage), tokens x d x w / tp (scatter/gather over the TP ranks).
 - t_DP: ZeRO-0 an all-reduce of the local gradients, ZeRO-1/2 a reduce-scatter plus the
   parameter all-gather, ZeRO-3 two all-gathers and a reduce-scatter, in the framework's
-  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency). W is the last
+  buckets (``pipeline/calibrate/families.py``; each pays the ring's latency); phi = 0 where
+  the framework reduces the gradients only after the backward (``Config.dp_comm_overlap``
+  False: Megatron-LM's ``local`` DDP before 2023). W is the last
   microbatch's backward for the gradient reduction (ZeRO 0-2: earlier microbatches' gradients
   wait for accumulation to finish), the first microbatch's forward for ZeRO-1/2's parameter
   all-gather, or the whole step's compute for ZeRO-3 (it prefetches the next layer's
@@ -57,6 +65,17 @@ OPTIMIZER_BYTES = 30.0
 # Recomputed share of a microbatch's forward FLOP: full 1/3 of the step (one more forward);
 # selective the attention core only (Korthikanti et al. 2022, arXiv:2205.05198 §4.2).
 BACKWARD_SHARE = 2.0 / 3.0
+# HBM bytes per attention-score element (b x heads x s x s) of an unfused attention core at
+# 2 B per value (Megatron-LM's CoreAttention: baddbmm, fused scale-mask-softmax, dropout,
+# bmm; the tensors are Korthikanti et al. 2022's 5 a s^2 b activation terms, arXiv:2205.05198
+# §4.1). Forward: QK^T writes the scores (2), softmax reads and writes them (2 + 2), dropout
+# reads the probabilities and writes its output and 1-byte mask (2 + 2 + 1), the PV bmm reads
+# the output (2) = 13. Backward: the PV bmm reads the dropout output and writes its gradient
+# (2 + 2), dropout's backward reads mask and gradient and writes (1 + 2 + 2), softmax's
+# backward reads probabilities and gradient and writes (2 + 2 + 2), the two QK^T-gradient
+# bmms each read the score gradient (2 + 2) = 19.
+SCORE_BYTES_FORWARD = 13.0
+SCORE_BYTES_BACKWARD = 19.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,28 @@ class Config:
     reduce_bucket_bytes: np.ndarray   # gradient bucket of the framework (NaN: one per layer)
     gather_bucket_bytes: np.ndarray   # parameter all-gather unit (NaN: one per layer)
     bytes_per_value: float = 2.0
+    # the framework overlaps TP/CP/EP collectives with compute (None: every row does)
+    tp_comm_overlap: np.ndarray | None = None
+    # the framework overlaps its DP gradient traffic with the backward (None: every row does)
+    dp_comm_overlap: np.ndarray | None = None
+    # the attention core is fused, no s x s tensors in HBM (None: every row's is)
+    fused_attention: np.ndarray | None = None
+    head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
+
+    @cached_property
+    def score_bytes_per_token(self) -> np.ndarray | None:
+        """HBM bytes of the unfused attention scores per token on a rank (None where every
+        row is fused): (tokens x tp x pp) x (L / pp) x (heads / tp) x s score elements per
+        rank = tokens x L x heads x s, times ``SCORE_BYTES_*`` (forward twice when it is
+        recomputed); 0 on fused rows. Computed once per table (the fit asks often)."""
+        if self.fused_attention is None or np.all(self.fused_attention):
+            return None
+        seq = _f(self.attention_flop_per_token) / (12.0 * _f(self.n_layers) * _f(self.d_model))
+        heads = _f(self.d_model) / _f(self.head_dim)
+        per = (SCORE_BYTES_FORWARD * np.where(_f(self.recompute) >= 1, 2.0, 1.0)
+               + SCORE_BYTES_BACKWARD)
+        out = _f(self.n_layers) * heads * seq * per
+        return np.where(np.asarray(self.fused_attention, bool), 0.0, np.nan_to_num(out))
 
 
 @dataclass(frozen=True)
@@ -204,6 +245,15 @@ def _gemm_rate(c: Config, mach: Machine) -> np.ndarray:
     return 2.0 / (1.0 / up + 1.0 / down)  # equal FLOP: harmonic mean of the rates
 
 
+def _score_time(c: Config, mach: Machine, tokens: np.ndarray) -> np.ndarray:
+    """Seconds per step of an unfused attention core's score traffic on this rank (0 where
+    fused or on the ideal machine)."""
+    per_token = c.score_bytes_per_token
+    if per_token is None or mach.ideal:
+        return np.zeros(tokens.shape)
+    return tokens * per_token / _f(mach.hbm_bytes_per_s)
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -245,12 +295,14 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_ep_mb = np.where(moe, layers_stage * ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp,
                                                      ep, tp * cp, 4.0), 0.0)
     hide = 1.0 - _f(th.tp_overlap)
+    if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
+        hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
     # Pipeline: activation forward and gradient backward at each of v chunk boundaries.
     stage_stride = tp * cp * dp
     pair = np.full(pp.shape, 2.0)
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
                      0.0)
-    overhead = layers_stage * _f(th.layer_overhead_s)
+    overhead = layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 
@@ -271,6 +323,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
     t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
     phi = _f(th.dp_overlap)
+    if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
+        phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
     last_bwd = BACKWARD_SHARE * t_comp / m
     first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
     dp_exposed = np.select(

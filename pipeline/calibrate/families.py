@@ -25,6 +25,25 @@ PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 
+# Kernels a source's software had, where it differs from today's default (a fused, flash
+# attention core; TP collectives overlapped with compute), per source:
+# - megatron2021 (Megatron-LM as of arXiv:2104.04473, NVIDIA/Megatron-LM examples/sc21): the
+#   attention core is unfused (CoreAttention: baddbmm for QK^T, FusedScaleMaskSoftmax, attention
+#   dropout, bmm; FlashAttention, arXiv:2205.14135, came a year later), and the TP all-reduces
+#   are synchronous on the compute stream (§2.3: "two all-reduce operations in the forward
+#   pass and two in the backward pass"; overlapping them came with Transformer Engine's
+#   userbuffers, Megatron-core ``tp_comm_overlap``, 2023), and its data-parallel gradients are
+#   all-reduced after the backward pass (``--DDP-impl`` default ``local``: ``train_step`` calls
+#   ``allreduce_gradients`` once the pipeline's backward is done; overlapping it came with
+#   Megatron-core's ``overlap_grad_reduce``, 2023).
+# Rows may state any of them in a column of that name (true/false). ``OWN_STACK_ONLY``
+# entries apply only to the rows of the source's own software (``SOURCE_FAMILY``): a source's
+# DeepSpeed baselines ran DeepSpeed's data parallelism, not its own.
+SOURCE_KERNELS = {"megatron2021": {"fused_attention": False, "tp_comm_overlap": False,
+                                   "dp_comm_overlap": False}}
+KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_overlap": True}
+OWN_STACK_ONLY = frozenset({"dp_comm_overlap"})
+
 # Data-parallel collective units (bytes at 2 B per value), the frameworks' defaults:
 # - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
 #   parameters, for the gradient reduce-scatter and the parameter all-gather alike;
@@ -87,3 +106,30 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
     sp = np.where(stated, np.array([bool(x) if isinstance(x, (bool, np.bool_)) else False
                                     for x in sp_raw]), default_sp)
     return rec, v, sp, used
+
+
+def kernels(frame: pd.DataFrame, family: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
+    row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where
+    stated (true/false), else its source's (``SOURCE_KERNELS``; ``OWN_STACK_ONLY`` ones on the
+    rows of the source's own family), else ``KERNEL_DEFAULTS``; and the defaults used."""
+    n = len(frame)
+    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+              else np.full(n, None, dtype=object))
+    out, used = [], []
+    for name, default in KERNEL_DEFAULTS.items():
+        raw = (frame[name].astype(object).to_numpy() if name in frame
+               else np.full(n, None, dtype=object))
+        values = []
+        for x, s, f in zip(raw, source, family):
+            own = name not in OWN_STACK_ONLY or SOURCE_FAMILY.get(s) == f
+            if isinstance(x, (bool, np.bool_)):
+                values.append(bool(x))
+            else:
+                values.append(SOURCE_KERNELS.get(s, {}).get(name, default)
+                              if isinstance(s, str) and own else default)
+        if not all(isinstance(x, (bool, np.bool_)) for x in raw):
+            used.append(f"{name}=(source, else {str(default).lower()})")
+        out.append(np.array(values, dtype=bool))
+    return out[0], out[1], out[2], used

@@ -39,6 +39,8 @@ __all__ = ["StepModel", "load_model", "predict", "COMPONENTS", "PARAMETERS"]
 
 # Stand-in where a layout row gives no sequence length (theory.bounds' default).
 DEFAULT_SEQ_LEN = 2048.0
+# d / heads where the model's shape gives none (GPT-3, Llama 2/3 and most Megatron shapes)
+DEFAULT_HEAD_DIM = 128.0
 LEVEL = 0.95
 
 
@@ -129,6 +131,22 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
     return out
 
 
+def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.ndarray:
+    """d / heads per row: the catalog model's ``head_dim`` (or d_model / n_heads), else
+    ``DEFAULT_HEAD_DIM`` (most published shapes)."""
+    ids = _text(frame, "model_id")
+    known: dict[str, float] = {}
+    models = catalog.models
+    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+        row = models.loc[m]
+        hd = pd.to_numeric(row.get("head_dim"), errors="coerce")
+        heads = pd.to_numeric(row.get("n_heads"), errors="coerce")
+        d = pd.to_numeric(row.get("d_model"), errors="coerce")
+        known[m] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
+    out = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids], float)
+    return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
+
+
 def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     """Step-function inputs of runs.parquet-style rows (module docstring for the columns)."""
     n_rows = len(layouts)
@@ -155,6 +173,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     v = np.where(pp > 1, v, 1.0)
     expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
+    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts, family)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
                  top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
                  microbatch_tokens=micro * seq / cp, microbatches=m,
@@ -162,7 +181,9 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  attention_flop_per_token=attn, dp=dp, tp=tp,
                  pp=pp, cp=cp, ep=ep, zero_stage=zero, recompute=rec, virtual_pipeline=v,
                  sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
-                 gather_bucket_bytes=gather_bucket)
+                 gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
+                 dp_comm_overlap=dp_overlap,
+                 fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d))
     per_node = _num(layouts, "accelerators_per_node")
     domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
     eta = gemm_max_efficiency(model.gemm, hw["accelerator"], hw["precision"])
@@ -179,7 +200,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
           & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
-                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used)
+                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used + used_kernels)
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
