@@ -83,16 +83,19 @@ def test_a_shape_on_the_command_line_plans_like_a_catalog_model():
 LLAMA3_PUBLISHED_MFU = 0.41  # Llama 3 herd, arXiv:2407.21783 Table 4: 16,384 H100, TP8 PP16
 
 
-# measured on the shipped data: MFU 0.373 (interval 0.270-0.514), best v = 7, mb 1, full recompute, ZeRO-3
+# Planned for the family of the stack Llama 3 ran (Meta's FSDP stack: pipeline/frameworks.py).
+# Measured on the shipped data: MFU 0.395 (interval 0.322-0.484), best v = 7, mb 1, no
+# recompute, ZeRO-3; the default Megatron family's efficiencies give 0.493.
 def test_llama3_405b_published_layout_within_20_percent_and_inside_its_interval():
     result = _plan("llama-3.1-405b", "H100", "--n", "16384", "--layout", "tp=8,pp=16,cp=1",
                    "--seq-len", "8192", "--global-batch-tokens", str(16 * 2**20), "--json",
-                   "--top", "1")
+                   "--top", "1", "--framework", "fsdp")
     assert result.exit_code == 0, result.stderr
     best = json.loads(result.stdout)[0]
     assert (best["tp"], best["pp"], best["cp"], best["dp"]) == (8, 16, 1, 128)
     assert best["mfu_low"] <= LLAMA3_PUBLISHED_MFU <= best["mfu_high"]
     assert best["mfu"] == pytest.approx(LLAMA3_PUBLISHED_MFU, rel=0.20)
+    assert best["recompute"] == "none"  # Llama 3's 8K runs used no activation checkpointing
 
 
 def test_framework_sets_the_activation_factor_the_layout_is_sized_with():
