@@ -178,6 +178,31 @@ def test_alpha_beta_ring_golden(base) -> None:
     assert base.network.hop_latency("default") == pytest.approx(123.5e-6 / 30)
 
 
+def test_chip_without_nvlink_sharp_keeps_its_own_all_reduce(base) -> None:
+    """A100's NVSwitch reduces nothing in the switch: its one-node all-reduce is its own
+    measured ring figure (Azure ND A100 v4, 231.58 GB/s busbw at 8 GB of 300 GB/s per
+    direction; the largest message of that table), not H100's NVLS 436 of 450, while
+    chips with no measurement of their own keep the default network's."""
+    from pipeline.calibrate.critical_path import ring_time
+    net = base.network
+    assert net.up_efficiency("default", "all_reduce", "A100-SXM4-80GB") == pytest.approx(
+        231.58e9 / 300e9)
+    assert net.up_efficiency("default", "all_reduce", "H100-SXM5-80GB") == pytest.approx(
+        436e9 / 450e9)
+    assert net.up_efficiency("default", "all_reduce", "B200-SXM-180GB") == pytest.approx(
+        436e9 / 450e9)
+    assert net.up_efficiency("default", "all_reduce") == pytest.approx(436e9 / 450e9)
+    # the chip's own p2p figure is the one it had (sendrecv on 8 A100)
+    assert net.up_efficiency("default", "p2p", "A100-SXM4-80GB") == pytest.approx(
+        195.56e9 / 300e9)
+    rows = rows_of(simulate_layouts(0, n_runs=2).assign(
+        accelerator=["A100-SXM4-80GB", "H100-SXM5-80GB"]), base)
+    t = ring_time(rows.machine, "all_reduce", np.array([1e8, 1e8]), np.array([8.0, 8.0]),
+                  np.array([1.0, 1.0]))
+    assert t[0] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e8 / 231.58e9, rel=1e-12)
+    assert t[1] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e8 / 436e9, rel=1e-12)
+
+
 def test_gemm_efficiency_roofline_golden() -> None:
     from pipeline.calibrate.hardware import gemm_efficiency
     big = gemm_efficiency(np.array([16384.0]), np.array([16384.0]), np.array([16384.0]),

@@ -147,6 +147,8 @@ class Machine:
     launch_s: float
     ideal: bool = False               # links at spec, no latency, GEMMs at peak
     sm_count: np.ndarray | None = None   # SMs per chip (wave quantization; None/NaN: none)
+    # catalog chip per configuration (None: the default network's figures for every chip)
+    accelerator: np.ndarray | None = None
 
     @cached_property
     def cluster_masks(self) -> dict[str, np.ndarray]:
@@ -159,6 +161,26 @@ class Machine:
         out = np.empty(self.cluster.size)
         for name, mask in self.cluster_masks.items():
             out[mask] = value(name)
+        return out
+
+    @cached_property
+    def cluster_chip_masks(self) -> dict[tuple[str, str | None], np.ndarray]:
+        """Rows of each (network, chip) pair (once per machine)."""
+        chips = (np.full(self.cluster.size, "", dtype=object) if self.accelerator is None
+                 else self.accelerator)
+        pairs = np.char.add(np.char.add(self.cluster.astype(str), "\x1f"), chips.astype(str))
+        names, codes = np.unique(pairs, return_inverse=True)
+        out = {}
+        for i, n in enumerate(names):
+            cluster, chip = str(n).split("\x1f")
+            out[(cluster, chip or None)] = codes == i
+        return out
+
+    def per_cluster_chip(self, value) -> np.ndarray:
+        """An array with ``value(cluster, chip)`` on each pair's rows."""
+        out = np.empty(self.cluster.size)
+        for (cluster, chip), mask in self.cluster_chip_masks.items():
+            out[mask] = value(cluster, chip)
         return out
 
 
@@ -191,7 +213,7 @@ def _inside(size: np.ndarray, stride: np.ndarray, domain: np.ndarray) -> np.ndar
 def _eff_up(mach: Machine, collective: str) -> np.ndarray:
     if mach.ideal:
         return np.ones(mach.cluster.size)
-    return mach.per_cluster(lambda c: mach.network.up_efficiency(c, collective))
+    return mach.per_cluster_chip(lambda c, a: mach.network.up_efficiency(c, collective, a))
 
 
 def _eff_out(mach: Machine, collective: str, nodes: np.ndarray) -> np.ndarray:
