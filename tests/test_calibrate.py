@@ -166,6 +166,30 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     assert fam.kernels(ds, fam.family_of(ds))[2].all()
 
 
+def test_replicated_elementwise_traffic_without_sequence_parallelism(base) -> None:
+    """Without sequence parallelism every TP rank runs the norms and residual adds on the
+    whole microbatch: per layer and microbatch token x d x (20 B forward, twice with full
+    recomputation, + 24 B backward) at HBM bandwidth; with it a 1/tp share (golden)."""
+    row = simulate_layouts(5, n_runs=1).assign(
+        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
+        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
+        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    model = _model(base)
+
+    def overhead(**kw):
+        return predict(row.assign(**kw), model)["kernel_overhead_s"].iloc[0]
+    m = 4 * 8 * 2048.0 / (4 * 1 * 2048.0)          # microbatches per step
+    full = m * 96 * 2048 * 12288 * (2 * 20.0 + 24.0) / 2039e9
+    assert overhead(sequence_parallel=False) - overhead(sequence_parallel=True) == \
+        pytest.approx(full * (1 - 1 / 8), rel=1e-9)
+    # one TP rank: nothing to split, nothing replicated
+    assert overhead(sequence_parallel=False, tp=1.0, dp=32.0) == pytest.approx(
+        overhead(sequence_parallel=True, tp=1.0, dp=32.0))
+    # the ideal ceiling prices no elementwise traffic
+    ideal = predict(row.assign(sequence_parallel=False), model)
+    assert (ideal["ceiling_mfu"] >= ideal["mfu_high"]).all()
+
+
 def test_alpha_beta_ring_golden(base) -> None:
     """An 8-rank all-reduce inside one domain: 2 (p-1) alpha + 2 (p-1)/p n / (e B)."""
     from pipeline.calibrate.critical_path import ring_time

@@ -76,6 +76,16 @@ BACKWARD_SHARE = 2.0 / 3.0
 # bmms each read the score gradient (2 + 2) = 19.
 SCORE_BYTES_FORWARD = 13.0
 SCORE_BYTES_BACKWARD = 19.0
+# HBM bytes per hidden element (token x d) per layer of the elementwise work outside the TP-split
+# GEMM blocks at 2 B per value: the two norms and the two residual adds of a pre-norm block.
+# Without sequence parallelism every TP rank does this work on the whole microbatch
+# (Korthikanti et al. 2022, arXiv:2205.05198 §4.2.2: the norms and dropouts "are not
+# parallelized" by TP, the 10 s b h of their activation memory); with it, a 1/tp share.
+# Forward: each norm reads and writes (2 + 2), each residual add reads two and writes one
+# (2 + 2 + 2) = 20. Backward: each norm's backward reads input and gradient and writes the
+# gradient (2 + 2 + 2), each residual's gradient add reads two and writes one (2 + 2 + 2) = 24.
+ELEMENTWISE_BYTES_FORWARD = 20.0
+ELEMENTWISE_BYTES_BACKWARD = 24.0
 
 
 @dataclass(frozen=True)
@@ -276,6 +286,21 @@ def _score_time(c: Config, mach: Machine, tokens: np.ndarray) -> np.ndarray:
     return tokens * per_token / _f(mach.hbm_bytes_per_s)
 
 
+def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
+    """Seconds per microbatch on a stage of the norms' and residual adds' HBM traffic
+    (``ELEMENTWISE_BYTES_*``; forward twice under full recomputation): the whole microbatch
+    on every TP rank without sequence parallelism, 1/tp of it with (0 on the ideal machine)."""
+    if mach.ideal:
+        return np.zeros(np.shape(c.tp))
+    tp = np.maximum(_f(c.tp), 1.0)
+    share = np.where(np.asarray(c.sequence_parallel, bool), 1.0 / tp, 1.0)
+    per = (ELEMENTWISE_BYTES_FORWARD * np.where(_f(c.recompute) >= 2, 2.0, 1.0)
+           + ELEMENTWISE_BYTES_BACKWARD)
+    layers_stage = _f(c.n_layers) / np.maximum(_f(c.pp), 1.0)
+    return (layers_stage * _f(c.microbatch_tokens) * _f(c.d_model) * per * share
+            / _f(mach.hbm_bytes_per_s))
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -324,7 +349,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     pair = np.full(pp.shape, 2.0)
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
                      0.0)
-    overhead = layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
+    overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
+                + _elementwise_time(c, mach))
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 
