@@ -126,16 +126,21 @@ def test_schedule_is_an_input(base) -> None:
         predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
 
 
+def _gpt3_tp8_row() -> pd.DataFrame:
+    """A 175B layer stack on one TP-8 x DP-4 A100 stage, 8 microbatches, full recomputation."""
+    return simulate_layouts(5, n_runs=1).assign(
+        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
+        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
+        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+
+
 def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     """An unfused attention core adds its score traffic to the stage: tokens x L x heads x s
     score elements per rank, 13 B forward (twice with recomputation) + 19 B backward, at HBM
     bandwidth (golden); a framework without TP overlap exposes all of its TP traffic, one
     without DP overlap all of its gradient traffic; all default to today's kernels (fused,
     overlapped), and megatron2021 states the old ones (its own stack only, for DP)."""
-    row = simulate_layouts(5, n_runs=1).assign(
-        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
-        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
-        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    row = _gpt3_tp8_row()
     model = _model(base)
 
     def with_(**kw):
@@ -170,10 +175,7 @@ def test_replicated_elementwise_traffic_without_sequence_parallelism(base) -> No
     """Without sequence parallelism every TP rank runs the norms and residual adds on the
     whole microbatch: per layer and microbatch token x d x (20 B forward, twice with full
     recomputation, + 24 B backward) at HBM bandwidth; with it a 1/tp share (golden)."""
-    row = simulate_layouts(5, n_runs=1).assign(
-        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
-        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
-        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    row = _gpt3_tp8_row()
     model = _model(base)
 
     def overhead(**kw):
