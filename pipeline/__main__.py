@@ -278,6 +278,9 @@ def plan(
                                                          "TDP) to train this many tokens"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON array, one object per "
                                                         "(N, layout)"),
+    framework: str | None = typer.Option(
+        None, help="framework family (megatron, fsdp, deepspeed, playbook; default megatron): "
+                   "its activation factor sizes memory, its calibrated parameters time steps"),
     params_b: float | None = typer.Option(None, help="model shape: parameters, 1e9"),
     layers: int | None = typer.Option(None, help="model shape: layers"),
     d_model: int | None = typer.Option(None, help="model shape: hidden size"),
@@ -300,7 +303,7 @@ def plan(
                     shape={"params_b": params_b, "layers": layers, "d_model": d_model,
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
-                    params_path=params)
+                    params_path=params, framework=framework)
     raise typer.Exit(code=code)
 
 

@@ -47,8 +47,12 @@ PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {"bf16": ("fp16",), "fp16": ("b
 # Relative tolerance between a stated parameter count and a catalog model's, for generic aliases.
 PARAMS_RTOL = 0.05
 
-_HARDWARE_FLOAT_COLUMNS = (*PEAK_COLUMNS.values(), "hbm_bytes", "hbm_bytes_per_s",
-                           "scaleup_bytes_per_s", "scaleout_bytes_per_s", "tdp_w")
+_HARDWARE_FLOAT_COLUMNS = (*PEAK_COLUMNS.values(), "hbm_bytes", "hbm_usable_bytes",
+                           "hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleout_bytes_per_s", "tdp_w")
+# The capacity the driver reports differs from the marketed one by a few percent (H100:
+# 81,559 MiB = 85.5e9 B against "80 GB"); a ratio outside this range is a unit slip (GiB for GB,
+# MiB for B) or a wrong row.
+USABLE_HBM_RATIO = (0.9, 1.1)
 _MODEL_FLOAT_COLUMNS = ("params", "active_params")
 _MODEL_INT_COLUMNS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_size",
                       "vocab_size", "seq_len", "n_experts", "top_k")
@@ -120,6 +124,7 @@ HARDWARE_RULES: dict[str, _Rule] = {
     "year": _Rule("int", low=2010, high=2040),
     **{c: _POSITIVE_FLOAT for c in _HARDWARE_FLOAT_COLUMNS},
     "scaleup_domain_size": _POSITIVE_INT,
+    "hbm_usable_source": _text(),
     "sources": _text(),
     "derived": _text(required=False),
     "notes": _text(required=False),
@@ -265,6 +270,21 @@ def _check_not_above(models: pd.DataFrame, path: Path) -> None:
             raise ConfigError(f"catalog file {path}: line {row + 2} "
                               f"(model_id={models['model_id'].iloc[row]}) column '{column}': "
                               f"must not exceed '{bound}'")
+
+
+def _check_usable_hbm(hardware: pd.DataFrame, path: Path) -> None:
+    """``hbm_usable_bytes`` is given wherever ``hbm_bytes`` is, within USABLE_HBM_RATIO of it."""
+    marketed, usable = hardware["hbm_bytes"], hardware["hbm_usable_bytes"]
+    lo, hi = USABLE_HBM_RATIO
+    ratio = usable / marketed
+    bad = hardware.index[(marketed.notna() & usable.isna())
+                         | ~((ratio >= lo) & (ratio <= hi)).fillna(True).astype(bool)]
+    if len(bad):
+        row = int(bad[0])
+        raise ConfigError(f"catalog file {path}: line {row + 2} "
+                          f"(accelerator={hardware['accelerator'].iloc[row]}) column "
+                          f"'hbm_usable_bytes': must be given with hbm_bytes and within "
+                          f"{lo:g}-{hi:g} x hbm_bytes (got {usable.iloc[row]!r})")
 
 
 def _split_names(cell: Any) -> list[str]:
@@ -476,6 +496,7 @@ def load_catalog(catalog_dir: str | Path) -> Catalog:
     aliases = _validate(_read_csv(al_path), ALIASES_RULES, al_path, "alias")
     models = _validate(_read_csv(mo_path), MODELS_RULES, mo_path, "model_id")
     _check_not_above(models, mo_path)
+    _check_usable_hbm(hardware, hw_path)
 
     hardware_ids = set(hardware["accelerator"])
     alias_index, ambiguous = _alias_index(aliases, hardware_ids, al_path)

@@ -291,6 +291,10 @@ class BoundsSettings(_Group):
     hardware: dict[BoundHardware, Annotated[float, Field(gt=0, le=1e21)]] = {}
 
 
+# the framework families of pipeline/frameworks.py (kept literal here: config imports no pandas)
+FrameworkFamily = Literal["megatron", "fsdp", "deepspeed", "playbook"]
+
+
 class MemorySettings(_Group):
     """``theory.memory``: the memory model (pipeline/theory/memory.py, docs/theory.md §11) and
     the bounds of its fitted allocator overhead."""
@@ -304,8 +308,14 @@ class MemorySettings(_Group):
     dropout: bool
     fsdp_prefetch_layers: Annotated[float, Field(ge=0, le=1000)]
     fsdp_pipeline_keeps_weights: bool
+    runtime_reserve_bytes: Annotated[float, Field(ge=0, le=1e11)]
     max_activation_factor: Annotated[float, Field(ge=1, le=100)]
     max_fixed_bytes: Annotated[float, Field(ge=0, le=1e12)]
+    # framework family (pipeline/frameworks.py) -> activation factor held at a cited value
+    fixed_activation_factors: dict[FrameworkFamily, Annotated[float, Field(ge=1, le=100)]] = {}
+    # families whose measured peaks fit their own factor (others: Korthikanti's count, 1)
+    fitted_activation_families: list[FrameworkFamily] = []
+    min_family_runs: Annotated[int, Field(ge=1, le=100_000)]
 
 
 class TheorySettings(_Group):

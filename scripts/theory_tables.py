@@ -238,14 +238,30 @@ def memory_block(theory: dict[str, Any]) -> str:
             f"{fsize} (naive {fnaive}).")
 
 
+_BASIS = {"fixed": "fixed at Korthikanti et al.'s count",
+          "counted": "the count; its published peaks saturate the chip, so it is not fitted"}
+
+
 def memory_overhead_block(theory: dict[str, Any]) -> str:
-    """§11's fitted allocator overhead (theory.json ``_memory.overhead``)."""
-    o = theory["_memory"]["overhead"]
-    k, kc = o["activation_factor"], o["activation_factor_ci"]
+    """§11's activation factor per framework family and the fixed part (theory.json
+    ``_memory.overhead``), and the completed runs predicted not to fit, per source."""
+    memory = theory["_memory"]
+    o = memory["overhead"]
     c, cc = o["fixed_bytes"], o["fixed_bytes_ci"]
-    return (f"κ = {k:.2f} (95% CI {kc[0]:.2f}–{kc[1]:.2f}) and c = {c / 1e9:.2f} GB "
-            f"({cc[0] / 1e9:.2f}–{cc[1] / 1e9:.2f} GB), from {o['n_runs']:,} runs with a "
-            "measured peak.")
+    parts = []
+    for family, f in (o.get("by_family") or {}).items():
+        k, kc = f["activation_factor"], f["activation_factor_ci"]
+        how = (f"fitted, 95% CI {kc[0]:.2f}–{kc[1]:.2f}, {f['n_runs']:,} runs"
+               if f["basis"] == "fitted" else _BASIS.get(f["basis"], f["basis"]))
+        parts.append(f"{family} κ = {k:.2f} ({how})")
+    fitted = sum(f["n_runs"] for f in (o.get("by_family") or {}).values()
+                 if f["basis"] in ("fitted", "fixed"))
+    over = memory.get("completed_predicted_not_to_fit") or {}
+    contradicted = ", ".join(f"{s} {v['predicted_not_to_fit']} of {v['n_completed']:,}"
+                             for s, v in over.items())
+    return ("; ".join(parts) + f"; c = {c / 1e9:.2f} GB ({cc[0] / 1e9:.2f}–{cc[1] / 1e9:.2f} "
+            f"GB), fitted on the {fitted:,} measured peaks of the fitted and fixed families. "
+            f"Completed runs predicted not to fit, per source: {contradicted}.")
 
 
 THEORY_BLOCKS = {"memory_overhead": memory_overhead_block, "memory_scores": memory_block}

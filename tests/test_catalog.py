@@ -488,3 +488,49 @@ def test_plain_check_never_accepts_what_pandera_refuses(rows):
         return
     if plain is not None:
         pd.testing.assert_frame_equal(plain, strict)
+
+
+# The capacity the driver reports (hbm_usable_bytes) ---------------------------------------------
+# a driver total is cited by the issue or pull-request thread that prints it
+_THREAD = r"(?:github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+|[\w.-]+/[\w.-]+#\d+)"
+
+
+def test_usable_hbm_is_given_and_sourced_for_every_chip(cat: Catalog) -> None:
+    hw = cat.hardware
+    assert hw["hbm_usable_bytes"].notna().all()
+    assert (hw["hbm_usable_source"].str.len() > 0).all()
+    assert hw["derived"].str.contains("hbm_usable_bytes").all()   # a conversion or a stand-in
+    ratio = hw["hbm_usable_bytes"] / hw["hbm_bytes"]
+    assert ratio.between(0.9, 1.1).all()
+    stand_in = hw["hbm_usable_source"].str.startswith("derived:")
+    # where no driver figure was found the marketed one stands, and says so
+    assert (hw.loc[stand_in, "hbm_usable_bytes"] == hw.loc[stand_in, "hbm_bytes"]).all()
+    cited = hw[~stand_in]
+    assert cited["hbm_usable_source"].str.contains(_THREAD).all()
+    # driver totals are whole MiB (nvidia-smi's unit), and above the marketed figure
+    assert (cited["hbm_usable_bytes"] % 2**20 == 0).all()
+    assert (cited["hbm_usable_bytes"] > cited["hbm_bytes"]).all()
+
+
+@pytest.mark.parametrize("acc, mib", [("H100-SXM5-80GB", 81559), ("A100-SXM4-80GB", 81920),
+                                      ("A100-SXM4-40GB", 40960), ("MI300X", 196592)])
+def test_usable_hbm_golden_driver_totals(cat: Catalog, acc: str, mib: int) -> None:
+    # nvidia-smi memory.total (NVIDIA/nccl#1264, modal-labs/modal-client#2797); torch
+    # total_memory for the MI300X (ROCm/legacy-rocm-build#4203)
+    assert cat.hardware.loc[acc, "hbm_usable_bytes"] == mib * 2**20
+    assert cat.hardware.loc["H100-SXM5-80GB", "hbm_usable_bytes"] == 85520809984
+
+
+@pytest.mark.parametrize("value", ["80", "81559", "85520809984e3", ""])
+def test_usable_hbm_unit_slip_or_gap_is_refused(broken: Path, value: str) -> None:
+    # GB for B, MiB for B, kB for B, or missing
+    _edit(broken / HARDWARE_FILE, _set(4, "hbm_usable_bytes", value))
+    with pytest.raises(ConfigError, match=r"line 6 \(accelerator=H100-SXM5-80GB\) column "
+                                          r"'hbm_usable_bytes'"):
+        load_catalog(broken)
+
+
+def test_usable_hbm_without_a_source_is_refused(broken: Path) -> None:
+    _edit(broken / HARDWARE_FILE, _set(4, "hbm_usable_source", ""))
+    with pytest.raises(ConfigError, match=r"'hbm_usable_source'"):
+        load_catalog(broken)

@@ -9,32 +9,14 @@ repeat noise far above the production sources', so it must not set their values.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER
+# the family mapping lives below the stages, shared with the theory's memory model
+from pipeline.frameworks import (DEFAULT_FAMILY, FAMILIES, PLAYBOOK,  # noqa: F401
+                                 PRODUCTION_FAMILIES, SOURCE_FAMILY, family_of)
 
-PLAYBOOK = "playbook"
-PRODUCTION_FAMILIES = ("megatron", "fsdp", "deepspeed")
-FAMILIES = (*PRODUCTION_FAMILIES, PLAYBOOK)
-# Source -> family, where the source says which software ran:
-# - megatron2021: Megatron-LM (arXiv:2104.04473); nvidia_dgxc2024: NeMo (Megatron core);
-# - bloom2022: Megatron-DeepSpeed with ZeRO-1 (arXiv:2211.05100);
-# - llama3: Meta's 4D stack with FSDP data parallelism (arXiv:2407.21783 §3.3), the stack
-#   torchtitan publishes (arXiv:2410.06511); torchtitan2024: torchtitan;
-# - ultrascale_playbook2025: nanotron on the Playbook's cluster.
-SOURCE_FAMILY = {"megatron2021": "megatron", "nvidia_dgxc2024": "megatron",
-                 "bloom2022": "deepspeed", "llama3": "fsdp", "torchtitan2024": "fsdp",
-                 "ultrascale_playbook2025": PLAYBOOK}
-# Otherwise the strategy text names it (step logs, new tables); default megatron.
-_STRATEGY_WORDS = ((re.compile(r"nanotron", re.I), PLAYBOOK),
-                   (re.compile(r"deepspeed|\bzero-?[123]\b", re.I), "deepspeed"),
-                   (re.compile(r"fsdp|torchtitan", re.I), "fsdp"),
-                   (re.compile(r"megatron|nemo", re.I), "megatron"))
-DEFAULT_FAMILY = "megatron"
-_DEEPSPEED = re.compile(r"deepspeed", re.I)
 # Source -> measured network of data/catalog/collectives.csv (others: the default network).
 SOURCE_CLUSTER = {"ultrascale_playbook2025": "hf_playbook"}
 # Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
@@ -85,31 +67,6 @@ def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
                        [megatron, np.where(zero >= 3, DEEPSPEED_ZERO3_GATHER, DEEPSPEED_BUCKET) * w,
                         np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
     return reduce.astype(float), gather.astype(float)
-
-
-def family_of(frame: pd.DataFrame) -> np.ndarray:
-    """Per row: ``framework_family`` where given, else by source, else by strategy text."""
-    n = len(frame)
-    given = (frame["framework_family"].astype(object).to_numpy() if "framework_family" in frame
-             else np.full(n, None, dtype=object))
-    source = (frame["source"].astype(object).to_numpy() if "source" in frame
-              else np.full(n, None, dtype=object))
-    strategy = (frame["strategy"].astype(object).to_numpy() if "strategy" in frame
-                else np.full(n, None, dtype=object))
-    out = []
-    for g, s, text in zip(given, source, strategy):
-        text = text if isinstance(text, str) else ""
-        if isinstance(g, str) and g in FAMILIES:
-            out.append(g)
-        elif _DEEPSPEED.search(text):
-            # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
-            out.append("deepspeed")
-        elif isinstance(s, str) and s in SOURCE_FAMILY:
-            out.append(SOURCE_FAMILY[s])
-        else:
-            out.append(next((f for pat, f in _STRATEGY_WORDS if pat.search(text)),
-                            DEFAULT_FAMILY))
-    return np.array(out, dtype=object)
 
 
 def cluster_of(frame: pd.DataFrame) -> np.ndarray:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from pipeline.calibrate.step import load_model
 from pipeline.config import load_params, settings
+from pipeline.frameworks import DEFAULT_FAMILY
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.plan.request import PlanError, Request, check_layout_divides
 from pipeline.plan.search import PlanContext, plan_for_n
@@ -22,21 +23,25 @@ KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "mic
         "zero_stage", "recompute", "mfu", "mfu_low", "mfu_high", "step_time_s", "tokens_per_s",
         "memory_bytes_per_accelerator", "hbm_bytes", "binding", "ceiling_mfu",
         "sequence_parallel", "microbatches", "global_batch_tokens", "seq_len",
-        "step_time_low_s", "step_time_high_s", "fits_memory", "train_time_s", "energy_mwh")
+        "step_time_low_s", "step_time_high_s", "fits_memory", "train_time_s", "energy_mwh",
+        "framework_family")
 JOULES_PER_MWH = 3.6e9
 
 
 def load_context(processed: Path, catalog: Path, theory_metrics: Path,
-                 params: Mapping[str, Any] | None = None) -> PlanContext:
+                 params: Mapping[str, Any] | None = None,
+                 framework: str | None = None) -> PlanContext:
     """The step model, the settings (``params`` defaults to the project's params.yaml), memory
-    constants and the theory stage's fitted memory overhead."""
+    constants and the theory stage's fitted memory overhead of ``framework``'s family (default:
+    Megatron's)."""
     step = load_model(processed, catalog)
     params = load_params() if params is None else params
     node = {}
     if Path(theory_metrics).exists():
         node = json.loads(Path(theory_metrics).read_text(encoding="utf-8")).get("_memory", {})
+    family = framework or DEFAULT_FAMILY
     return PlanContext(step=step, params=params, memory=memory_constants(params),
-                       overhead=overhead_of(node))
+                       overhead=overhead_of(node, family), framework=family)
 
 
 def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> float:
@@ -106,7 +111,7 @@ def table(rows: pd.DataFrame) -> str:
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
                   + (f" ep{r.ep}" if r.ep > 1 else "")
                   + f" mb{r.micro_batch} z{r.zero_stage} {r.recompute}")
-        mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.0f}"
+        mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         lines.append(f"{r.n_accelerators:>7} {layout:<34} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
                      f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}")

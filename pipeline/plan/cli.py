@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from pipeline.config import ConfigError, load_params, load_settings
+from pipeline.frameworks import FAMILIES
 from pipeline.plan.answer import answer, load_context, records, table
 from pipeline.plan.request import (PlanError, Request, check_n, parse_layout, resolve_accelerator,
                                    resolve_model)
@@ -28,7 +29,7 @@ def more_n(first: list[int], extra: list[str]) -> list[int] | str:
 def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_tokens: float | None,
              seq_len: float | None, layout: str | None, top: int, train_tokens: float | None,
              json_out: bool, shape: dict[str, Any], processed: Path, catalog: Path,
-             theory_metrics: Path, params_path: Path) -> int:
+             theory_metrics: Path, params_path: Path, framework: str | None = None) -> int:
     try:
         params = load_params(params_path)
         load_settings(params)
@@ -40,7 +41,9 @@ def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_t
             raise PlanError(*n.split(": ", 1))
         ns = check_n(n)
         fixed = parse_layout(layout)
-        ctx = load_context(processed, catalog, theory_metrics, params)
+        if framework is not None and framework not in FAMILIES:
+            raise PlanError("--framework", f"{framework!r} is not one of {', '.join(FAMILIES)}")
+        ctx = load_context(processed, catalog, theory_metrics, params, framework)
         cat = ctx.step.catalog
         req = Request(model=resolve_model(cat, model, shape),
                       accelerator=resolve_accelerator(cat, accelerator), n_values=ns,

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import StepModel, predict
+from pipeline.frameworks import DEFAULT_FAMILY
 from pipeline.plan.request import ModelShape, PlanError
-from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, peak_memory
+from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, fits_in, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
 
 MIN_CP_TOKENS = 2048
@@ -40,6 +41,9 @@ class PlanContext:
     params: Mapping[str, Any]
     memory: MemoryConstants
     overhead: Overhead
+    #: the framework family planned for (pipeline/frameworks.py): its activation factor sizes
+    #: memory and its calibrated parameters time the step
+    framework: str = DEFAULT_FAMILY
 
 
 def _powers(limit: float) -> np.ndarray:
@@ -110,24 +114,29 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     """The best ``top`` layouts for N that fit, by predicted MFU (highest first; on ties the
     one that needs less memory)."""
     hw = ctx.step.catalog.hardware.loc[accelerator]
-    hbm = float(hw["hbm_bytes"])
+    # the capacity the driver reports (catalog hbm_usable_bytes), less the runtime's reserve
+    hbm = float(hw["hbm_usable_bytes"]) if pd.notna(hw.get("hbm_usable_bytes")) \
+        else float(hw["hbm_bytes"])
+    reserve = float(ctx.memory.runtime_reserve_bytes)
     domain = float(hw["scaleup_domain_size"]) if pd.notna(hw["scaleup_domain_size"]) else 8.0
     cand = candidates(model, accelerator, n, batch_tokens, seq_len, domain, fixed)
     if cand.empty:
         raise PlanError("--layout" if fixed else "--n", f"no layout of {model.model_id} "
                         f"divides N = {n}" + (f" with {_show(fixed)}" if fixed else "")
                         + (" at this batch (raise --global-batch-tokens)" if n > 1 else ""))
+    cand["framework_family"] = ctx.framework
     cand["memory_bytes_per_accelerator"] = memory_of(cand, ctx)
     cand["hbm_bytes"] = hbm
-    fits = cand["memory_bytes_per_accelerator"] <= hbm
+    fits = fits_in(cand["memory_bytes_per_accelerator"].to_numpy(float), hbm, ctx.memory)
     if not fits.any():
         least = cand.loc[cand["memory_bytes_per_accelerator"].idxmin()]
         need = float(least["memory_bytes_per_accelerator"])
         what = f"{_show(fixed)} does not fit" if fixed else "no layout fits"
         raise PlanError("--layout" if fixed else "--n",
                         f"{what} in memory at N = {n}: the lightest needs {need / 1e9:.1f} GB "
-                        f"per accelerator, {(need - hbm) / 1e9:.1f} GB ({need / hbm - 1:.0%}) "
-                        f"more than the {hbm / 1e9:.0f} GB of {accelerator}")
+                        f"per accelerator, {(need + reserve - hbm) / 1e9:.1f} GB "
+                        f"({(need + reserve) / hbm - 1:.0%}) more than the {hbm / 1e9:.1f} GB "
+                        f"{accelerator} reports, less the runtime's {reserve / 1e9:.1f} GB")
     ok = cand[fits].reset_index(drop=True)
     pred = predict(ok, ctx.step)
     ok = pd.concat([ok, pred], axis=1)

@@ -34,6 +34,7 @@ def memory_section(metrics: dict[str, Any]) -> dict[str, Any]:
     overall_ba = (fits.get("overall") or {}).get("balanced_accuracy")
     overall_ape = (peak.get("overall") or {}).get("median_ape")
     return {"available": True, "overhead": node.get("overhead", {}),
+            "families": _family_rows(fitted),
             "held_out": node.get("held_out"), "overall_peak": peak.get("overall", {}),
             "naive_peak": peak.get("naive_overall", {}), "overall_fits": fits.get("overall", {}),
             "naive_fits": fits.get("naive_overall", {}), "rows": rows,
@@ -48,6 +49,20 @@ def memory_section(metrics: dict[str, Any]) -> dict[str, Any]:
                 higher=True),
             "ape_verdict": _against_naive(
                 overall_ape, (peak.get("naive_overall") or {}).get("median_ape"), higher=False)}
+
+
+def _family_rows(overhead: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per framework family: its activation factor, how it was set (``fitted`` with
+    its CI, ``fixed`` at a cited value, ``counted``: Korthikanti's count) and its measured runs.
+    A metrics file from before per-family factors gives one pooled row."""
+    by_family = overhead.get("by_family")
+    if not by_family:
+        return [{"family": "all", "activation_factor": overhead.get("activation_factor"),
+                 "ci": overhead.get("activation_factor_ci"), "basis": "fitted",
+                 "n_runs": overhead.get("n_runs")}]
+    return [{"family": f, "activation_factor": v.get("activation_factor"),
+             "ci": v.get("activation_factor_ci"), "basis": v.get("basis"),
+             "n_runs": v.get("n_runs")} for f, v in by_family.items()]
 
 
 def _bias_rows(by_configuration: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pandas as pd
 from pipeline.config import CATALOG_DIR, ConfigError
 from pipeline.plan.answer import answer, load_context, records
 from pipeline.plan.request import ModelShape, PlanError, Request, resolve_model
-from pipeline.plan.search import PlanContext, memory_of
+from pipeline.plan.search import PlanContext, fits_in, memory_of
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX
 
 LAYOUT_KEPT = ("tp", "pp", "cp", "zero_stage", "micro_batch")
@@ -51,8 +51,11 @@ def _current_fits(ctx: PlanContext, model: ModelShape, run: pd.Series, n: int,
         "d_model": model.d_model, "model_id": model.model_id,
         "strategy_family": run.get("strategy_family"), "precision": run.get("precision")}])
     need = float(memory_of(frame, ctx)[0])
-    hbm = float(ctx.step.catalog.hardware.loc[run["accelerator"], "hbm_bytes"])
-    return {"fits": bool(need <= hbm), "memory_bytes": need, "hbm_bytes": hbm}
+    hw = ctx.step.catalog.hardware.loc[run["accelerator"]]
+    # the capacity the driver reports, less the runtime's reserve (theory.memory.fits_in)
+    hbm = float(hw["hbm_usable_bytes"]) if pd.notna(hw.get("hbm_usable_bytes")) \
+        else float(hw["hbm_bytes"])
+    return {"fits": bool(fits_in(need, hbm, ctx.memory)), "memory_bytes": need, "hbm_bytes": hbm}
 
 
 def plan_entry(ctx: PlanContext, run: pd.Series) -> dict[str, Any]:

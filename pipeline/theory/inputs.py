@@ -29,7 +29,8 @@ class Hardware:
             The H100 datasheet's "900 GB/s" is both directions together: 450e9 here.
         scaleup_domain_size: chips in one scale-up domain, n_NV (8 for HGX H100, 72 for GB200).
         scaleout_bytes_per_s: scale-out (IB/RoCE/DCN) bandwidth per chip per direction (B/s).
-        hbm_bytes: HBM capacity (B); only the optional memory check uses it.
+        hbm_bytes: HBM capacity as the driver reports it (B; catalog ``hbm_usable_bytes``);
+            only the memory check uses it.
         kernel_latency_s: minimum time of one kernel on the layer critical path, l_k (s) [R].
         scaleup_latency_s: latency of one collective inside the scale-up domain, l_NV (s) [R].
         scaleout_latency_s: latency of one collective that leaves the domain, l_IB (s) [R].
@@ -153,7 +154,12 @@ def hardware_from_spec(spec: Mapping[str, Any], peak_flops_per_s: float | None,
     ``overrides`` (scenario fields) replace catalog values. A field still missing (None/NaN)
     raises ValueError naming ``where.field``.
     """
-    values: dict[str, Any] = {k: spec.get(k) for k in (*HARDWARE_FIELDS, "hbm_bytes")}
+    values: dict[str, Any] = {k: spec.get(k) for k in HARDWARE_FIELDS}
+    # the capacity a layout must fit in is the driver's (catalog hbm_usable_bytes), not the
+    # marketed figure; a catalog without the column falls back to the marketed one
+    usable = spec.get("hbm_usable_bytes")
+    values["hbm_bytes"] = usable if usable is not None and np.isfinite(float(usable)) \
+        else spec.get("hbm_bytes")
     values["peak_flops_per_s"] = peak_flops_per_s
     values.update({k: latency.get(k, 0.0) for k in
                    ("kernel_latency_s", "scaleup_latency_s", "scaleout_latency_s")})

@@ -26,10 +26,12 @@ array and the result has their common shape. Four parts, each with its source:
   expert data-parallel group dp cp / ep; expert MLP activations scale with top-k.
 
 What frameworks keep beyond this count (unfused kernels' extra activations, the allocator's
-fragmentation) and the fixed buffers (CUDA context, NCCL, workspaces) are not modelled from
-first principles: ``predicted = states + transient + activation_factor activations +
-fixed_bytes``, the two parameters fitted (bounded) on the runs that measured their peak memory
-(:mod:`pipeline.theory.memory_fit`).
+fragmentation) and the fixed buffers (NCCL, workspaces) are not modelled from first principles:
+``predicted = states + transient + activation_factor activations + fixed_bytes``, with one
+activation factor per framework family (Korthikanti's count, 1, for Megatron's fused kernels;
+fitted, bounded, where a family's runs measured their peak memory) and one fixed part
+(:mod:`pipeline.theory.memory_fit`). A layout fits when the predicted peak plus the runtime's
+reserve (CUDA context) is at most the capacity the driver reports (:func:`fits_in`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ class MemoryConstants:
             weights gathered from forward to backward, not resharding after each microbatch's
             forward (torchtitan's default, ``reshard_after_forward = not pp_enabled`` in its
             parallelize code: per-microbatch all-gathers would be expensive and unoverlapped).
+        runtime_reserve_bytes: device memory the runtime holds outside the framework's
+            allocator, so outside a measured allocator peak: the CUDA context, about 300 MB
+            with lazy module loading (CUDA >= 11.7; more than 1,000 MB before), as NVIDIA's
+            ptrblck states in pytorch/pytorch#107667. A layout fits when its predicted peak
+            plus this reserve is at most the capacity the driver reports (:func:`fits_in`).
     """
 
     weight_bytes_per_param: float = 2.0
@@ -71,6 +78,14 @@ class MemoryConstants:
     dropout: bool = False
     fsdp_prefetch_layers: float = 2.0
     fsdp_pipeline_keeps_weights: bool = True
+    runtime_reserve_bytes: float = 3.0e8
+
+
+def fits_in(predicted: ArrayLike, capacity_bytes: ArrayLike, const: MemoryConstants
+            ) -> np.ndarray:
+    """Whether a predicted peak fits in a chip's capacity as the driver reports it (catalog
+    ``hbm_usable_bytes``), after the runtime's reserve (``runtime_reserve_bytes``)."""
+    return _f(predicted) + float(const.runtime_reserve_bytes) <= _f(capacity_bytes)
 
 
 @dataclass(frozen=True)
@@ -78,8 +93,10 @@ class Overhead:
     """Fitted overhead: predicted = states + transient + activation_factor activations +
     fixed_bytes. ``activation_factor`` (>= 1) is what the framework and its allocator keep per
     stored activation byte beyond the fused-kernel minimum counted here (unfused norms and
-    activations, rotary copies, fragmentation of the activation blocks); ``fixed_bytes`` the
-    CUDA context, communicator buffers and workspaces."""
+    activations, rotary copies, fragmentation of the activation blocks); it is the framework
+    family's (pipeline/theory/memory_fit.py: 1 for Megatron's fused kernels, fitted where a
+    family's runs measured their peak). ``fixed_bytes`` are communicator buffers and
+    workspaces inside the allocator's peak."""
 
     activation_factor: float = 1.0
     fixed_bytes: float = 0.0

@@ -3,11 +3,17 @@
 ``predicted = states + transient + activation_factor activations + fixed_bytes``
 (pipeline.theory.memory) is fitted by bounded least squares on log(predicted / measured peak)
 over the runs that report their peak memory (``runs.parquet`` ``peak_memory_bytes``: the
-Ultra-Scale Playbook sweep and torchtitan's tables). Both parameters are bounded to what is
-physically plausible (``activation_factor`` in [1, ``theory.memory.max_activation_factor``],
-``fixed_bytes`` in [0, ``max_fixed_bytes``]). The 95% interval is from the Gauss-Newton
-covariance of the fit (robust soft-L1 loss). A fractional overhead on the whole peak instead,
-(1 + f) raw + c, was tried first and scored worse (docs/theory.md §11).
+Ultra-Scale Playbook sweep and torchtitan's tables). The activation factor is per framework
+family (pipeline/frameworks.py): what a framework keeps per counted activation byte depends on
+its kernels. Megatron-family runs keep Korthikanti et al.'s count (factor 1, cited, not
+fitted: ``theory.memory.fixed_activation_factors``); a family with measured peaks (nanotron's
+Playbook sweep, torchtitan for FSDP) gets its own fitted factor; ``fixed_bytes`` is one for
+all. Each parameter is bounded to what is physically plausible (``activation_factor`` in
+[1, ``theory.memory.max_activation_factor``], ``fixed_bytes`` in [0, ``max_fixed_bytes``]).
+The 95% interval is from the Gauss-Newton covariance of the fit (robust soft-L1 loss). A
+fractional overhead on the whole peak instead, (1 + f) raw + c, was tried first and scored
+worse (docs/theory.md §11). ``fits_memory`` compares the predicted peak plus the runtime's
+reserve with the capacity the driver reports (catalog ``hbm_usable_bytes``).
 
 Scores (theory metrics ``_memory``): the peak memory's median and p90 APE, and the balanced
 accuracy of ``fits_memory`` against the Playbook's completed / out-of-memory outcomes, each
@@ -17,14 +23,16 @@ size, beside the naive rule of weights, gradients and optimizer states only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from pipeline.config import settings
-from pipeline.theory.memory import MemoryConstants, Overhead, naive_state_bytes, peak_memory
+from pipeline.frameworks import DEFAULT_FAMILY, family_of
+from pipeline.theory.memory import (MemoryConstants, Overhead, fits_in, naive_state_bytes,
+                                    peak_memory)
 from pipeline.theory.memory_inputs import memory_inputs
 from pipeline.theory.memory_scores import (buildable_scores, completed_not_fitting,
                                             residuals_by_axis)
@@ -36,6 +44,24 @@ MISSES_SHOWN = 12
 ROBUST_SCALE = 0.25
 
 
+#: what a family's factor is when neither cited nor fitted: Korthikanti et al.'s count (the
+#: fused-kernel minimum, the factor's lower bound)
+COUNTED_FACTOR = 1.0
+POOLED = "pooled"
+
+
+@dataclass(frozen=True)
+class FamilyFactor:
+    """One framework family's activation factor, how it was set (``fitted``, ``fixed``: a
+    cited value, ``counted``: too few measured runs, Korthikanti's count) and on how many
+    measured runs."""
+
+    activation_factor: float
+    ci: tuple[float, float]
+    basis: str
+    n_runs: int
+
+
 @dataclass(frozen=True)
 class OverheadFit:
     overhead: Overhead
@@ -43,6 +69,18 @@ class OverheadFit:
     fixed_bytes_ci: tuple[float, float]
     n_runs: int
     residual_sd: float
+    by_family: Mapping[str, FamilyFactor] = field(default_factory=dict)
+
+    def factors(self, family: np.ndarray) -> np.ndarray:
+        """The activation factor of each row's family (unknown families: the counted 1)."""
+        lookup = {f: ff.activation_factor for f, ff in self.by_family.items()}
+        return np.array([lookup.get(f, COUNTED_FACTOR) for f in family], dtype=float)
+
+    def apply(self, parts, family: np.ndarray) -> np.ndarray:
+        """Predicted peak bytes of each row of ``parts`` (a MemoryBreakdown) at its family's
+        factor."""
+        return (parts.states + parts.transient + self.factors(family) * parts.activations
+                + self.overhead.fixed_bytes)
 
 
 def memory_constants(params: Mapping[str, Any]) -> MemoryConstants:
@@ -52,36 +90,87 @@ def memory_constants(params: Mapping[str, Any]) -> MemoryConstants:
 
 
 def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
-                 max_factor: float, max_fixed_bytes: float, interval: float = 0.95
-                 ) -> OverheadFit:
-    """Bounded least squares of log(fixed + k activations + c) - log(measured); ``fixed`` is
-    the states and transient part the factor does not touch."""
+                 max_factor: float, max_fixed_bytes: float, interval: float = 0.95,
+                 family: np.ndarray | None = None,
+                 fixed_factors: Mapping[str, float] | None = None, min_family_runs: int = 3,
+                 default_family: str = DEFAULT_FAMILY,
+                 fitted_families: Sequence[str] | None = None) -> OverheadFit:
+    """Bounded least squares of log(fixed + k_family activations + c) - log(measured), one
+    factor k per framework family and one c; ``fixed`` is the states and transient part the
+    factor does not touch.
+
+    A family in ``fixed_factors`` keeps its cited factor; one in ``fitted_families`` (None:
+    every family) with at least ``min_family_runs`` measured runs gets its own fitted factor
+    (bounded to [1, ``max_factor``]); any other keeps Korthikanti's count (1) and its runs do
+    not enter the fit (their measured peaks do not identify the factor). The measured runs of
+    fixed and fitted families inform c. Without ``family`` all runs are one pooled family.
+    ``overhead`` is ``default_family``'s.
+    """
     # scipy here, not at the top: ``plan`` imports this module for the constants only
     from scipy.optimize import least_squares
     from scipy.stats import norm
+    fixed_factors = dict(fixed_factors or {})
+    if family is None:
+        family, default_family = np.full(np.shape(fixed), POOLED, dtype=object), POOLED
+    fam_all = np.asarray(family, dtype=object)
+    names = sorted(set(fam_all.tolist()) | set(fixed_factors) | {default_family})
+    fittable = set(names if fitted_families is None else fitted_families) - set(fixed_factors)
     ok = (fixed + activations > 0) & (measured > 0)
-    fixed, activations, measured = fixed[ok], activations[ok], measured[ok]
-    if fixed.size < 3:
-        return OverheadFit(Overhead(), (np.nan, np.nan), (np.nan, np.nan), int(fixed.size),
-                           np.nan)
-    scale = GB  # fit c in GB so both parameters are O(1)
+    counts = {f: int((ok & (fam_all == f)).sum()) for f in names}
+    used = ok & np.isin(fam_all, sorted(fittable | set(fixed_factors)))
+    fixed, activations, measured, fam = (fixed[used], activations[used], measured[used],
+                                         fam_all[used])
+    free = [f for f in names if f in fittable and counts[f] >= min_family_runs]
+    if fixed.size < 3 or (not free and fixed.size < 2):
+        factors = {f: FamilyFactor(fixed_factors.get(f, COUNTED_FACTOR), (np.nan, np.nan),
+                                   "fixed" if f in fixed_factors else "counted", counts[f])
+                   for f in names}
+        return OverheadFit(Overhead(factors[default_family].activation_factor, 0.0),
+                           (np.nan, np.nan), (np.nan, np.nan), int(fixed.size), np.nan, factors)
+    scale = GB  # fit c in GB so all parameters are O(1)
+    index = np.array([free.index(f) if f in free else -1 for f in fam])
+    held = np.array([fixed_factors.get(f, COUNTED_FACTOR) for f in fam], dtype=float)
+
+    def row_factor(p: np.ndarray) -> np.ndarray:
+        return np.where(index >= 0, p[np.maximum(index, 0)], held) if free else held
 
     def resid(p: np.ndarray) -> np.ndarray:
-        return np.log(fixed + p[0] * activations + p[1] * scale) - np.log(measured)
+        return np.log(fixed + row_factor(p) * activations + p[-1] * scale) - np.log(measured)
 
-    lo, hi = np.array([1.0, 0.0]), np.array([max_factor, max_fixed_bytes / scale])
+    lo = np.array([1.0] * len(free) + [0.0])
+    hi = np.array([max_factor] * len(free) + [max_fixed_bytes / scale])
     # robust (soft L1 beyond a factor e^0.25): a few runs whose schedule the data misstate (a
     # recompute not carried into runs.parquet) must not drag the fit
     sol = least_squares(resid, x0=(lo + hi) / 2, bounds=(lo, hi), method="trf",
                         loss="soft_l1", f_scale=ROBUST_SCALE)
     r = sol.fun
-    s2 = float(r @ r) / max(r.size - 2, 1)
+    s2 = float(r @ r) / max(r.size - lo.size, 1)
     se = np.sqrt(np.maximum(np.diag(s2 * np.linalg.pinv(sol.jac.T @ sol.jac)), 0.0))
     z = norm.ppf(0.5 + interval / 2)
     low, up = np.clip(sol.x - z * se, lo, hi), np.clip(sol.x + z * se, lo, hi)
-    return OverheadFit(Overhead(float(sol.x[0]), float(sol.x[1] * scale)),
-                       (float(low[0]), float(up[0])), (float(low[1] * scale), float(up[1] * scale)),
-                       int(fixed.size), float(np.sqrt(s2)))
+    factors = {}
+    for f in names:
+        if f in free:
+            i = free.index(f)
+            factors[f] = FamilyFactor(float(sol.x[i]), (float(low[i]), float(up[i])), "fitted",
+                                      counts[f])
+        else:
+            k = fixed_factors.get(f, COUNTED_FACTOR)
+            factors[f] = FamilyFactor(float(k), (float(k), float(k)),
+                                      "fixed" if f in fixed_factors else "counted", counts[f])
+    d = factors[default_family]
+    return OverheadFit(Overhead(d.activation_factor, float(sol.x[-1] * scale)), d.ci,
+                       (float(low[-1] * scale), float(up[-1] * scale)), int(fixed.size),
+                       float(np.sqrt(s2)), factors)
+
+
+def _fit(fixed, activations, measured, family, cfg) -> OverheadFit:
+    """:func:`fit_overhead` with the ``theory.memory`` settings."""
+    return fit_overhead(fixed, activations, measured, cfg.max_activation_factor,
+                        cfg.max_fixed_bytes, family=family,
+                        fixed_factors=cfg.fixed_activation_factors,
+                        min_family_runs=cfg.min_family_runs,
+                        fitted_families=cfg.fitted_activation_families)
 
 
 def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
@@ -104,12 +193,14 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     parts = peak_memory(inputs, const)
     raw = parts.raw
     naive = naive_state_bytes(inputs, const)
-    hbm = frame["accelerator"].map(catalog.hardware["hbm_bytes"]).to_numpy(float)
+    capacity = usable_hbm_bytes(frame["accelerator"], catalog)
+    # the room a predicted peak must fit in: the driver's capacity less the runtime's reserve
+    room = capacity - const.runtime_reserve_bytes
     measured = _measured(frame)
     fixed = parts.states + parts.transient
-    fit = fit_overhead(fixed, parts.activations, measured, cfg.max_activation_factor,
-                       cfg.max_fixed_bytes)
-    predicted = fit.overhead.apply(parts)
+    family = family_of(frame)
+    fit = _fit(fixed, parts.activations, measured, family, cfg)
+    predicted = fit.apply(parts, family)
     # a run that states no degree (MLPerf) has no layout to size: no memory figure
     stated = np.zeros(len(frame), bool)
     for k in ("tp", "pp", "dp"):
@@ -119,27 +210,41 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     out = pd.DataFrame({
         "run_id": bounds["run_id"].to_numpy(),
         "memory_bytes_per_accelerator": np.where(has, predicted, np.nan),
-        "fits_memory": pd.array(np.where(has & np.isfinite(hbm), predicted <= hbm, pd.NA),
+        "fits_memory": pd.array(np.where(has & np.isfinite(capacity),
+                                         fits_in(predicted, capacity, const), pd.NA),
                                 dtype="boolean"),
     })
     col = lambda name: (frame[name] if name in frame  # noqa: E731
                         else pd.Series(None, index=frame.index, dtype=object))
     scored = pd.DataFrame({
         "run_id": frame["run_id"], "source": col("source"), "model": col("model"),
-        "params": col("params"), "status": col("status"), "hbm": hbm, "raw": raw,
+        "params": col("params"), "status": col("status"), "family": family, "hbm": room,
+        "raw": raw,
         "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
         "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
         "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
         "sized": has,
     })
-    metrics = {"overhead": _fit_dict(fit), **score(scored, cfg)}
+    metrics = {"overhead": _fit_dict(fit, const), **score(scored, cfg)}
     return out, metrics
 
 
-def overhead_of(memory_metrics: Mapping[str, Any]) -> Overhead:
-    """The fitted overhead from the theory metrics' ``_memory`` node (none: no overhead)."""
+def usable_hbm_bytes(accelerators: pd.Series, catalog: Any) -> np.ndarray:
+    """Per row: the capacity the driver reports (catalog ``hbm_usable_bytes``; the marketed
+    ``hbm_bytes`` for a catalog that lacks the column)."""
+    hw = catalog.hardware
+    column = "hbm_usable_bytes" if "hbm_usable_bytes" in hw else "hbm_bytes"
+    return accelerators.map(hw[column]).to_numpy(float)
+
+
+def overhead_of(memory_metrics: Mapping[str, Any], family: str | None = None) -> Overhead:
+    """The fitted overhead from the theory metrics' ``_memory`` node (none: no overhead): the
+    default family's, or ``family``'s where the node has it."""
     node = (memory_metrics or {}).get("overhead") or {}
     factor, fixed = node.get("activation_factor"), node.get("fixed_bytes")
+    if family is not None:
+        factor = ((node.get("by_family") or {}).get(family) or {}).get("activation_factor",
+                                                                      factor)
     if factor is None or fixed is None or not np.isfinite(factor) or not np.isfinite(fixed):
         return Overhead()
     return Overhead(float(factor), float(fixed))
@@ -151,11 +256,18 @@ def _measured(frame: pd.DataFrame) -> np.ndarray:
     return pd.to_numeric(frame["peak_memory_bytes"], errors="coerce").to_numpy(float)
 
 
-def _fit_dict(fit: OverheadFit) -> dict:
-    return {"activation_factor": fit.overhead.activation_factor,
+def _fit_dict(fit: OverheadFit, const: MemoryConstants) -> dict:
+    """The fit as the metrics carry it: the top-level factor is the default family's (what the
+    frontier and ``plan`` use), ``by_family`` every family's."""
+    return {"family": DEFAULT_FAMILY, "activation_factor": fit.overhead.activation_factor,
             "activation_factor_ci": list(fit.activation_factor_ci),
             "fixed_bytes": fit.overhead.fixed_bytes, "fixed_bytes_ci": list(fit.fixed_bytes_ci),
-            "n_runs": fit.n_runs, "residual_sd_log": fit.residual_sd}
+            "n_runs": fit.n_runs, "residual_sd_log": fit.residual_sd,
+            "runtime_reserve_bytes": float(const.runtime_reserve_bytes),
+            "by_family": {f: {"activation_factor": ff.activation_factor,
+                              "activation_factor_ci": list(ff.ci), "basis": ff.basis,
+                              "n_runs": ff.n_runs}
+                          for f, ff in sorted(fit.by_family.items())}}
 
 
 def score(scored: pd.DataFrame, cfg) -> dict:
@@ -165,12 +277,12 @@ def score(scored: pd.DataFrame, cfg) -> dict:
     pred = np.full(len(scored), np.nan)
     fixed, act = scored["fixed"].to_numpy(float), scored["activations"].to_numpy(float)
     measured = scored["measured"].to_numpy(float)
+    family = scored["family"].to_numpy(object)
     for g in groups.unique():
         mine = (groups == g).to_numpy()
-        fit = fit_overhead(fixed[~mine], act[~mine], measured[~mine], cfg.max_activation_factor,
-                           cfg.max_fixed_bytes)
-        o = fit.overhead
-        pred[mine] = fixed[mine] + o.activation_factor * act[mine] + o.fixed_bytes
+        fit = _fit(fixed[~mine], act[~mine], measured[~mine], family[~mine], cfg)
+        pred[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
+            + fit.overhead.fixed_bytes
     scored = scored.assign(predicted=pred, group=groups)
     out: dict[str, Any] = {"held_out": "by model (overhead fitted without the model's runs)"}
     peak = scored[np.isfinite(measured) & (measured > 0) & np.isfinite(pred)]

@@ -22,7 +22,7 @@ from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
 from pipeline.theory import laws as lw
 from pipeline.theory.cost import step_cost
 from pipeline.theory.inputs import Layout, Shape
-from pipeline.theory.memory import RECOMPUTE, MemoryInputs, peak_memory
+from pipeline.theory.memory import RECOMPUTE, MemoryInputs, fits_in, peak_memory
 from pipeline.theory.scenarios import Scenario
 
 
@@ -176,7 +176,8 @@ def search(scn: Scenario, flop) -> Frontier:
     memory = np.full(flop.size, np.nan)
     memory[c] = layout_memory(scn, model, combo, c, kk, dp)
     out["memory_bytes_per_accelerator"] = memory
-    out["fits_memory"] = memory <= float(np.asarray(scn.hardware.hbm_bytes))
+    out["fits_memory"] = fits_in(memory, float(np.asarray(scn.hardware.hbm_bytes)),
+                                 scn.memory_constants)
     return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
 
 
@@ -327,7 +328,8 @@ def _memory_log2_dp(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k:
     """Smallest log2 dp at which a layout fits in HBM; inf where none does. Every part of the
     peak is a + b / dp (ZeRO shards and the microbatch both fall as 1 / dp at a fixed m), so
     a = memory at dp -> inf and b = memory at dp = 1 - a give dp = b / (HBM - a) exactly."""
-    hbm = float(np.asarray(scn.hardware.hbm_bytes))
+    # the room: the driver's capacity less the runtime's reserve (memory.fits_in)
+    hbm = float(np.asarray(scn.hardware.hbm_bytes)) - scn.memory_constants.runtime_reserve_bytes
     one = layout_memory(scn, model, combo, idx, k, np.ones(idx.size))
     rest = layout_memory(scn, model, combo, idx, k, np.full(idx.size, 1e30))
     room = hbm - rest
