@@ -140,6 +140,19 @@ class Config:
         return np.where(np.asarray(self.fused_attention, bool), 0.0, np.nan_to_num(out))
 
 
+    @cached_property
+    def elementwise_bytes_per_microbatch(self) -> np.ndarray:
+        """HBM bytes per microbatch on a stage of the norms' and residual adds
+        (``ELEMENTWISE_BYTES_*``; forward twice under full recomputation): L / pp x tokens x d
+        on every TP rank without sequence parallelism, 1/tp of it with. Once per table."""
+        tp = np.maximum(_f(self.tp), 1.0)
+        share = np.where(np.asarray(self.sequence_parallel, bool), 1.0 / tp, 1.0)
+        per = (ELEMENTWISE_BYTES_FORWARD * np.where(_f(self.recompute) >= 2, 2.0, 1.0)
+               + ELEMENTWISE_BYTES_BACKWARD)
+        layers_stage = _f(self.n_layers) / np.maximum(_f(self.pp), 1.0)
+        return layers_stage * _f(self.microbatch_tokens) * _f(self.d_model) * per * share
+
+
 @dataclass(frozen=True)
 class Machine:
     """Arrays over configurations: the chip, its links and their measured efficiencies."""
@@ -288,17 +301,10 @@ def _score_time(c: Config, mach: Machine, tokens: np.ndarray) -> np.ndarray:
 
 def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
     """Seconds per microbatch on a stage of the norms' and residual adds' HBM traffic
-    (``ELEMENTWISE_BYTES_*``; forward twice under full recomputation): the whole microbatch
-    on every TP rank without sequence parallelism, 1/tp of it with (0 on the ideal machine)."""
+    (``Config.elementwise_bytes_per_microbatch``; 0 on the ideal machine)."""
     if mach.ideal:
         return np.zeros(np.shape(c.tp))
-    tp = np.maximum(_f(c.tp), 1.0)
-    share = np.where(np.asarray(c.sequence_parallel, bool), 1.0 / tp, 1.0)
-    per = (ELEMENTWISE_BYTES_FORWARD * np.where(_f(c.recompute) >= 2, 2.0, 1.0)
-           + ELEMENTWISE_BYTES_BACKWARD)
-    layers_stage = _f(c.n_layers) / np.maximum(_f(c.pp), 1.0)
-    return (layers_stage * _f(c.microbatch_tokens) * _f(c.d_model) * per * share
-            / _f(mach.hbm_bytes_per_s))
+    return c.elementwise_bytes_per_microbatch / _f(mach.hbm_bytes_per_s)
 
 
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
