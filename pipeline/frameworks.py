@@ -1,4 +1,5 @@
-"""Framework families: which software ran a job, by source or by its strategy text.
+"""Framework families: which software ran a job, from what its row states (its ``framework``,
+its strategy text), else by source.
 
 A family is the software that ran the job. The calibrate stage shares its fitted step-time
 parameters within a family (pipeline/calibrate/families.py); the theory stage's memory model
@@ -28,7 +29,8 @@ FAMILIES = (*PRODUCTION_FAMILIES, PLAYBOOK)
 SOURCE_FAMILY = {"megatron2021": "megatron", "nvidia_dgxc2024": "megatron",
                  "bloom2022": "deepspeed", "llama3": "fsdp", "torchtitan2024": "fsdp",
                  "ultrascale_playbook2025": PLAYBOOK}
-# Otherwise the strategy text names it (step logs, new tables); default megatron.
+# A row's ``framework`` text (published tables, MLPerf system descriptions, step-log formats)
+# comes before this mapping; the strategy text after it; default megatron.
 _STRATEGY_WORDS = ((re.compile(r"nanotron", re.I), PLAYBOOK),
                    (re.compile(r"deepspeed|\bzero-?[123]\b", re.I), "deepspeed"),
                    (re.compile(r"fsdp|torchtitan", re.I), "fsdp"),
@@ -38,22 +40,32 @@ _DEEPSPEED = re.compile(r"deepspeed", re.I)
 
 
 def family_of(frame: pd.DataFrame) -> np.ndarray:
-    """Per row: ``framework_family`` where given, else by source, else by strategy text."""
+    """Per row, the first that applies: ``framework_family`` where given; DeepSpeed named in
+    the strategy text; the ``framework`` the source names (the same words as the strategy
+    text's); the source's family (``SOURCE_FAMILY``); the strategy text; ``DEFAULT_FAMILY``.
+
+    So a new source of nanotron or torchtitan runs gets its family from its ``framework``
+    column, whatever its id."""
     n = len(frame)
-    given = (frame["framework_family"].astype(object).to_numpy() if "framework_family" in frame
-             else np.full(n, None, dtype=object))
-    source = (frame["source"].astype(object).to_numpy() if "source" in frame
-              else np.full(n, None, dtype=object))
-    strategy = (frame["strategy"].astype(object).to_numpy() if "strategy" in frame
+
+    def text_column(name: str) -> np.ndarray:
+        return (frame[name].astype(object).to_numpy() if name in frame
                 else np.full(n, None, dtype=object))
+
+    given, source, strategy, framework = (text_column(c) for c in (
+        "framework_family", "source", "strategy", "framework"))
     out = []
-    for g, s, text in zip(given, source, strategy):
+    for g, s, text, stack in zip(given, source, strategy, framework):
         text = text if isinstance(text, str) else ""
+        stack = stack if isinstance(stack, str) else ""
+        named = next((f for pat, f in _STRATEGY_WORDS if pat.search(stack)), None)
         if isinstance(g, str) and g in FAMILIES:
             out.append(g)
         elif _DEEPSPEED.search(text):
             # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
             out.append("deepspeed")
+        elif named is not None:
+            out.append(named)
         elif isinstance(s, str) and s in SOURCE_FAMILY:
             out.append(SOURCE_FAMILY[s])
         else:

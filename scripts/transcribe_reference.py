@@ -41,8 +41,19 @@ EXTRA_COLUMNS = (
     "peak_memory_bytes_per_accelerator", "extra_metric", "extra_value", "extra_unit", "figure",
     "benchmark", "mlperf_version", "submitter", "system", "olympic_score_s",
     "accelerators_per_node", "global_batch_sequences", "samples_per_s", "init_s", "eval_time_s",
-    "result_path", "log_sha1", *SCHEDULE_COLUMNS,
+    "result_path", "log_sha1", *SCHEDULE_COLUMNS, "framework",
 )
+# The software that ran each source's jobs, as the source names it (citations in
+# data/raw/published/README.md); a source that names none (fernandez2024) gets none. MLPerf rows
+# carry their system description's ``framework`` field instead.
+SOURCE_FRAMEWORK = {
+    "megatron2021": "Megatron-LM", "llama3": "Meta 4D parallelism (FSDP)",
+    "palm2022": "Pathways (JAX, T5X)", "opt2022": "metaseq (FSDP + Megatron-LM tensor parallelism)",
+    "bloom2022": "Megatron-DeepSpeed", "torchtitan2024": "torchtitan",
+    "nvidia_dgxc2024": "NeMo 24.09", "ultrascale_playbook2025": "nanotron",
+}
+# megatron2021's Table 2 baselines ran DeepSpeed's ZeRO-3 ("ZeRO-3 (DeepSpeed)" in their strategy).
+MEGATRON2021_BASELINE = ("ZeRO-3 (DeepSpeed)", "DeepSpeed")
 # Megatron-LM 2021 Table 1: --num-layers-per-virtual-pipeline-stage of NVIDIA/Megatron-LM
 # examples/sc21/run_table_1.sh, as chunks per stage (layers / pp / layers-per-chunk), by depth:
 # 76B 60/4/5 = 3, 145B 80/8/5 = 2, 310B 96/16/3 = 2, 530B 105/35/1 = 3; unset (1) otherwise.
@@ -553,6 +564,7 @@ def convert_mlperf(refs: list[dict[str, str]]) -> list[Row]:
             "init_s": None if not ref["init_min"] else float(ref["init_min"]) * 60.0,
             "eval_time_s": None if not ref["eval_time_min"] else float(ref["eval_time_min"]) * 60.0,
             "result_path": ref["path"], "log_sha1": ref["log_sha1"] or None,
+            "framework": ref["framework"].strip() or None,
         }
         derived = ["params_b"]  # from the benchmark's reference model, not from the log
         notes = []
@@ -576,8 +588,23 @@ def convert_mlperf(refs: list[dict[str, str]]) -> list[Row]:
 # --- driver -----------------------------------------------------------------------------------
 
 
+def with_framework(rows: list[Row]) -> list[Row]:
+    """Each row's ``framework``: its source's (``SOURCE_FRAMEWORK``), unless already set."""
+    for row in rows:
+        if row.get("framework") is None:
+            row["framework"] = SOURCE_FRAMEWORK.get(row["source"])
+        words, stack = MEGATRON2021_BASELINE
+        if row["source"] == "megatron2021" and words in (row.get("strategy") or ""):
+            row["framework"] = stack
+    return rows
+
+
 def converted(ref_dir: Path) -> dict[str, list[Row]]:
     """Output file name -> its rows, for every source."""
+    return {name: with_framework(rows) for name, rows in _converted(ref_dir).items()}
+
+
+def _converted(ref_dir: Path) -> dict[str, list[Row]]:
     r: Callable[[str], list[dict[str, str]]] = lambda name: read_reference(ref_dir, name)
     figures = r("ultrascale_playbook2025.csv")
     return {

@@ -223,6 +223,12 @@ def test_typed_fields_from_other_parsers() -> None:
     assert _reject(n_accelerators=float("nan")).startswith("bad_value")
 
 
+def test_framework_is_carried_as_written_and_does_not_identify_the_run() -> None:
+    plain, stated = _norm(tokens_per_s="1000"), _norm(tokens_per_s="1000", framework=" NeMo 24.09 ")
+    assert plain["framework"] is None and stated["framework"] == "NeMo 24.09"
+    assert plain["run_id"] == stated["run_id"]
+
+
 def test_run_id_stable_and_identifying() -> None:
     a, b = _norm(tokens_per_s="1000"), _norm(tokens_per_s="2000")
     assert a["run_id"] == b["run_id"]  # a measure does not identify a run
@@ -270,7 +276,8 @@ _FIELDS = ["params_b", "active_params_b", "n_accelerators", "tokens_per_s", "mfu
 @given(values=st.fixed_dictionaries({}, optional={k: _NUMBERS for k in _FIELDS}),
        texts=st.fixed_dictionaries({}, optional={
            k: st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["H100", "V100", "oom"]))
-           for k in ("accelerator", "precision", "status", "strategy", "scaling", "model")}))
+           for k in ("accelerator", "precision", "status", "strategy", "scaling", "model",
+                     "framework")}))
 def test_fuzz_normalize_only_rejects(values: dict[str, Any], texts: dict[str, Any]) -> None:
     fields = {"source": "f", "citation": "c", "model": "GPT-3", "accelerator": "H100",
               "n_accelerators": "8"}
@@ -282,6 +289,7 @@ def test_fuzz_normalize_only_rejects(values: dict[str, Any], texts: dict[str, An
         assert exc.code in REJECT_CODES
         return
     assert set(RUN_COLUMN_NAMES) <= set(row)
+    assert row["framework"] is None or (isinstance(row["framework"], str) and row["framework"])
     for name in ("mfu", "hfu"):
         assert row[name] is None or 0 < row[name] <= 1
     for name in ("tokens_per_s", "model_flops_per_s", "params", "step_time_s"):

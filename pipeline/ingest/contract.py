@@ -81,6 +81,8 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("global_batch_tokens", F, "tokens per optimizer step"),
     ("strategy", S, "strategy as published (free text)"),
     ("strategy_family", S, "coarse family, see STRATEGY_FAMILIES"),
+    ("framework", S, "software that ran the job as the source names it, e.g. 'nanotron', "
+                     "'NeMo 24.09'; a step log's detected format (null: not stated)"),
     ("tokens_per_s", F, "whole-job training throughput (tokens/s)"),
     ("tokens_per_s_per_accelerator", F, "tokens/s per chip"),
     ("model_flops_per_s", F, "whole-job model FLOP/s (6N per token + attention, see derive)"),

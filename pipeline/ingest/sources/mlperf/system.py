@@ -5,6 +5,8 @@ olympic score of its runs (data/raw/mlperf/README.md).
   (strings or numbers). 0 (CPU-only systems) is a reject, not a run with N = 0.
 * Google system names count TensorCores (``v5p-1024`` is 512 chips): the name is checked against
   the JSON; a JSON that counted cores is corrected, any other disagreement is a ``conflict``.
+* Framework: the description's ``framework`` field as written (the software stack the
+  submitter names, e.g. ``NVIDIA NeMo Framework Release 24.09``), empty when absent.
 * Score: ``mlperf_logging.result_summarizer`` (``_compute_strong_score_standalone``) in seconds.
 """
 
@@ -48,6 +50,7 @@ class SystemInfo:
     per_node: int
     derived: list[str]
     notes: list[str]
+    framework: str | None = None
 
 
 def _to_int(value: Any) -> int | None:
@@ -109,7 +112,9 @@ def load_system(json_path: Path, system: str) -> SystemInfo | tuple[str, str]:
         else:
             return "conflict", (f"{json_path}: {nodes} x {per_node} = {nodes * per_node} "
                                 f"accelerators, but {m.group(0)} implies {cores // per_chip} chips")
-    return SystemInfo(accel, n, per_node, derived, notes)
+    framework = desc.get("framework")
+    framework = framework.strip()[:200] if isinstance(framework, str) else None
+    return SystemInfo(accel, n, per_node, derived, notes, framework or None)
 
 
 def finite_number(value: Any) -> float | None:

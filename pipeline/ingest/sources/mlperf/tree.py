@@ -424,6 +424,8 @@ def _to_record(run: _Run, source: str, version: str | None, submitter: str, syst
              citation=" ".join(p for p in ("MLPerf Training", version, submitter, system, bench,
                                            logical_stem(run.path)) if p),
              provenance=f"{path}:{run.line}")
+    if sysinfo.framework:
+        f["framework"] = sysinfo.framework
     if params_b is not None:
         f["params_b"] = params_b
         run.derived.append("params_b")  # the benchmark's reference size, not read from the log

@@ -76,7 +76,15 @@ CHECKED = ("n_accelerators", "tp", "pp", "cp", "ep", "dp", "zero_stage", "seq_le
 RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params_b", "n_layers",
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
-            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel")
+            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel",
+            "framework")
+# The software a log format is printed by (its format module's docstring cites the source); a
+# sidecar's ``framework:`` overrides it. The generic JSON Lines format names none. Megatron's
+# format is printed by its forks too: an argument dump with ``zero_stage`` is Megatron-DeepSpeed's
+# (Megatron-LM has no such argument); other forks (gpt-neox, ...) need the sidecar's word.
+FORMAT_FRAMEWORK = {"megatron": "Megatron-LM", "nemo": "NeMo", "deepspeed": "DeepSpeed",
+                    "nanotron": "nanotron", "torchtitan": "torchtitan",
+                    "hf_trainer": "Hugging Face Trainer"}
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
@@ -331,6 +339,9 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
     measures, derived = red.measures, list(red.derived)
     for key, value in red.implied.items():
         facts.setdefault(key, value)
+    if facts.get("framework") in (None, "") and fmt in FORMAT_FRAMEWORK:
+        facts["framework"] = ("Megatron-DeepSpeed" if fmt == megatron.NAME
+                              and "zero_stage" in state.facts else FORMAT_FRAMEWORK[fmt])
     for key, how in {**state.derivations, **red.implied_how}.items():
         if key in side.values and key not in state.facts and key not in red.implied:
             continue  # the sidecar's value was used

@@ -40,7 +40,7 @@ INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "
             "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
-            "series", "status", "notes", "system", "format", "recompute")
+            "series", "status", "notes", "system", "format", "recompute", "framework")
 BOOL_KEYS = ("sequence_parallel",)
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS + BOOL_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
