@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.config import LogsSettings
 from pipeline.frameworks import PLAYBOOK, SOURCE_FAMILY, family_of
 from pipeline.ingest.contract import RUN_COLUMNS
+from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.core.normalize import normalize
+from pipeline.ingest.sources.published import read_file
 from pipeline.ingest.sources.mlperf.system import load_system
 from pipeline.ingest.sources.steplogs.reader import read_one
+from test_ingest_normalize import CATALOG, OPTS
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "data" / "raw" / "published"
@@ -113,3 +121,27 @@ def test_a_megatron_format_log_with_a_zero_stage_argument_is_megatron_deepspeed(
     assert _family(**{k: fields.get(k) for k in ("source", "strategy", "framework")}) == "deepspeed"
     plain, _ = read_one(real / "qwen2_0p5b_n2.log", LOGS, LogsSettings(), {})
     assert isinstance(plain, dict) and plain["framework"] == "Megatron-LM"
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(framework=st.text(max_size=30))
+def test_fuzz_a_published_framework_cell_is_carried_stripped_and_read_by_family_of(
+        tmp_path: Path, framework: str) -> None:
+    good = (Path(__file__).parent / "fixtures" / "published" / "synthetic_good.csv").read_text()
+    header, first = list(csv.reader(io.StringIO(good)))[:2]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header + ["framework"], first + [framework]])
+    path = tmp_path / "t.csv"
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    records = [r for r in read_file(path, root=tmp_path) if r.fields is not None]
+    if not records:
+        return  # a cell that breaks the row (e.g. a NUL) is a reject, tested elsewhere
+    try:
+        row = normalize(records[0], CATALOG, OPTS)
+    except Reject:
+        return
+    stated = framework.strip()
+    assert row["framework"] == (stated or None) or (row["framework"] or "") in stated
+    assert _family(**{k: row[k] for k in ("source", "strategy", "framework")}) in (
+        "megatron", "fsdp", "deepspeed", PLAYBOOK)
