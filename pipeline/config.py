@@ -313,6 +313,9 @@ class MemorySettings(_Group):
     loss_bytes_per_logit: dict[FrameworkFamily, Annotated[float, Field(ge=0, le=64)]] = {}
     # families whose `selective` recompute is torchtitan's per-operator policy
     op_selective_families: list[FrameworkFamily] = []
+    # sources whose pipeline (torch.distributed.pipelining over FSDP2) holds each stage's
+    # unsharded gradients until the last microbatch
+    pipeline_unsharded_grads_sources: list[Annotated[str, Field(min_length=1)]] = []
     # a measured peak at or above this fraction of the driver's capacity may be the allocator
     # filling the chip: the scores report the APE without such peaks beside the APE of all
     near_capacity_fraction: Annotated[float, Field(gt=0, le=1)] = 0.95

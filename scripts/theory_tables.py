@@ -251,7 +251,8 @@ def _near_capacity_clause(peak: dict[str, Any]) -> str:
 
 _BASIS = {"fixed": "fixed at Korthikanti et al.'s count",
           "counted": "the count, not fitted: its published peaks are the allocator's reserved "
-                     "bytes and its pipeline rows miss memory the model does not count"}
+                     "bytes, and a fitted factor would absorb what the model misses on its "
+                     "70B and 405B rows"}
 
 
 def memory_overhead_block(theory: dict[str, Any]) -> str:

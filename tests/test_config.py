@@ -196,7 +196,8 @@ ACCEPTED = {
              # no family fitted: every factor is fixed or Korthikanti's count
              "theory.memory.fitted_activation_families",
              # no family runs torchtitan's per-operator selective policy
-             "theory.memory.op_selective_families"},
+             "theory.memory.op_selective_families",
+             "theory.memory.pipeline_unsharded_grads_sources"},
 }
 
 

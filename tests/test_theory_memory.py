@@ -382,3 +382,29 @@ def test_near_capacity_peaks_are_counted_and_scored_apart():
     assert out["n"] == 1 and out["per_source"] == {"a": 1}
     assert out["overall_without"]["n"] == 2
     assert out["overall_without"]["median_ape"] == pytest.approx((0.1 + 0.0) / 2)
+
+
+def test_a_pipeline_over_fsdp2_holds_the_stage_s_unsharded_fp32_gradients():
+    # torch/distributed/pipelining/stage.py turns FSDP's gradient sync off per microbatch and
+    # FSDP2 accumulates the unsharded gradient in fp32: L/p layers x per-layer params / t x 4 B
+    x = dict(**LLAMA31_8B, seq_len=8192, micro_batch=1, dp=4, tp=2, pp=4, zero_stage=3,
+             microbatches=8, recompute=2)
+    base = peak_memory(MemoryInputs(**x))
+    held = peak_memory(MemoryInputs(**x, pipeline_unsharded_grads=True))
+    layer_params = (8030261248.0 - 2 * 128256 * 4096) / 32
+    assert float(held.raw - base.raw) == pytest.approx(32 / 4 * layer_params / 2 * 4, rel=1e-12)
+    # no pipeline, or no ZeRO-3: nothing held
+    for change in ({"pp": 1}, {"zero_stage": 1}):
+        a = peak_memory(MemoryInputs(**(x | change)))
+        b = peak_memory(MemoryInputs(**(x | change), pipeline_unsharded_grads=True))
+        assert float(a.raw) == float(b.raw)
+
+
+def test_only_the_named_sources_hold_unsharded_pipeline_gradients():
+    from pipeline.theory.memory_inputs import memory_inputs
+    frame = pd.DataFrame({"source": ["torchtitan2024", "llama3"], "params": 8e9,
+                          "n_layers": 32, "d_model": 4096, "seq_len": 8192,
+                          "n_accelerators": 64, "tp": 2, "pp": 4, "dp": 8, "zero_stage": 3})
+    x, _ = memory_inputs(frame, None, MemoryConstants(), {"seq_len": 2048, "micro_batch": 1,
+                                                           "zero_stage": 1})
+    assert list(np.asarray(x.pipeline_unsharded_grads)) == [True, False]

@@ -73,6 +73,11 @@ class MemoryConstants:
             Megatron's fused vocab-parallel cross entropy works in place on one fp32 copy, 4.
         op_selective_families: families whose ``selective`` recompute is torchtitan's
             per-operator policy (:func:`op_selective_values_per_token`), not Korthikanti's.
+        pipeline_unsharded_grads_sources: sources whose pipeline is PyTorch's
+            ``torch.distributed.pipelining`` over FSDP2, so that under ZeRO-3 with a pipeline
+            each rank holds its stage's unsharded gradients (MemoryInputs). Per source, not per
+            family: the FSDP family also holds Llama 3's own stack, whose pipeline is not
+            described.
         runtime_reserve_bytes: device memory the runtime holds outside the framework's
             allocator, so outside a measured allocator peak: the CUDA context, about 300 MB
             with lazy module loading (CUDA >= 11.7; more than 1,000 MB before), as NVIDIA's
@@ -92,6 +97,7 @@ class MemoryConstants:
     loss_bytes_per_logit: tuple[tuple[str, float], ...] = (("deepspeed", 4.0), ("fsdp", 12.0),
                                                            ("megatron", 4.0))
     op_selective_families: tuple[str, ...] = ("fsdp",)
+    pipeline_unsharded_grads_sources: tuple[str, ...] = ("torchtitan2024",)
     runtime_reserve_bytes: float = 3.0e8
 
 
@@ -125,7 +131,13 @@ class MemoryInputs:
     2 full). ``expert_params`` counts the routed experts' parameters (0 for dense);
     ``n_embeddings`` the vocabulary matrices (2: untied input embedding and output layer, on the
     first and the last stage; 0 where the vocabulary is unknown and all parameters sit in the
-    layers). ``op_selective``: the row's ``selective`` is torchtitan's per-operator policy."""
+    layers). ``op_selective``: the row's ``selective`` is torchtitan's per-operator policy.
+    ``pipeline_unsharded_grads``: under ZeRO-3 with a pipeline the rank holds its stage's
+    unsharded gradients (``gradient_bytes_per_param`` each) until the last microbatch: PyTorch's
+    pipeline stage (``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``)
+    turns FSDP's gradient sync and resharding off for every microbatch's backward, and FSDP2
+    (``_fsdp_param.py`` ``to_accumulated_grad_if_needed``) keeps the unsharded gradient in the
+    reduce dtype (fp32 in torchtitan)."""
 
     params: ArrayLike
     n_layers: ArrayLike
@@ -151,6 +163,7 @@ class MemoryInputs:
     recompute: ArrayLike = 0
     sequence_parallel: ArrayLike = False
     op_selective: ArrayLike = False
+    pipeline_unsharded_grads: ArrayLike = False
 
 
 @dataclass(frozen=True)
@@ -332,6 +345,12 @@ def peak_memory(x: MemoryInputs, const: MemoryConstants = MemoryConstants()) -> 
         gathered = np.where(p > 1, layers / p, gathered)
     transient = np.where(z >= 3, gathered * layer_local * const.weight_bytes_per_param
                          * (1.0 - 1.0 / np.maximum(shard_dense, 1.0)), 0.0)
+    # PyTorch's pipeline stage runs every microbatch's backward of an FSDP module without
+    # gradient sync, so FSDP2 accumulates the stage's unsharded gradients in the reduce dtype
+    # until the last microbatch (``pipeline_unsharded_grads``)
+    held = np.asarray(x.pipeline_unsharded_grads, bool) & (z >= 3) & (p > 1)
+    transient = transient + np.where(held, layers / p * layer_local
+                                     * const.gradient_bytes_per_param, 0.0)
     w1, g1, o1 = states(first_emb)
     w2, g2, o2 = states(last_emb)
     first = w1 + g1 + o1 + act_first + transient

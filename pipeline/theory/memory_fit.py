@@ -90,6 +90,8 @@ def memory_constants(params: Mapping[str, Any]) -> MemoryConstants:
     # hashable, ordered forms of the per-family settings
     values["loss_bytes_per_logit"] = tuple(sorted(cfg.loss_bytes_per_logit.items()))
     values["op_selective_families"] = tuple(sorted(cfg.op_selective_families))
+    values["pipeline_unsharded_grads_sources"] = tuple(
+        sorted(cfg.pipeline_unsharded_grads_sources))
     return MemoryConstants(**values)
 
 

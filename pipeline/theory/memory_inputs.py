@@ -135,6 +135,9 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
     logits_bytes = np.array([loss_bytes.get(f, const.logits_bytes_per_value) for f in family],
                             dtype=float)
     op_selective = np.isin(family, list(const.op_selective_families))
+    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+              else np.full(len(frame), None, dtype=object))
+    unsharded_grads = np.isin(source, list(const.pipeline_unsharded_grads_sources))
     row_const = replace(
         const,
         logits_bytes_per_value=logits_bytes,
@@ -152,5 +155,5 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
         pp=pp, cp=cp, ep=ep, zero_stage=zero, microbatches=m,
         virtual_pipeline=np.maximum(_num(frame, "virtual_pipeline", 1.0), 1.0),
         recompute=recompute, sequence_parallel=_flag(frame, "sequence_parallel", tp > 1),
-        op_selective=op_selective)
+        op_selective=op_selective, pipeline_unsharded_grads=unsharded_grads)
     return inputs, row_const
