@@ -126,16 +126,21 @@ def test_schedule_is_an_input(base) -> None:
         predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
 
 
+def _gpt3_tp8_row() -> pd.DataFrame:
+    """A 175B layer stack on one TP-8 x DP-4 A100 stage, 8 microbatches, full recomputation."""
+    return simulate_layouts(5, n_runs=1).assign(
+        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
+        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
+        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+
+
 def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     """An unfused attention core adds its score traffic to the stage: tokens x L x heads x s
     score elements per rank, 13 B forward (twice with recomputation) + 19 B backward, at HBM
     bandwidth (golden); a framework without TP overlap exposes all of its TP traffic, one
     without DP overlap all of its gradient traffic; all default to today's kernels (fused,
     overlapped), and megatron2021 states the old ones (its own stack only, for DP)."""
-    row = simulate_layouts(5, n_runs=1).assign(
-        pp=1.0, tp=8.0, dp=4.0, n_accelerators=32.0, micro_batch=1.0, seq_len=2048.0,
-        global_batch_tokens=4 * 8 * 2048.0, n_layers=96, d_model=12288, params=175e9,
-        active_params=175e9, accelerator="A100-SXM4-80GB", recompute="full")
+    row = _gpt3_tp8_row()
     model = _model(base)
 
     def with_(**kw):
@@ -166,6 +171,27 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     assert fam.kernels(ds, fam.family_of(ds))[2].all()
 
 
+def test_replicated_elementwise_traffic_without_sequence_parallelism(base) -> None:
+    """Without sequence parallelism every TP rank runs the norms and residual adds on the
+    whole microbatch: per layer and microbatch token x d x (20 B forward, twice with full
+    recomputation, + 24 B backward) at HBM bandwidth; with it a 1/tp share (golden)."""
+    row = _gpt3_tp8_row()
+    model = _model(base)
+
+    def overhead(**kw):
+        return predict(row.assign(**kw), model)["kernel_overhead_s"].iloc[0]
+    m = 4 * 8 * 2048.0 / (4 * 1 * 2048.0)          # microbatches per step
+    full = m * 96 * 2048 * 12288 * (2 * 20.0 + 24.0) / 2039e9
+    assert overhead(sequence_parallel=False) - overhead(sequence_parallel=True) == \
+        pytest.approx(full * (1 - 1 / 8), rel=1e-9)
+    # one TP rank: nothing to split, nothing replicated
+    assert overhead(sequence_parallel=False, tp=1.0, dp=32.0) == pytest.approx(
+        overhead(sequence_parallel=True, tp=1.0, dp=32.0))
+    # the ideal ceiling prices no elementwise traffic
+    ideal = predict(row.assign(sequence_parallel=False), model)
+    assert (ideal["ceiling_mfu"] >= ideal["mfu_high"]).all()
+
+
 def test_alpha_beta_ring_golden(base) -> None:
     """An 8-rank all-reduce inside one domain: 2 (p-1) alpha + 2 (p-1)/p n / (e B)."""
     from pipeline.calibrate.critical_path import ring_time
@@ -176,6 +202,31 @@ def test_alpha_beta_ring_golden(base) -> None:
     assert t[0] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e8 / (e * 450e9), rel=1e-12)
     # the scale-out latency of the default network: 8-byte all-reduce on 2 x 8 H100 / (2 (p-1))
     assert base.network.hop_latency("default") == pytest.approx(123.5e-6 / 30)
+
+
+def test_chip_without_nvlink_sharp_keeps_its_own_all_reduce(base) -> None:
+    """A100's NVSwitch reduces nothing in the switch: its one-node all-reduce is its own
+    measured ring figure (Azure ND A100 v4, 231.58 GB/s busbw at 8 GB of 300 GB/s per
+    direction; the largest message of that table), not H100's NVLS 436 of 450, while
+    chips with no measurement of their own keep the default network's."""
+    from pipeline.calibrate.critical_path import ring_time
+    net = base.network
+    assert net.up_efficiency("default", "all_reduce", "A100-SXM4-80GB") == pytest.approx(
+        231.58e9 / 300e9)
+    assert net.up_efficiency("default", "all_reduce", "H100-SXM5-80GB") == pytest.approx(
+        436e9 / 450e9)
+    assert net.up_efficiency("default", "all_reduce", "B200-SXM-180GB") == pytest.approx(
+        436e9 / 450e9)
+    assert net.up_efficiency("default", "all_reduce") == pytest.approx(436e9 / 450e9)
+    # the chip's own p2p figure is the one it had (sendrecv on 8 A100)
+    assert net.up_efficiency("default", "p2p", "A100-SXM4-80GB") == pytest.approx(
+        195.56e9 / 300e9)
+    rows = rows_of(simulate_layouts(0, n_runs=2).assign(
+        accelerator=["A100-SXM4-80GB", "H100-SXM5-80GB"]), base)
+    t = ring_time(rows.machine, "all_reduce", np.array([1e8, 1e8]), np.array([8.0, 8.0]),
+                  np.array([1.0, 1.0]))
+    assert t[0] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e8 / 231.58e9, rel=1e-12)
+    assert t[1] == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e8 / 436e9, rel=1e-12)
 
 
 def test_gemm_efficiency_roofline_golden() -> None:

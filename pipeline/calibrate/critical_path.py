@@ -76,6 +76,16 @@ BACKWARD_SHARE = 2.0 / 3.0
 # bmms each read the score gradient (2 + 2) = 19.
 SCORE_BYTES_FORWARD = 13.0
 SCORE_BYTES_BACKWARD = 19.0
+# HBM bytes per hidden element (token x d) per layer of the elementwise work outside the TP-split
+# GEMM blocks at 2 B per value: the two norms and the two residual adds of a pre-norm block.
+# Without sequence parallelism every TP rank does this work on the whole microbatch
+# (Korthikanti et al. 2022, arXiv:2205.05198 §4.2.2: the norms and dropouts "are not
+# parallelized" by TP, the 10 s b h of their activation memory); with it, a 1/tp share.
+# Forward: each norm reads and writes (2 + 2), each residual add reads two and writes one
+# (2 + 2 + 2) = 20. Backward: each norm's backward reads input and gradient and writes the
+# gradient (2 + 2 + 2), each residual's gradient add reads two and writes one (2 + 2 + 2) = 24.
+ELEMENTWISE_BYTES_FORWARD = 20.0
+ELEMENTWISE_BYTES_BACKWARD = 24.0
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,19 @@ class Config:
         return np.where(np.asarray(self.fused_attention, bool), 0.0, np.nan_to_num(out))
 
 
+    @cached_property
+    def elementwise_bytes_per_microbatch(self) -> np.ndarray:
+        """HBM bytes per microbatch on a stage of the norms' and residual adds
+        (``ELEMENTWISE_BYTES_*``; forward twice under full recomputation): L / pp x tokens x d
+        on every TP rank without sequence parallelism, 1/tp of it with. Once per table."""
+        tp = np.maximum(_f(self.tp), 1.0)
+        share = np.where(np.asarray(self.sequence_parallel, bool), 1.0 / tp, 1.0)
+        per = (ELEMENTWISE_BYTES_FORWARD * np.where(_f(self.recompute) >= 2, 2.0, 1.0)
+               + ELEMENTWISE_BYTES_BACKWARD)
+        layers_stage = _f(self.n_layers) / np.maximum(_f(self.pp), 1.0)
+        return layers_stage * _f(self.microbatch_tokens) * _f(self.d_model) * per * share
+
+
 @dataclass(frozen=True)
 class Machine:
     """Arrays over configurations: the chip, its links and their measured efficiencies."""
@@ -147,6 +170,8 @@ class Machine:
     launch_s: float
     ideal: bool = False               # links at spec, no latency, GEMMs at peak
     sm_count: np.ndarray | None = None   # SMs per chip (wave quantization; None/NaN: none)
+    # catalog chip per configuration (None: the default network's figures for every chip)
+    accelerator: np.ndarray | None = None
 
     @cached_property
     def cluster_masks(self) -> dict[str, np.ndarray]:
@@ -159,6 +184,26 @@ class Machine:
         out = np.empty(self.cluster.size)
         for name, mask in self.cluster_masks.items():
             out[mask] = value(name)
+        return out
+
+    @cached_property
+    def cluster_chip_masks(self) -> dict[tuple[str, str | None], np.ndarray]:
+        """Rows of each (network, chip) pair (once per machine)."""
+        chips = (np.full(self.cluster.size, "", dtype=object) if self.accelerator is None
+                 else self.accelerator)
+        pairs = np.char.add(np.char.add(self.cluster.astype(str), "\x1f"), chips.astype(str))
+        names, codes = np.unique(pairs, return_inverse=True)
+        out = {}
+        for i, n in enumerate(names):
+            cluster, chip = str(n).split("\x1f")
+            out[(cluster, chip or None)] = codes == i
+        return out
+
+    def per_cluster_chip(self, value) -> np.ndarray:
+        """An array with ``value(cluster, chip)`` on each pair's rows."""
+        out = np.empty(self.cluster.size)
+        for (cluster, chip), mask in self.cluster_chip_masks.items():
+            out[mask] = value(cluster, chip)
         return out
 
 
@@ -191,7 +236,7 @@ def _inside(size: np.ndarray, stride: np.ndarray, domain: np.ndarray) -> np.ndar
 def _eff_up(mach: Machine, collective: str) -> np.ndarray:
     if mach.ideal:
         return np.ones(mach.cluster.size)
-    return mach.per_cluster(lambda c: mach.network.up_efficiency(c, collective))
+    return mach.per_cluster_chip(lambda c, a: mach.network.up_efficiency(c, collective, a))
 
 
 def _eff_out(mach: Machine, collective: str, nodes: np.ndarray) -> np.ndarray:
@@ -254,6 +299,14 @@ def _score_time(c: Config, mach: Machine, tokens: np.ndarray) -> np.ndarray:
     return tokens * per_token / _f(mach.hbm_bytes_per_s)
 
 
+def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
+    """Seconds per microbatch on a stage of the norms' and residual adds' HBM traffic
+    (``Config.elementwise_bytes_per_microbatch``; 0 on the ideal machine)."""
+    if mach.ideal:
+        return np.zeros(np.shape(c.tp))
+    return c.elementwise_bytes_per_microbatch / _f(mach.hbm_bytes_per_s)
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -302,7 +355,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     pair = np.full(pp.shape, 2.0)
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
                      0.0)
-    overhead = layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
+    overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
+                + _elementwise_time(c, mach))
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 

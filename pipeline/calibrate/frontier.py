@@ -94,7 +94,8 @@ class CalibratedStep:
                        scaleup_latency_s=self.model.scaleup_latency_s,
                        launch_s=self.model.kernel_latency_s,
                        sm_count=sm_counts_of(self.model.sm_count,
-                                             np.full(n, self.accelerator, dtype=object)))
+                                             np.full(n, self.accelerator, dtype=object)),
+                       accelerator=np.full(n, self.accelerator, dtype=object))
         th = Theta(*(np.full(n, v) for v in self.theta))
         parts = step_components(cfg, mach, th)
         t = parts["step_time_s"].reshape(shape_)

@@ -101,16 +101,26 @@ class Network:
     clusters: tuple[str, ...] = field(default=(DEFAULT_CLUSTER,))
     #: per cluster: latency per ring step over scale-out (alpha of the alpha-beta ring model)
     hop_s: dict[str, float] = field(default_factory=dict)
+    #: per chip and collective: the best one-node measurement of that chip on any cluster
+    chip_up: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def hop_latency(self, cluster: str) -> float:
         return self.hop_s.get(cluster, self.hop_s.get(DEFAULT_CLUSTER, self.alpha_out_s))
 
-    def up_efficiency(self, cluster: str, collective: str) -> float:
+    def up_efficiency(self, cluster: str, collective: str, accelerator: str | None = None
+                      ) -> float:
+        """The cluster's own one-node figure; else the chip's own (a chip measured on another
+        cluster: its switch, e.g. whether it reduces in-network, is the chip generation's);
+        else the default network's."""
         key = (cluster, collective)
+        if key in self.up and cluster != DEFAULT_CLUSTER:
+            return self.up[key]
+        if (accelerator, collective) in self.chip_up:
+            return self.chip_up[(accelerator, collective)]
         if key in self.up:
             return self.up[key]
         if cluster != DEFAULT_CLUSTER:
-            return self.up_efficiency(DEFAULT_CLUSTER, collective)
+            return self.up_efficiency(DEFAULT_CLUSTER, collective, accelerator)
         return self.up[(DEFAULT_CLUSTER, _STAND_IN[collective])]
 
     def out_efficiency(self, cluster: str, collective: str, nodes: np.ndarray) -> np.ndarray:
@@ -187,15 +197,25 @@ def load_network(catalog_dir: Path, hardware: pd.DataFrame) -> Network:
         bus=_number(frame, "bus_bytes_per_s", path.name, required=False),
         time_s=_number(frame, "time_s", path.name, required=False))
     up: dict[tuple[str, str], float] = {}
+    chip_up: dict[tuple[str, str], float] = {}
+    up_size: dict[tuple[str, str], float] = {}
+    up_chip: dict[tuple[str, str], str] = {}
     small_hops = []
     for row in rows.itertuples(index=False):
         spec = hardware.loc[row.accelerator]
         if row.size <= 1024 and np.isfinite(row.time_s) and row.n > row.per_node:
             k = 2.0 if row.collective == "all_reduce" else 1.0
             small_hops.append(float(row.time_s) / (k * (row.n - 1.0)))
-        elif np.isfinite(row.bus) and row.n <= row.per_node:
+        elif (np.isfinite(row.bus) and row.n <= row.per_node
+              and row.size >= up_size.get((row.cluster, row.collective), 0.0)):
+            # the largest message measured: the link's rate, the latency ramp left behind
+            up_size[(row.cluster, row.collective)] = float(row.size)
+            up_chip[(row.cluster, row.collective)] = row.accelerator
             up[(row.cluster, row.collective)] = min(1.0, float(row.bus)
                                                     / float(spec["scaleup_bytes_per_s"]))
+    for (cluster, coll), value in up.items():
+        key = (up_chip[(cluster, coll)], coll)
+        chip_up[key] = max(chip_up.get(key, 0.0), value)
     by_cluster: dict[str, list] = {}
     for row in rows.itertuples(index=False):
         spec = hardware.loc[row.accelerator]
@@ -239,7 +259,8 @@ def load_network(catalog_dir: Path, hardware: pd.DataFrame) -> Network:
     out_nodes = {k: np.array([2.0]) for k in out_eff}
     clusters = tuple(sorted({c for c, _ in up} | set(hop) | {DEFAULT_CLUSTER}))
     return Network(up=up, out_nodes=out_nodes, out_eff=out_eff,
-                   alpha_out_s=hop[DEFAULT_CLUSTER], clusters=clusters, hop_s=hop)
+                   alpha_out_s=hop[DEFAULT_CLUSTER], clusters=clusters, hop_s=hop,
+                   chip_up=chip_up)
 
 
 def load_gemm(catalog_dir: Path) -> dict[tuple[str, str], float]:

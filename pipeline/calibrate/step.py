@@ -193,7 +193,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                    scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
                    cluster=fam.cluster_of(layouts), network=model.network,
                    scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
-                   sm_count=sm_counts_of(model.sm_count, hw["accelerator"]))
+                   sm_count=sm_counts_of(model.sm_count, hw["accelerator"]),
+                   accelerator=np.asarray(hw["accelerator"], dtype=object))
     # scale-out bandwidth matters only for groups that leave the domain
     needs_out = n > domain
     ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
