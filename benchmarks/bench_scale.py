@@ -18,7 +18,10 @@ steps each go through the ingest stage alone (target: < 2 min, < 1 GB).
 Environment: ``SCALEWALL_BENCH_SCALES`` (``1,4,16``), ``SCALEWALL_BENCH_STAGES`` (all),
 ``SCALEWALL_BENCH_SMALL_LOGS`` (100000; 0 skips), ``SCALEWALL_BENCH_STAGE_TIMEOUT_S`` (1800: a
 stage still running then is killed and reported as such), ``SCALEWALL_BENCH_DIR`` (keep the
-generated data there instead of a temporary folder). Run: ``python -m benchmarks.bench_scale``.
+generated data there instead of a temporary folder), ``SCALEWALL_BENCH_REUSE`` (with
+``SCALEWALL_BENCH_DIR``: keep the data and stage outputs already there and run only the wanted
+stages on them, e.g. calibrate alone on a 16x folder an earlier run left). Run:
+``python -m benchmarks.bench_scale``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ SCALES = tuple(int(k) for k in os.environ.get("SCALEWALL_BENCH_SCALES", "1,4,16"
 WANTED = tuple(os.environ.get("SCALEWALL_BENCH_STAGES", ",".join(STAGES)).split(","))
 SMALL_LOGS = int(os.environ.get("SCALEWALL_BENCH_SMALL_LOGS", 100_000))
 TIMEOUT_S = float(os.environ.get("SCALEWALL_BENCH_STAGE_TIMEOUT_S", 1800))
+REUSE = bool(os.environ.get("SCALEWALL_BENCH_REUSE") and os.environ.get("SCALEWALL_BENCH_DIR"))
 MAX_EXPONENT = 1.1
 PIPELINE_LIMIT_S, PIPELINE_LIMIT_MB = 600.0, 4096.0
 SMALL_LIMIT_S, SMALL_LIMIT_MB = 120.0, 1024.0
@@ -121,6 +125,8 @@ def _scratch(label: str) -> Path:
     base = os.environ.get("SCALEWALL_BENCH_DIR")
     if base:
         path = Path(base) / label
+        if REUSE and (path / "raw" / "params.yaml").exists():
+            return path
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
         return path
@@ -138,7 +144,10 @@ def measure_scales() -> dict[str, dict[int, Cost]]:
     for k in SCALES:
         root = _scratch(f"x{k}")
         try:
-            data = copy_shipped(k, root / "raw")
+            raw = root / "raw"
+            data = ({"published": raw / "published", "logs": raw / "logs",
+                     "params": raw / "params.yaml"} if REUSE and (raw / "params.yaml").exists()
+                    else copy_shipped(k, raw))
             for stage in costs:
                 cost = run_stage(stage_args(stage, data, root), root / f"{stage}.log")
                 costs[stage][k] = cost

@@ -173,9 +173,17 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
     floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
     sig = np.maximum(sig, floor)
 
+    last = {}   # the step function at the last family values (the source effects leave it)
+
+    def modelled(x):
+        key = x[:off].tobytes()
+        if last.get("key") != key:
+            last["key"], last["lst"] = key, log_step_time(rows, theta_rows(x))
+        return last["lst"]
+
     def resid(x):
         z_pop, delta, u = unpack(x)
-        r = weight * (log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]) / sig[s_idx]
+        r = weight * (log_t - modelled(x) - u[s_idx]) / sig[s_idx]
         parts = [r, (z_pop - prior) / PRIOR_SD_Z]
         if use_delta:
             parts.append(delta.ravel() / FAMILY_SD)
@@ -183,12 +191,37 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             parts.append(u / sig_u)
         return np.concatenate(parts)
 
+    by_source = [np.flatnonzero(s_idx == i) for i in range(S)]
+
+    def jac(x):
+        # scipy's forward differences (its 2-point steps, column by column), except that a
+        # source effect's column is written from the rows it moves (its source's and its
+        # prior's): the same numbers without a step-function call per source, which made each
+        # Jacobian cost runs x sources.
+        f0 = resid(x)
+        h = _forward_step(x)
+        jt = np.empty((x.size, f0.size))
+        for i in range(off):
+            x1 = x.copy()
+            x1[i] = x[i] + h[i]
+            jt[i] = (resid(x1) - f0) / ((x[i] + h[i]) - x[i])
+        if use_u:
+            lst = modelled(x)
+            for j, mine in enumerate(by_source):
+                i = off + j
+                u1 = x[i] + h[i]
+                f1 = f0.copy()
+                f1[mine] = weight[mine] * (log_t[mine] - lst[mine] - u1) / sig[j]
+                f1[f0.size - S + j] = u1 / sig_u
+                jt[i] = (f1 - f0) / ((x[i] + h[i]) - x[i])
+        return jt.T
+
     x = _start_vector(prior, fams, sources, start, use_delta, use_u)
     rounds = 1 if fixed_sigma is not None else em_rounds
     n = log_t.size
     res = None
     for _ in range(rounds):
-        res = least_squares(resid, x, loss="huber", f_scale=HUBER_K, method="trf",
+        res = least_squares(resid, x, jac=jac, loss="huber", f_scale=HUBER_K, method="trf",
                             x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8, max_nfev=200)
         x = res.x
         if fixed_sigma is not None:
@@ -217,6 +250,13 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
         n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
         n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+
+
+def _forward_step(x: np.ndarray) -> np.ndarray:
+    """The step of scipy's 2-point differences (``scipy.optimize._numdiff``, no bounds):
+    sqrt(eps) max(1, |x|), signed as x (+ at 0)."""
+    sign = (x >= 0).astype(float) * 2 - 1
+    return np.finfo(np.float64).eps ** 0.5 * sign * np.maximum(1.0, np.abs(x))
 
 
 def _start_vector(prior: np.ndarray, fams: list[str], sources: list[str],

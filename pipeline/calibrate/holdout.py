@@ -25,7 +25,7 @@ from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.estimate import Data, Fitted, fit_groups
 from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
-from pipeline.fit.series import series_points
+from pipeline.fit.series import SeriesPoints, series_points
 
 COLUMNS = ("run_id", "series_id", "source", "holdout", "predictor", "metric", "n_train_max",
            "n_target", "actual", "predicted", "pi_low", "pi_high", "ape", "covered",
@@ -46,16 +46,26 @@ class Case:
     run_test: np.ndarray
 
 
-def series_cases(runs: pd.DataFrame, series: pd.DataFrame, ks: tuple[int, ...],
-                 min_distinct_n: int) -> list[Case]:
-    """The largest-k holdout cases, series by series (fit stage's points and split)."""
-    cases = []
+def series_table(runs: pd.DataFrame, series: pd.DataFrame
+                 ) -> list[tuple[pd.Series, SeriesPoints]]:
+    """Every series that has runs, in series_id order, with the fit stage's points: worked out
+    once for the holdout cases and the targets beyond the data."""
     by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
+    out = []
     for _, row in series.sort_values("series_id").iterrows():
         mine = by_series.get(row["series_id"])
-        if mine is None:
-            continue
-        pts = series_points(mine, row)
+        if mine is not None:
+            out.append((row, series_points(mine, row)))
+    return out
+
+
+def series_cases(runs: pd.DataFrame, series: pd.DataFrame, ks: tuple[int, ...],
+                 min_distinct_n: int,
+                 points: list[tuple[pd.Series, SeriesPoints]] | None = None) -> list[Case]:
+    """The largest-k holdout cases, series by series (fit stage's points and split);
+    ``points``: :func:`series_table` of the same runs and series, where already at hand."""
+    cases = []
+    for row, pts in (series_table(runs, series) if points is None else points):
         if not pts.y_metric or pts.n_distinct < min_distinct_n:
             continue
         ids = pts.runs["run_id"].astype(str).to_numpy()

@@ -89,13 +89,15 @@ def in_sample(data: Data, fitted: Fitted, model: StepModel, level: float) -> pd.
 
 
 def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.DataFrame,
-                data: Data, fitted: Fitted, cfg: CalibrateSettings, fit: FitSettings
-                ) -> tuple[pd.DataFrame, dict[str, float]]:
+                data: Data, fitted: Fitted, cfg: CalibrateSettings, fit: FitSettings,
+                points: list | None = None) -> tuple[pd.DataFrame, dict[str, float]]:
     """predictions.parquet (both holdout schemes, every predictor, scored) and the
     leave-source-out conformal half-widths. The interval level and the largest-N cases are the
     fit stage's (``fit.interval``, ``fit.holdout_k``, ``fit.extrapolation_min_distinct_n``):
-    calibrate scores the laws of extrapolation.parquet on the same cases."""
-    cases = ho.series_cases(runs, series, fit.holdout_k, fit.extrapolation_min_distinct_n)
+    calibrate scores the laws of extrapolation.parquet on the same cases. ``points``:
+    :func:`pipeline.calibrate.holdout.series_table` of ``runs`` and ``series``, where at hand."""
+    cases = ho.series_cases(runs, series, fit.holdout_k, fit.extrapolation_min_distinct_n,
+                            points)
     source_rows, q = ho.source_predictions(data, fitted, cfg, fit.interval)
     parts = [ho.largest_k_predictions(cases, data, fitted, cfg), source_rows]
     pred = pd.concat([p for p in parts if len(p)], ignore_index=True)
@@ -241,7 +243,8 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
     data = load_data(runs, base)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
                        em_rounds=cfg.em_rounds, balance=cfg.balance)
-    pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit)
+    points = ho.series_table(runs, series)   # the holdout cases' and the targets'
+    pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit, points)
     half = {f: q["production"] for f in fitted.production.families}
     half["production"] = q["production"]
     half[PLAYBOOK] = playbook_half_width(data, fitted, interval)
@@ -254,7 +257,7 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
     tab = scores.predictor_table(pred)
     front_rows, front = frontier(s, catalog, model, fitted, cfg, inputs.metrics.get("theory", {}))
     beyond = selected_targets(runs, series, data, fitted, model, pred,
-                              sorted(s.compare.extrapolate_n), interval)
+                              sorted(s.compare.extrapolate_n), interval, points)
     ranks = ranking_table(cal_runs, runs, PLAYBOOK_SOURCE)
     fit_set = data.runs.loc[data.fit, "source"]
     g = fitted.production

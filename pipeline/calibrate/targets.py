@@ -20,9 +20,9 @@ from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import Theta, step_components
 from pipeline.calibrate.estimate import Data, Fitted
-from pipeline.calibrate.holdout import predicted_log_time, within_series_sd
+from pipeline.calibrate.holdout import predicted_log_time, series_table, within_series_sd
 from pipeline.calibrate.step import StepModel, rows_of
-from pipeline.fit.series import series_points
+from pipeline.fit.series import SeriesPoints
 
 
 def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
@@ -66,39 +66,46 @@ def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> 
 
 
 def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitted: Fitted,
-                     model: StepModel, pred: pd.DataFrame, targets: list[int], level: float
+                     model: StepModel, pred: pd.DataFrame, targets: list[int], level: float,
+                     points: list[tuple[pd.Series, SeriesPoints]] | None = None
                      ) -> pd.DataFrame:
     """One row per (series, target N): series_id, source, n_accelerators, y_metric, predictor,
-    predicted, pi_low, pi_high, assumed_layout."""
+    predicted, pi_low, pi_high, assumed_layout. ``points``: the series' points
+    (:func:`pipeline.calibrate.holdout.series_table`), where already at hand."""
     q = {p: pooled_quantile(pred, p, level) for p in ("calibrated", "naive_linear")}
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
     layout = pd.Series(data.has_layout, index=data.runs["run_id"].astype(str))
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
-    rows = []
-    for _, s in series.sort_values("series_id").iterrows():
-        mine = by_series.get(s["series_id"])
-        if mine is None:
-            continue
-        pts = series_points(mine, s)
+    todo, frames = [], []
+    for s, pts in (series_table(runs, series) if points is None else points):
         if not pts.y_metric or pts.n_distinct < 2:
             continue
         n_max = float(pts.n.max())
-        ids = pts.runs["run_id"].astype(str).to_numpy()
-        stated = bool(layout.reindex(ids).fillna(False).all())
         n_t = np.array([n for n in targets if n > n_max], float)
         if n_t.size == 0:
             continue
-        predicted, sd, name = None, None, "naive_linear"
+        ids = pts.runs["run_id"].astype(str).to_numpy()
+        stated = bool(layout.reindex(ids).fillna(False).all())
         if stated:
             largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
-            new = _scaled_runs(largest, [int(n) for n in n_t], str(s.get("scaling")) == "weak")
-            both = pd.concat([pts.runs, new], ignore_index=True)
-            y_model = _model_throughput(both, fitted, model)
-            train = y_model[: ids.size]
+            frames += [pts.runs, _scaled_runs(largest, [int(n) for n in n_t],
+                                              str(s.get("scaling")) == "weak")]
+        todo.append((s, pts, n_max, n_t, stated))
+    # the step function once over every series' runs and targets (row by row, so the same
+    # numbers as series by series, without a table and its lookups per series)
+    y_all = (_model_throughput(pd.concat(frames, ignore_index=True), fitted, model) if frames
+             else np.zeros(0))
+    rows, at = [], 0
+    for s, pts, n_max, n_t, stated in todo:
+        predicted, sd, name = None, None, "naive_linear"
+        if stated:
+            n_runs = len(pts.runs)
+            y_model = y_all[at:at + n_runs + n_t.size]
+            at += n_runs + n_t.size
+            train = y_model[:n_runs]
             if np.all(np.isfinite(y_model)) and np.all(train > 0):
                 offset = float(np.mean(np.log(pts.y) - np.log(train)))
-                predicted = y_model[ids.size:] * np.exp(offset)
-                sd = np.full(n_t.size, sd_within * np.sqrt(1.0 + 1.0 / ids.size))
+                predicted = y_model[n_runs:] * np.exp(offset)
+                sd = np.full(n_t.size, sd_within * np.sqrt(1.0 + 1.0 / n_runs))
                 name = "calibrated"
         if predicted is None:
             predicted = iv.naive_linear(pts.n, pts.y, n_t)
