@@ -309,6 +309,16 @@ class MemorySettings(_Group):
     fsdp_prefetch_layers: Annotated[float, Field(ge=0, le=1000)]
     fsdp_pipeline_keeps_weights: bool
     runtime_reserve_bytes: Annotated[float, Field(ge=0, le=1e11)]
+    # framework family -> bytes per logit value its loss holds at its peak (others: logits_...)
+    loss_bytes_per_logit: dict[FrameworkFamily, Annotated[float, Field(ge=0, le=64)]] = {}
+    # families whose `selective` recompute is torchtitan's per-operator policy
+    op_selective_families: list[FrameworkFamily] = []
+    # sources whose pipeline (torch.distributed.pipelining over FSDP2) holds each stage's
+    # unsharded gradients until the last microbatch
+    pipeline_unsharded_grads_sources: list[Annotated[str, Field(min_length=1)]] = []
+    # a measured peak at or above this fraction of the driver's capacity may be the allocator
+    # filling the chip: the scores report the APE without such peaks beside the APE of all
+    near_capacity_fraction: Annotated[float, Field(gt=0, le=1)] = 0.95
     max_activation_factor: Annotated[float, Field(ge=1, le=100)]
     max_fixed_bytes: Annotated[float, Field(ge=0, le=1e12)]
     # framework family (pipeline/frameworks.py) -> activation factor held at a cited value

@@ -275,6 +275,19 @@ PALM_ACCELERATORS = {"V100": "V100", "TPU v3": "TPU-v3", "A100": "A100",
                      "TPU v4": "TPU-v4", "TPU v4 (2 pods x 3072 chips)": "TPU-v4"}
 
 
+# PaLM (arXiv:2204.02311), checked against the paper: the within-pod split and the sharding are
+# §4's, the optimizer §5's ("Adafactor ... without factorization. This is effectively equivalent
+# to Adam ... with 'parameter scaling'", with momentum beta1 = 0.9: two moments per parameter,
+# the Adam-like states the memory model counts).
+PALM_SHARDING_NOTE = (
+    " Checked against the paper: §4 states the 12 x 256 split (\"each weight tensor partitioned"
+    " over 3072 chips using 12-way model parallelism and 256-way fully sharded data parallelism\","
+    " every pod a full copy: zero_stage 3, sharded within the pod) and full rematerialization"
+    " (\"one fully sharded activation tensor is saved from each layer. During the backward pass,"
+    " the rest of the activations are rematerialized\"); §5: Adafactor without factorization,"
+    " \"effectively equivalent to Adam\", with momentum 0.9.")
+
+
 def convert_palm2022(refs: list[dict[str, str]]) -> list[Row]:
     """PaLM Table 3: PaLM's own run plus the MFU it computes for GPT-3, Gopher and MT-NLG."""
     out = []
@@ -294,6 +307,13 @@ def convert_palm2022(refs: list[dict[str, str]]) -> list[Row]:
                 # "12-way model x 256-way data" per pod: tp = N / dp = 6144 / 512 = 12.
                 row["tp"] = row["n_accelerators"] // row["dp"]
                 derived.append("tp")
+            # §4: "each weight tensor partitioned over 3072 chips using 12-way model
+            # parallelism and 256-way fully sharded data parallelism" (FSDP = ZeRO-3 by
+            # convention, so derived); "During the backward pass, the rest of the activations
+            # are rematerialized" (one sharded tensor saved per layer: full recompute).
+            row.update(zero_stage=3, recompute="full")
+            derived.append("zero_stage")
+            row["notes"] = (row["notes"] + PALM_SHARDING_NOTE) if row["notes"] else None
         out.append(with_derived(row, *derived))
     return out
 

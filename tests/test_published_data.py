@@ -355,3 +355,18 @@ def test_palm_model_parallel_degree_is_derived():
                and r["record_kind"] == "run")
     assert (run["dp"], run["tp"]) == ("512", "12")
     assert {"dp", "tp"} <= set(run["derived"].split(";"))
+
+
+def test_palm_states_its_within_pod_sharding_and_full_rematerialization():
+    """arXiv:2204.02311 §4: "256-way fully sharded data parallelism" within each pod (FSDP =
+    ZeRO-3 by convention, so derived) and "the rest of the activations are rematerialized"
+    (full recompute, as the paper states it); §5: Adafactor without factorization, "effectively
+    equivalent to Adam" (the Adam-like states the memory model counts)."""
+    run = next(r for r in rows_of("palm2022.csv") if r["model"] == "PaLM"
+               and r["record_kind"] == "run")
+    assert (run["zero_stage"], run["recompute"]) == ("3", "full")
+    assert "zero_stage" in run["derived"].split(";")
+    assert "recompute" not in run["derived"].split(";")
+    for quoted in ("256-way fully sharded data parallelism", "rematerialized",
+                   "effectively equivalent to Adam"):
+        assert quoted in run["notes"]

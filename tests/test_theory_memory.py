@@ -265,14 +265,10 @@ from pipeline.config import PROJ_ROOT  # noqa: E402
 SHIPPED = (PROJ_ROOT / "data/processed/bounds.parquet", PROJ_ROOT / "data/processed/runs.parquet")
 # Completed runs the model still says could not fit, per production source, each with its cause
 # (docs/theory.md §11). A count may only fall; every other production source must have none.
-KNOWN_CONTRADICTIONS = {
-    # the 8B selective rows on 8 GPUs: Korthikanti's selective is not torchtitan's per-operator
-    # policy, and the 96 GB HBM2e part has no driver-reported total in the catalog
-    "torchtitan2024": 3,
-    # its row states no ZeRO stage (default 1: 271 GB of states per chip); PaLM's within-pod
-    # weight sharding and its Adafactor optimizer are not in the data
-    "palm2022": 1,
-}
+# None is left: torchtitan's three 8B selective rows on 8 GPUs fit since the FSDP family's
+# selective is torchtitan's per-operator policy, and PaLM's since its row states its within-pod
+# full sharding (arXiv:2204.02311 §4).
+KNOWN_CONTRADICTIONS: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")
@@ -291,9 +287,124 @@ def test_no_completed_production_run_is_predicted_not_to_fit(shipped_memory):
     production = done[family_of(done) != PLAYBOOK]
     sized = set(production["source"])
     # the sources this invariant is about are all sized (a lost memory column would pass it)
-    assert {"megatron2021", "nvidia_dgxc2024", "llama3", "bloom2022"} <= sized
+    assert {"megatron2021", "nvidia_dgxc2024", "llama3", "bloom2022", "torchtitan2024",
+            "palm2022"} <= sized
     over = production[~production["fits_memory"].astype(bool)]
     counts = over.groupby("source").size().to_dict()
     excess = {s: n for s, n in counts.items() if n > KNOWN_CONTRADICTIONS.get(s, 0)}
     assert not excess, f"completed runs predicted not to fit: {excess} " \
                        f"({sorted(over.loc[over['source'].isin(excess), 'run_id'])[:10]})"
+
+
+# --- per-family loss working set and torchtitan's per-operator selective recompute ----------
+
+LLAMA31_8B = dict(params=8030261248.0, n_layers=32, d_model=4096.0, vocab_size=128256.0,
+                  n_embeddings=2, n_heads=32, n_kv_heads=8, ffn_size=14336.0, gated_mlp=True)
+
+
+def test_op_selective_keeps_every_other_matmul_sdpa_and_the_block_input():
+    # torchtitan parallelize_llama.py: wq, wv, w1, w2 (odd mm of wq wk wv wo w1 w3 w2), the
+    # SDPA output and the checkpoint input. Llama 3.1 8B: h (1 + 1/4 + 1 + 1 + 1) + f values
+    # per token = 4.25 x 4096 + 14336 = 31,744; 2 sequences of 8192 tokens in bf16.
+    got = activation_bytes_per_layer(8192, 2, 4096, 32, 8, 14336, True, 1, 1, False, 1,
+                                     MemoryConstants(), op_selective=True)
+    assert float(got) == pytest.approx(31744 * 2 * 16384, rel=1e-12)
+    # Korthikanti's selective on the same layer keeps 4h + h(2 + 2/4) + 3f = 69,632 values
+    kor = activation_bytes_per_layer(8192, 2, 4096, 32, 8, 14336, True, 1, 1, False, 1,
+                                     MemoryConstants(), op_selective=False)
+    assert float(kor) == pytest.approx(69632 * 2 * 16384, rel=1e-12)
+    # full recompute and no recompute ignore the policy
+    for rc in (0, 2):
+        a = activation_bytes_per_layer(8192, 2, 4096, 32, 8, 14336, True, 1, 1, False, rc,
+                                       MemoryConstants(), op_selective=True)
+        b = activation_bytes_per_layer(8192, 2, 4096, 32, 8, 14336, True, 1, 1, False, rc,
+                                       MemoryConstants())
+        assert float(a) == float(b)
+
+
+def test_op_selective_splits_column_parallel_outputs_over_tp():
+    from pipeline.theory.memory import op_selective_values_per_token
+    # tp 4 with sequence parallelism: (wq h + wv h/4 + SDPA h + w1 f) / 4, w2's whole partial
+    # sum h, the block input h / 4
+    got = op_selective_values_per_token(4096, 32, 8, 14336, True, 4, True)
+    assert float(got) == pytest.approx((4096 * 2.25 + 14336) / 4 + 4096 + 4096 / 4)
+    # a plain MLP runs six matmuls: w2 is the sixth, recomputed (wq, wv, SDPA, w1, input)
+    plain = op_selective_values_per_token(4096, 32, 32, 16384, False, 1, False)
+    assert float(plain) == pytest.approx(4096 * 4 + 16384)
+
+
+def test_torchtitan_8b_selective_on_8_gpus_by_hand():
+    # torchtitan Table 1 row (8 H100, FSDP 8, local batch 2 x 8192, selective 'op'):
+    # states 18 B/param / 8 + two gathered layers (bf16, less the own shard) + 32 layers'
+    # kept set + the first layer input + the rebuilt rest of one layer + the loss, 12 B/logit.
+    const = MemoryConstants(loss_bytes_per_logit=(("fsdp", 12.0),),
+                            op_selective_families=("fsdp",))
+    x = MemoryInputs(**LLAMA31_8B, seq_len=8192, micro_batch=2, dp=8, zero_stage=3,
+                     recompute=1, op_selective=True)
+    tokens = 16384.0
+    out = peak_memory(x, MemoryConstants(logits_bytes_per_value=12.0))
+    layer_params = (8030261248.0 - 2 * 128256 * 4096) / 32
+    hand = (8030261248.0 * 18 / 8 + 2 * layer_params * 2 * (1 - 1 / 8)
+            + 32 * 31744 * 2 * tokens + tokens * 4096 * 2 + (69632 - 31744) * 2 * tokens
+            + tokens * 128256 * 12)
+    assert float(out.raw) == pytest.approx(hand, rel=1e-12)
+    assert const.loss_bytes_per_logit == (("fsdp", 12.0),)
+
+
+def test_memory_inputs_take_the_family_s_loss_bytes_and_selective_policy():
+    from pipeline.theory.memory_inputs import memory_inputs
+    const = MemoryConstants(loss_bytes_per_logit=(("fsdp", 12.0), ("megatron", 4.0)),
+                            op_selective_families=("fsdp",))
+    frame = pd.DataFrame({"source": ["torchtitan2024", "megatron2021", "elsewhere"],
+                          "params": 8e9, "n_layers": 32, "d_model": 4096, "seq_len": 8192,
+                          "n_accelerators": 8, "dp": 8, "recompute": "selective",
+                          "strategy": ["FSDP", "PTD-P", "nanotron"]})
+    x, rc = memory_inputs(frame, None, const, {"seq_len": 2048, "micro_batch": 1,
+                                                "zero_stage": 1})
+    assert list(rc.logits_bytes_per_value) == [12.0, 4.0, 4.0]  # playbook: the default 4
+    assert list(np.asarray(x.op_selective)) == [True, False, False]
+
+
+def test_settings_give_hashable_per_family_constants():
+    from pipeline.config import load_params
+    from pipeline.theory.memory_fit import memory_constants
+    const = memory_constants(load_params())
+    assert dict(const.loss_bytes_per_logit) == {"deepspeed": 4.0, "fsdp": 12.0, "megatron": 4.0}
+    assert const.op_selective_families == ("fsdp",)
+    hash(const)
+
+
+def test_near_capacity_peaks_are_counted_and_scored_apart():
+    from pipeline.theory.memory_fit import _near_capacity
+    peak = pd.DataFrame({"source": ["a", "a", "b"], "measured": [90e9, 50e9, 79e9],
+                         "capacity": [94e9, 94e9, 85.5e9], "predicted": [80e9, 55e9, 79e9]})
+    out = _near_capacity(peak, 0.95)
+    assert out["n"] == 1 and out["per_source"] == {"a": 1}
+    assert out["overall_without"]["n"] == 2
+    assert out["overall_without"]["median_ape"] == pytest.approx((0.1 + 0.0) / 2)
+
+
+def test_a_pipeline_over_fsdp2_holds_the_stage_s_unsharded_fp32_gradients():
+    # torch/distributed/pipelining/stage.py turns FSDP's gradient sync off per microbatch and
+    # FSDP2 accumulates the unsharded gradient in fp32: L/p layers x per-layer params / t x 4 B
+    x = dict(**LLAMA31_8B, seq_len=8192, micro_batch=1, dp=4, tp=2, pp=4, zero_stage=3,
+             microbatches=8, recompute=2)
+    base = peak_memory(MemoryInputs(**x))
+    held = peak_memory(MemoryInputs(**x, pipeline_unsharded_grads=True))
+    layer_params = (8030261248.0 - 2 * 128256 * 4096) / 32
+    assert float(held.raw - base.raw) == pytest.approx(32 / 4 * layer_params / 2 * 4, rel=1e-12)
+    # no pipeline, or no ZeRO-3: nothing held
+    for change in ({"pp": 1}, {"zero_stage": 1}):
+        a = peak_memory(MemoryInputs(**(x | change)))
+        b = peak_memory(MemoryInputs(**(x | change), pipeline_unsharded_grads=True))
+        assert float(a.raw) == float(b.raw)
+
+
+def test_only_the_named_sources_hold_unsharded_pipeline_gradients():
+    from pipeline.theory.memory_inputs import memory_inputs
+    frame = pd.DataFrame({"source": ["torchtitan2024", "llama3"], "params": 8e9,
+                          "n_layers": 32, "d_model": 4096, "seq_len": 8192,
+                          "n_accelerators": 64, "tp": 2, "pp": 4, "dp": 8, "zero_stage": 3})
+    x, _ = memory_inputs(frame, None, MemoryConstants(), {"seq_len": 2048, "micro_batch": 1,
+                                                           "zero_stage": 1})
+    assert list(np.asarray(x.pipeline_unsharded_grads)) == [True, False]

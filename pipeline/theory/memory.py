@@ -21,7 +21,10 @@ array and the result has their common shape. Four parts, each with its source:
   et al. 2021, arXiv:2104.04473 §2.2), the interleaved schedule L (1 + (p - 1) / (p v)) layers'
   worth (Korthikanti et al. 2022 §4.2.3; Megatron-LM ``theoretical_memory_usage.py``). The first
   stage also holds the input embedding, the last the output layer and the fp32 logits,
-  4 s b V / t bytes (Korthikanti §4.3).
+  4 s b V / t bytes (Korthikanti §4.3) for Megatron's fused vocab-parallel cross entropy; a
+  family's own loss working set where its loss keeps more (``loss_bytes_per_logit``).
+* **Selective recompute** is Korthikanti's (the attention core recomputed) unless the family's
+  ``selective`` is torchtitan's per-operator policy (``op_selective``, below).
 * **Experts** (MoE): routed-expert parameters split over ep (and tp), their ZeRO group is the
   expert data-parallel group dp cp / ep; expert MLP activations scale with top-k.
 
@@ -62,6 +65,19 @@ class MemoryConstants:
             weights gathered from forward to backward, not resharding after each microbatch's
             forward (torchtitan's default, ``reshard_after_forward = not pp_enabled`` in its
             parallelize code: per-microbatch all-gathers would be expensive and unoverlapped).
+        loss_bytes_per_logit: per framework family (pipeline/frameworks.py), the bytes per
+            logit value its loss holds at its peak, where that differs from
+            ``logits_bytes_per_value`` (docs/theory.md §11): PyTorch's eager
+            ``F.cross_entropy`` on fp32 logits (torchtitan) holds the saved fp32 log-softmax,
+            its incoming gradient and its input gradient at once in the loss's backward, 12;
+            Megatron's fused vocab-parallel cross entropy works in place on one fp32 copy, 4.
+        op_selective_families: families whose ``selective`` recompute is torchtitan's
+            per-operator policy (:func:`op_selective_values_per_token`), not Korthikanti's.
+        pipeline_unsharded_grads_sources: sources whose pipeline is PyTorch's
+            ``torch.distributed.pipelining`` over FSDP2, so that under ZeRO-3 with a pipeline
+            each rank holds its stage's unsharded gradients (MemoryInputs). Per source, not per
+            family: the FSDP family also holds Llama 3's own stack, whose pipeline is not
+            described.
         runtime_reserve_bytes: device memory the runtime holds outside the framework's
             allocator, so outside a measured allocator peak: the CUDA context, about 300 MB
             with lazy module loading (CUDA >= 11.7; more than 1,000 MB before), as NVIDIA's
@@ -78,6 +94,10 @@ class MemoryConstants:
     dropout: bool = False
     fsdp_prefetch_layers: float = 2.0
     fsdp_pipeline_keeps_weights: bool = True
+    loss_bytes_per_logit: tuple[tuple[str, float], ...] = (("deepspeed", 4.0), ("fsdp", 12.0),
+                                                           ("megatron", 4.0))
+    op_selective_families: tuple[str, ...] = ("fsdp",)
+    pipeline_unsharded_grads_sources: tuple[str, ...] = ("torchtitan2024",)
     runtime_reserve_bytes: float = 3.0e8
 
 
@@ -111,7 +131,13 @@ class MemoryInputs:
     2 full). ``expert_params`` counts the routed experts' parameters (0 for dense);
     ``n_embeddings`` the vocabulary matrices (2: untied input embedding and output layer, on the
     first and the last stage; 0 where the vocabulary is unknown and all parameters sit in the
-    layers)."""
+    layers). ``op_selective``: the row's ``selective`` is torchtitan's per-operator policy.
+    ``pipeline_unsharded_grads``: under ZeRO-3 with a pipeline the rank holds its stage's
+    unsharded gradients (``gradient_bytes_per_param`` each) until the last microbatch: PyTorch's
+    pipeline stage (``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``)
+    turns FSDP's gradient sync and resharding off for every microbatch's backward, and FSDP2
+    (``_fsdp_param.py`` ``to_accumulated_grad_if_needed``) keeps the unsharded gradient in the
+    reduce dtype (fp32 in torchtitan)."""
 
     params: ArrayLike
     n_layers: ArrayLike
@@ -136,6 +162,8 @@ class MemoryInputs:
     virtual_pipeline: ArrayLike = 1.0
     recompute: ArrayLike = 0
     sequence_parallel: ArrayLike = False
+    op_selective: ArrayLike = False
+    pipeline_unsharded_grads: ArrayLike = False
 
 
 @dataclass(frozen=True)
@@ -175,12 +203,14 @@ def activation_bytes_per_layer(seq_len: ArrayLike, micro_batch: ArrayLike, d_mod
                                n_heads: ArrayLike, n_kv_heads: ArrayLike, ffn_size: ArrayLike,
                                gated_mlp: ArrayLike, tp: ArrayLike, cp: ArrayLike,
                                sequence_parallel: ArrayLike, recompute: ArrayLike,
-                               const: MemoryConstants, mlp_multiplier: ArrayLike = 1.0
-                               ) -> np.ndarray:
+                               const: MemoryConstants, mlp_multiplier: ArrayLike = 1.0,
+                               op_selective: ArrayLike | None = None) -> np.ndarray:
     """Bytes one transformer layer keeps for the backward of one microbatch on one rank
     (Korthikanti et al. 2022 §4.1 and Table 2, generalised as in the module docstring).
 
-    ``mlp_multiplier`` scales the MLP part (MoE: top-k experts per token).
+    ``mlp_multiplier`` scales the MLP part (MoE: top-k experts per token; for the per-operator
+    policy it scales the whole kept set, an approximation). ``op_selective`` marks rows whose
+    ``selective`` is torchtitan's per-operator policy (:func:`op_selective_values_per_token`).
     """
     s, b, h = _f(seq_len), _f(micro_batch), _f(d_model)
     t, c = np.maximum(_f(tp), 1.0), np.maximum(_f(cp), 1.0)
@@ -206,7 +236,42 @@ def activation_bytes_per_layer(seq_len: ArrayLike, micro_batch: ArrayLike, d_mod
         core = a * tokens * s * (w + mask * (1.0 + w)) / t
     full_layer = replicated + split + np.where(rc >= 1, 0.0, core)
     layer_input = tokens * h * w / np.where(sp, t, 1.0)
-    return np.where(rc >= 2, layer_input, full_layer)
+    out = np.where(rc >= 2, layer_input, full_layer)
+    if op_selective is None:
+        return out
+    op = tokens * w * op_selective_values_per_token(h, n_heads, n_kv_heads, ffn_size,
+                                                    gated_mlp, t, sp) * _f(mlp_multiplier)
+    return np.where((rc == 1) & np.asarray(op_selective, bool), op, out)
+
+
+def op_selective_values_per_token(d_model: ArrayLike, n_heads: ArrayLike,
+                                  n_kv_heads: ArrayLike, ffn_size: ArrayLike,
+                                  gated_mlp: ArrayLike, tp: ArrayLike,
+                                  sequence_parallel: ArrayLike) -> np.ndarray:
+    """Values per token one layer keeps under torchtitan's per-operator selective recompute,
+    on one rank.
+
+    torchtitan's ``_apply_ac_to_transformer_block`` (pytorch/torchtitan
+    torchtitan/parallelisms/parallelize_llama.py, ``selective_ac_option = "op"``) wraps each
+    block in ``checkpoint_wrapper`` with a policy that must-saves the outputs of the ops in its
+    ``_save_list`` (``aten.mm``, the SDPA kernels, ``reduce_scatter_tensor``) except every
+    second ``mm``, and recomputes everything else. In a Llama block the matmuls run wq, wk,
+    wv, wo, then w1, w3, w2 (gated MLP; a plain MLP: w1, w2), so the odd ones are kept: wq
+    (h), wv (h kv / a), w1 (f) and, gated, w2 (h; its row-parallel output is a whole partial
+    sum per rank before the reduce-scatter). Beside them the SDPA output (h) and the
+    checkpoint's input (h; split over t with sequence parallelism). Column-parallel outputs
+    are split over t. Flash attention's fp32 log-sum-exp (a per token) is left out: 0.4% of
+    the total for Llama 3.1 8B.
+    """
+    h, t = _f(d_model), np.maximum(_f(tp), 1.0)
+    a = np.where(np.isfinite(_f(n_heads)), _f(n_heads), h / 128.0)
+    kv = np.where(np.isfinite(_f(n_kv_heads)), _f(n_kv_heads), a)
+    f = np.where(np.isfinite(_f(ffn_size)), _f(ffn_size), 4.0 * h)
+    sp = np.asarray(sequence_parallel, bool)
+    gated = np.asarray(gated_mlp, bool)
+    column = h + h * kv / a + f + h  # wq, wv, w1 and the SDPA output, split over t
+    row = np.where(gated, h, 0.0)  # w2 (the 7th matmul) when gated; plain: w2 is the 6th
+    return column / t + row + h / np.where(sp, t, 1.0)
 
 
 def layers_in_flight(n_layers: ArrayLike, pp: ArrayLike, microbatches: ArrayLike,
@@ -251,12 +316,16 @@ def peak_memory(x: MemoryInputs, const: MemoryConstants = MemoryConstants()) -> 
     moe_share = np.where(experts > 0, _f(x.top_k), 1.0)
     per_layer = activation_bytes_per_layer(
         x.seq_len, x.micro_batch, h, x.n_heads, x.n_kv_heads, x.ffn_size, x.gated_mlp, t, c,
-        x.sequence_parallel, x.recompute, const, moe_share)
+        x.sequence_parallel, x.recompute, const, moe_share, x.op_selective)
     rc = np.asarray(x.recompute)
-    # full recompute rebuilds one layer's activations in the backward: that working set is live
-    working = np.where(rc >= 2, activation_bytes_per_layer(
+    # full recompute rebuilds one layer's activations in the backward: that working set is
+    # live; the per-operator policy rebuilds what it did not keep
+    rebuilt = activation_bytes_per_layer(
         x.seq_len, x.micro_batch, h, x.n_heads, x.n_kv_heads, x.ffn_size, x.gated_mlp, t, c,
-        x.sequence_parallel, 1, const, moe_share), 0.0)
+        x.sequence_parallel, 1, const, moe_share)
+    op = (rc == 1) & np.asarray(x.op_selective, bool)
+    working = np.where(rc >= 2, rebuilt, np.where(op, np.maximum(rebuilt - per_layer, 0.0),
+                                                  0.0))
     tokens = _f(x.seq_len) / c * _f(x.micro_batch)
     m = np.maximum(_f(x.microbatches), 1.0)
     inflight_first = layers_in_flight(layers, p, m, x.virtual_pipeline)
@@ -276,6 +345,12 @@ def peak_memory(x: MemoryInputs, const: MemoryConstants = MemoryConstants()) -> 
         gathered = np.where(p > 1, layers / p, gathered)
     transient = np.where(z >= 3, gathered * layer_local * const.weight_bytes_per_param
                          * (1.0 - 1.0 / np.maximum(shard_dense, 1.0)), 0.0)
+    # PyTorch's pipeline stage runs every microbatch's backward of an FSDP module without
+    # gradient sync, so FSDP2 accumulates the stage's unsharded gradients in the reduce dtype
+    # until the last microbatch (``pipeline_unsharded_grads``)
+    held = np.asarray(x.pipeline_unsharded_grads, bool) & (z >= 3) & (p > 1)
+    transient = transient + np.where(held, layers / p * layer_local
+                                     * const.gradient_bytes_per_param, 0.0)
     w1, g1, o1 = states(first_emb)
     w2, g2, o2 = states(last_emb)
     first = w1 + g1 + o1 + act_first + transient

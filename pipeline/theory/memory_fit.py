@@ -86,7 +86,13 @@ class OverheadFit:
 def memory_constants(params: Mapping[str, Any]) -> MemoryConstants:
     """``theory.memory`` as MemoryConstants (the fit bounds are read separately)."""
     cfg = settings(params, "theory").memory
-    return MemoryConstants(**{k: getattr(cfg, k) for k in MemoryConstants.__dataclass_fields__})
+    values = {k: getattr(cfg, k) for k in MemoryConstants.__dataclass_fields__}
+    # hashable, ordered forms of the per-family settings
+    values["loss_bytes_per_logit"] = tuple(sorted(cfg.loss_bytes_per_logit.items()))
+    values["op_selective_families"] = tuple(sorted(cfg.op_selective_families))
+    values["pipeline_unsharded_grads_sources"] = tuple(
+        sorted(cfg.pipeline_unsharded_grads_sources))
+    return MemoryConstants(**values)
 
 
 def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
@@ -219,6 +225,7 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     scored = pd.DataFrame({
         "run_id": frame["run_id"], "source": col("source"), "model": col("model"),
         "params": col("params"), "status": col("status"), "family": family, "hbm": room,
+        "capacity": capacity,
         "raw": raw,
         "naive": naive, "measured": measured, "tp": col("tp"), "pp": col("pp"),
         "dp": col("dp"), "zero_stage": col("zero_stage"), "micro_batch": col("micro_batch"),
@@ -291,7 +298,8 @@ def score(scored: pd.DataFrame, cfg) -> dict:
                           "per_source": {s: _ape(g, "predicted") | {"naive": _ape(g, "naive")}
                                          for s, g in peak.groupby("source")},
                           "per_model_size": _per_size(peak, _ape),
-                          "by_configuration": residuals_by_axis(peak)}
+                          "by_configuration": residuals_by_axis(peak),
+                          "near_capacity": _near_capacity(peak, cfg.near_capacity_fraction)}
     oc = scored[scored["source"].isin(OUTCOME_SOURCES) & scored["status"].isin(["ok", "oom"])
                 & np.isfinite(scored["predicted"]) & np.isfinite(scored["hbm"])]
     out["fits_memory"] = {"overall": _balanced(oc, "predicted"),
@@ -302,6 +310,21 @@ def score(scored: pd.DataFrame, cfg) -> dict:
     out["completed_predicted_not_to_fit"] = completed_not_fitting(
         scored[scored["sized"] & scored["status"].notna()])
     return out
+
+
+def _near_capacity(peak: pd.DataFrame, fraction: float) -> dict:
+    """The peaks that may be the allocator filling the chip rather than what the layout needs
+    (measured at or above ``fraction`` of the capacity the driver reports), counted per
+    source, and the APE without them beside the APE of all: the scores keep every peak, this
+    says how much the censored-looking ones weigh."""
+    near = peak["measured"].to_numpy(float) >= fraction * peak["capacity"].to_numpy(float)
+    kept = peak[~near]
+    return {"rule": f"measured >= {fraction:g} x the driver's capacity",
+            "n": int(near.sum()),
+            "per_source": {str(k): int(v) for k, v in
+                           peak[near].groupby("source").size().items()},
+            "overall_without": _ape(kept, "predicted"),
+            "per_source_without": {s: _ape(g, "predicted") for s, g in kept.groupby("source")}}
 
 
 def _size_label(params: float) -> str:

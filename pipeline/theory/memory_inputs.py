@@ -1,7 +1,9 @@
 """Memory-model inputs from a runs.parquet-style frame (runs, or the layouts ``plan`` searches).
 
 Columns read: params, active_params, n_layers, d_model, seq_len, micro_batch, n_accelerators,
-dp, tp, pp, cp, ep, zero_stage, global_batch_tokens, precision, model_id, strategy_family and
+dp, tp, pp, cp, ep, zero_stage, global_batch_tokens, precision, model_id, strategy_family, the
+framework family's columns (``framework_family``, source, strategy: pipeline/frameworks.py,
+which set the loss's bytes per logit and the selective policy) and
 the schedule columns ``recompute`` (none | selective | full; absent or null: ``none``),
 ``virtual_pipeline`` (absent or null: 1) and ``sequence_parallel`` (absent or null: true where
 tp > 1, as current tensor-parallel implementations run by default: nanotron's REDUCE_SCATTER
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.frameworks import family_of
 from pipeline.shapes import batch_tokens, microbatches
 from pipeline.theory.memory import MemoryConstants, MemoryInputs, recompute_code
 
@@ -126,8 +129,18 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
     precision = (frame["precision"].astype(object).to_numpy() if "precision" in frame
                  else np.full(len(frame), None, dtype=object))
     full = np.array([p in FULL_PRECISION for p in precision], bool)
+    # the framework family's loss working set and selective policy (pipeline/frameworks.py)
+    family = family_of(frame)
+    loss_bytes = dict(const.loss_bytes_per_logit)
+    logits_bytes = np.array([loss_bytes.get(f, const.logits_bytes_per_value) for f in family],
+                            dtype=float)
+    op_selective = np.isin(family, list(const.op_selective_families))
+    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+              else np.full(len(frame), None, dtype=object))
+    unsharded_grads = np.isin(source, list(const.pipeline_unsharded_grads_sources))
     row_const = replace(
         const,
+        logits_bytes_per_value=logits_bytes,
         weight_bytes_per_param=np.where(full, 4.0, const.weight_bytes_per_param),
         optimizer_bytes_per_param=np.where(full, 8.0, const.optimizer_bytes_per_param),
         activation_bytes_per_value=np.where(full, 4.0, const.activation_bytes_per_value))
@@ -141,5 +154,6 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
         n_embeddings=shape["n_embeddings"], expert_params=expert, top_k=top_k, dp=dp, tp=tp,
         pp=pp, cp=cp, ep=ep, zero_stage=zero, microbatches=m,
         virtual_pipeline=np.maximum(_num(frame, "virtual_pipeline", 1.0), 1.0),
-        recompute=recompute, sequence_parallel=_flag(frame, "sequence_parallel", tp > 1))
+        recompute=recompute, sequence_parallel=_flag(frame, "sequence_parallel", tp > 1),
+        op_selective=op_selective, pipeline_unsharded_grads=unsharded_grads)
     return inputs, row_const
