@@ -14,6 +14,7 @@ from pipeline.calibrate import families as fam
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS, Theta, step_components
+from pipeline.frameworks import family_of
 from pipeline.calibrate.estimate import bare_model, load_data
 from pipeline.calibrate.simulate import TRUE_THETA, simulate_layouts, simulate_runs
 from pipeline.calibrate.step import StepModel, predict, rows_of
@@ -168,7 +169,7 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     assert old["dp_comm_s"] == pytest.approx(after)
     # a source's DeepSpeed baselines keep DeepSpeed's overlap
     ds = row.assign(source="megatron2021", strategy="ZeRO-3 (DeepSpeed) data parallel")
-    assert fam.kernels(ds, fam.family_of(ds))[2].all()
+    assert fam.kernels(ds, family_of(ds))[2].all()
 
 
 def test_replicated_elementwise_traffic_without_sequence_parallelism(base) -> None:

@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
-from pipeline.calibrate.families import PLAYBOOK
+from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.hardware import load_gemm, load_network, load_sm_counts
 from pipeline.calibrate.step import Rows, StepModel, rows_of
 

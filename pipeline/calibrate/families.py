@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER
-# the family mapping lives below the stages, shared with the theory's memory model
-from pipeline.frameworks import (DEFAULT_FAMILY, FAMILIES, PLAYBOOK,  # noqa: F401
-                                 PRODUCTION_FAMILIES, SOURCE_FAMILY, family_of)
+# the family mapping itself lives below the stages (pipeline/frameworks.py), shared with the
+# theory's memory model
+from pipeline.frameworks import PLAYBOOK, SOURCE_FAMILY
 
 # Source -> measured network of data/catalog/collectives.csv (others: the default network).
 SOURCE_CLUSTER = {"ultrascale_playbook2025": "hf_playbook"}

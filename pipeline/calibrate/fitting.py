@@ -24,7 +24,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
-from pipeline.calibrate.families import PLAYBOOK, PLAYBOOK_NOISE_FLOOR
+from pipeline.calibrate.families import PLAYBOOK_NOISE_FLOOR
+from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.step import Rows
 
 # Physical ranges: eta (the family's rate relative to the measured GEMM rate), omega (share of

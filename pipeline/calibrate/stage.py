@@ -27,7 +27,8 @@ from pipeline.calibrate import scores
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS
 from pipeline.calibrate.estimate import (Data, Fitted, bare_model, calibration_table,
                                          fit_forms, load_data, step_model)
-from pipeline.calibrate.families import PLAYBOOK, PLAYBOOK_NOISE_FLOOR
+from pipeline.calibrate.families import PLAYBOOK_NOISE_FLOOR
+from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.frontier import calibrated_frontier, utilization_at
 from pipeline.calibrate.ranking import ranking_summary, ranking_table
 from pipeline.calibrate.step import StepModel, evaluate, frame_of, theta_of

@@ -32,6 +32,7 @@ from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Ma
 from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
                                          load_sm_counts, sm_counts_of)
 from pipeline.catalog import Catalog, load_catalog
+from pipeline.frameworks import family_of
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
 from pipeline.shapes import batch_tokens, complete_shape, microbatches, stated_or
 
@@ -151,7 +152,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     """Step-function inputs of runs.parquet-style rows (module docstring for the columns)."""
     n_rows = len(layouts)
     hw = _hardware(layouts, model.catalog)
-    family = fam.family_of(layouts)
+    family = family_of(layouts)
     n = _num(layouts, "n_accelerators")
     tp, pp, cp = (np.maximum(_num(layouts, k, 1.0), 1.0) for k in ("tp", "pp", "cp"))
     ep = np.maximum(_num(layouts, "ep", 1.0), 1.0)
