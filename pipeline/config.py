@@ -436,6 +436,8 @@ class CalibrateSettings(_Group):
     # refits per holdout scheme: past this many sources, sources are held out in this many
     # folds (each source still predicted only from the others), so the cost stays linear
     max_holdout_folds: Annotated[int, Field(ge=2, le=10_000)]
+    # processes for the held-out refits (pipeline/processes.py; results do not depend on it)
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
     interval_method: CalibrateIntervalMethods
     selected: CalibrateSelected
     # each draw is one frontier search per scenario on frontier_ci_points points

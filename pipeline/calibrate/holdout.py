@@ -26,10 +26,13 @@ from pipeline.calibrate.estimate import Data, Fitted, fit_groups
 from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
 from pipeline.fit.series import SeriesPoints, series_points
+from pipeline.processes import map_in_order
 
 COLUMNS = ("run_id", "series_id", "source", "holdout", "predictor", "metric", "n_train_max",
            "n_target", "actual", "predicted", "pi_low", "pi_high", "ape", "covered",
            "interval_method", "assumed_layout")
+#: fitted runs from which the held-out refits run over ``calibrate.workers`` processes
+MIN_PARALLEL_RUNS = 2000
 
 
 @dataclass
@@ -159,15 +162,16 @@ def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: Ca
         sources = sorted(s for s, kk in by_key if kk == k)
         for fold in source_folds(sources, cfg.max_holdout_folds):
             groups[(fold[0], k)] = [c for s in fold for c in by_key[(s, k)]]
-    free = tuple(fitted.production.free)
-    for (source, k), mine in sorted(groups.items()):
+    run_ids = data.runs["run_id"].astype(str)
+    keeps = []
+    for _, mine in sorted(groups.items()):
         held = set().union(*(set(c.run_test) for c in mine))
-        keep = data.fit & ~data.runs["run_id"].astype(str).isin(held).to_numpy()
-        refit = fitted
-        if (data.fit & ~keep).any():
-            prod, pb = fit_groups(data, keep, free, em_rounds=1, balance=cfg.balance,
-                                  start=fitted, fixed_sigma=True)
-            refit = Fitted(production=prod, playbook=pb, form=fitted.form, forms=fitted.forms)
+        keeps.append(data.fit & ~run_ids.isin(held).to_numpy())
+    todo = [keep for keep in keeps if (data.fit & ~keep).any()]
+    done = iter(refits(data, fitted, cfg, [(keep, dict(em_rounds=1, fixed_sigma=True))
+                                           for keep in todo]))
+    for ((source, k), mine), keep in zip(sorted(groups.items()), keeps):
+        refit = next(done) if (data.fit & ~keep).any() else fitted
         lt = predicted_log_time(data, refit, data.has_layout)
         # modelled throughput up to a series constant: model FLOP/s = MFU x N x peak
         y_model = np.exp(-lt) * flop * _mfu_factor(data)
@@ -182,6 +186,24 @@ def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: Ca
                                                 sd_within)
             rows += _rows(case, "calibrated", pred, sd, assumed)
     return pd.DataFrame(rows)
+
+
+def _refit(data: Data, start: Fitted, balance: float, task: tuple[np.ndarray, dict]) -> Fitted:
+    """The model refitted on the runs of ``keep``, warm-started at ``start``."""
+    keep, kw = task
+    prod, pb = fit_groups(data, keep, tuple(start.production.free), balance=balance,
+                          start=start, **kw)
+    return Fitted(production=prod, playbook=pb, form=start.form, forms=start.forms)
+
+
+def refits(data: Data, fitted: Fitted, cfg: CalibrateSettings,
+           tasks: list[tuple[np.ndarray, dict]]) -> list[Fitted]:
+    """One refit per (runs kept, ``fit_groups`` options), in order: each is a function of its
+    task and the shared data, so they run over ``calibrate.workers`` processes once there
+    are ``MIN_PARALLEL_RUNS`` fitted runs (below that a refit costs less than a worker's
+    start)."""
+    workers = cfg.workers if int(data.fit.sum()) >= MIN_PARALLEL_RUNS else 1
+    return map_in_order(_refit, tasks, workers, shared=(data, fitted, cfg.balance))
 
 
 def _mfu_factor(data: Data) -> np.ndarray:
@@ -223,12 +245,10 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, inter
     counts = pd.Series(source[data.fit]).value_counts()
     held_out = sorted(counts[counts >= cfg.min_source_runs].index)
     log_pred = np.full(source.size, np.nan)
-    free = tuple(fitted.production.free)
-    for fold in source_folds(held_out, cfg.max_holdout_folds):
-        out_of_fold = np.isin(source, fold)
-        keep = data.fit & ~out_of_fold
-        prod, pb = fit_groups(data, keep, free, em_rounds=2, balance=cfg.balance, start=fitted)
-        refit = Fitted(production=prod, playbook=pb, form=fitted.form, forms=fitted.forms)
+    folds = [np.isin(source, fold) for fold in source_folds(held_out, cfg.max_holdout_folds)]
+    fold_fits = refits(data, fitted, cfg, [(data.fit & ~out_of_fold, dict(em_rounds=2))
+                                           for out_of_fold in folds])
+    for out_of_fold, refit in zip(folds, fold_fits):
         test = data.fit & out_of_fold
         log_pred[test] = predicted_log_time(data, refit, test, with_source=False)[test]
     tested = data.fit & np.isfinite(log_pred)
