@@ -132,6 +132,8 @@ def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
     widths = settings(params, "theory").bytes_per_value
     run_peak = r.col("peak_flops_per_s_per_accelerator")
     run_used = _text_col(r.runs, "peak_precision")
+    # the catalog's row read once per accelerator, not once per run (a frame lookup each)
+    hw_of: dict[str, tuple[float, ...]] = {}
     for i in np.nonzero(known)[0]:
         if run_peak[i] > 0 and run_used[i] is not None:
             value, used = run_peak[i], run_used[i]
@@ -140,9 +142,13 @@ def _hardware(r: _PerRun, catalog, params: Mapping[str, Any]) -> None:
         if value is not None:
             peak[i] = value
             width[i] = float(widths.get(used, np.nan))
-        row = catalog.hardware.loc[accel[i]]
-        for c in _HW_COLUMNS:
-            hw_cols[c][i] = float(row[c]) if pd.notna(row[c]) else np.nan
+        values = hw_of.get(accel[i])
+        if values is None:
+            row = catalog.hardware.loc[accel[i]]
+            values = hw_of[accel[i]] = tuple(float(row[c]) if pd.notna(row[c]) else np.nan
+                                             for c in _HW_COLUMNS)
+        for c, v in zip(_HW_COLUMNS, values):
+            hw_cols[c][i] = v
     use_run_peak = np.isnan(peak) & (run_peak > 0)
     notes.add(use_run_peak, "peak_flops_per_s=run's stated peak (catalog has none)")
     peak = np.where(use_run_peak, run_peak, peak)
