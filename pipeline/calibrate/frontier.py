@@ -26,6 +26,7 @@ from pipeline.calibrate.families import buckets
 from pipeline.calibrate.critical_path import COMPONENTS, Config, Machine, Theta, step_components
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER, gemm_max_efficiency, sm_counts_of
 from pipeline.calibrate.step import StepModel
+from pipeline.processes import map_in_order
 from pipeline.theory.cost import COMPONENTS as THEORY_COMPONENTS
 from pipeline.theory.cost import StepCost
 from pipeline.theory.frontier import headline
@@ -130,46 +131,53 @@ def _framework_search(scn):
     return replace(scn.search, interleave="max", two_d_tp=False)
 
 
+def _searched(scenarios, model: StepModel, held: list[int], grids: tuple[np.ndarray, np.ndarray],
+              knee_fraction: float, refine: tuple[int, int], task: tuple[int, np.ndarray, bool]):
+    """One scenario searched at one draw of the population parameters ``z``: the frontier and
+    its headline (``full``: on the main grid with ``rounds`` refinements, else on the CI grid
+    with one, and only the headline is returned)."""
+    i, z, full = task
+    scn = scenarios[i]
+    th = ft.to_natural(z)
+    for j in held:
+        th[j] = ft.OFF[ft.PARAMETERS[j]]
+    costed = replace(scn, search=_framework_search(scn),
+                     efficiency=CalibratedStep(model, th, scn.accelerator, scn.precision))
+    rounds, points = refine
+    if full:
+        front = search(costed, grids[0])
+        return front, headline(costed, front, knee_fraction, rounds, points)
+    return None, headline(costed, search(costed, grids[1]), knee_fraction, 1, points)
+
+
 def calibrated_frontier(scenarios, model: StepModel, z_pop: np.ndarray, cov_z: np.ndarray,
                         free: tuple[str, ...], grid: np.ndarray, knee_fraction: float,
                         samples: int, seed: int, rounds: int = 2, points: int = 8,
-                        ci_grid: np.ndarray | None = None) -> dict:
+                        ci_grid: np.ndarray | None = None, workers: int = 1) -> dict:
     """Per scenario: calibrated knee and wall (population values) and their 95% CIs from
     ``samples`` draws of the population parameters (logistic scale, Gaussian with the fit's
-    covariance; each draw searched on ``ci_grid`` with one refinement round)."""
+    covariance; each draw searched on ``ci_grid`` with one refinement round). Every (scenario,
+    draw) search is independent: they run over ``workers`` processes (``pipeline.processes``,
+    results in order, so they do not depend on it)."""
     ci_grid = grid if ci_grid is None else ci_grid
     rng = np.random.default_rng(seed)
     held = [j for j, p in enumerate(ft.PARAMETERS) if p not in free]
     draws = rng.multivariate_normal(z_pop, cov_z, size=samples, method="eigh") if samples \
         else np.zeros((0, z_pop.size))
-
-    def natural(z):
-        th = ft.to_natural(z)
-        for j in held:
-            th[j] = ft.OFF[ft.PARAMETERS[j]]
-        return th
-
+    scenarios = list(scenarios)
+    tasks = [(i, z, False) for i in range(len(scenarios)) for z in draws]
+    tasks += [(i, z_pop, True) for i in range(len(scenarios))]
+    done = map_in_order(_searched, tasks, workers, shared=(
+        scenarios, model, held, (grid, ci_grid), knee_fraction, (rounds, points)))
+    heads = [h for _, h in done[:len(tasks) - len(scenarios)]]
     out = {}
-    for scn in scenarios:
-        base = replace(scn, search=_framework_search(scn))
-
-        def costed(z):
-            return replace(base, efficiency=CalibratedStep(model, natural(z), scn.accelerator,
-                                                           scn.precision))
-        mine = costed(z_pop)
-        front = search(mine, grid)
-        head = headline(mine, front, knee_fraction, rounds, points)
-        knees, walls = [], []
-        for z in draws:
-            drawn = costed(z)
-            f = search(drawn, ci_grid)
-            h = headline(drawn, f, knee_fraction, 1, points)
-            knees.append(h.knee_flop)
-            walls.append(h.wall_flop)
+    for i, scn in enumerate(scenarios):
+        front, head = done[len(heads) + i]
+        mine = heads[i * len(draws):(i + 1) * len(draws)]
         out[scn.name] = dict(knee_flop_calibrated=head.knee_flop,
-                             knee_flop_calibrated_ci=_percentiles(knees),
+                             knee_flop_calibrated_ci=_percentiles([h.knee_flop for h in mine]),
                              wall_flop_calibrated=head.wall_flop,
-                             wall_flop_calibrated_ci=_percentiles(walls),
+                             wall_flop_calibrated_ci=_percentiles([h.wall_flop for h in mine]),
                              plateau_utilization_calibrated=head.plateau_utilization,
                              plateau_at_grid_start=bool(front.feasible[0] and np.nanargmax(
                                  np.where(front.feasible, front.utilization, -np.inf)) == 0),

@@ -135,7 +135,7 @@ def frontier(params: Mapping[str, Any], catalog, model: StepModel, fitted: Fitte
         scenarios, model, g.z_pop, g.cov_z["population"], g.free,
         flop_grid(fr.min_flop, fr.max_flop, fr.points), fr.knee_fraction,
         cfg.frontier_samples, cfg.seed, fr.refine_rounds, fr.refine_points,
-        ci_grid=flop_grid(fr.min_flop, fr.max_flop, cfg.frontier_ci_points))
+        ci_grid=flop_grid(fr.min_flop, fr.max_flop, cfg.frontier_ci_points), workers=cfg.workers)
     frames, metrics = [], {}
     for name, res in result.items():
         frames.append(frontier_frame(name, res.pop("frontier")))
