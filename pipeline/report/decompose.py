@@ -31,16 +31,19 @@ def series_ends(cal_runs: pd.DataFrame) -> pd.DataFrame:
     """Per series with >= 2 distinct N: MFU and lost shares at its smallest and largest N."""
     runs = lost_shares(cal_runs)
     cols = ["measured_mfu"] + [f"lost_{c}" for c in LOST]
-    rows = []
-    for (source, sid), g in runs.groupby(["source", "series_id"], sort=True):
-        levels = np.unique(g["n_accelerators"])
-        if levels.size < 2:
-            continue
-        for end, n in (("small", levels[0]), ("large", levels[-1])):
-            med = g.loc[g["n_accelerators"] == n, cols].median()
-            rows.append(dict(source=source, series_id=sid, end=end, n_accelerators=float(n),
-                             **med.to_dict()))
-    return pd.DataFrame(rows)
+    # the median per (series, N) in one grouped pass, not one frame lookup per series and end
+    med = (runs.groupby(["source", "series_id", "n_accelerators"], sort=True)[cols].median()
+           .reset_index())
+    if med.empty:
+        return pd.DataFrame()
+    by = med.groupby(["source", "series_id"], sort=True)["n_accelerators"]
+    n = med["n_accelerators"]
+    several = by.transform("size") >= 2
+    ends = pd.concat([med[several & (n == by.transform("min"))].assign(end="small", order=0),
+                      med[several & (n == by.transform("max"))].assign(end="large", order=1)])
+    ends = ends.sort_values(["source", "series_id", "order"], kind="mergesort")
+    ends["n_accelerators"] = ends["n_accelerators"].astype(float)
+    return ends[["source", "series_id", "end", "n_accelerators", *cols]].reset_index(drop=True)
 
 
 def by_source(cal_runs: pd.DataFrame) -> pd.DataFrame:
