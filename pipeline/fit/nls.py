@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 import statsmodels.api as sm
-from scipy import stats
 from scipy.optimize import least_squares
 
 from pipeline.fit.base import Law, LawFitError, SeriesContext, clip_inside
-from pipeline.fit.result import FitResult
+from pipeline.fit.result import FitResult, t_quantile
 
 SCALES = ("linear", "log")
 
@@ -67,7 +66,7 @@ def _outlier_note(jac: np.ndarray, resid: np.ndarray, n: np.ndarray, df_resid: i
     if not np.isfinite(t).any():
         return ""
     i = int(np.nanargmax(t))
-    crit = stats.t.ppf(1.0 - 0.05 / (2.0 * n.size), df_resid - 1)
+    crit = t_quantile(1.0 - 0.05 / (2.0 * n.size), df_resid - 1)
     return f"possible outlier at N={n[i]:g} (studentised residual {t[i]:.1f})" if t[i] > crit else ""
 
 

@@ -16,6 +16,7 @@ log-scale fit adds the Jacobian term ``-sum(log y)``), so they compare across la
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,6 +25,13 @@ import pandas as pd
 from scipy import stats
 
 from pipeline.fit.base import Law, SeriesContext
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """Student-t quantile ``stats.t.ppf(p, df)``, worked out once per (p, df): every series'
+    laws and holdouts ask for the same few."""
+    return stats.t.ppf(p, df)
 
 
 @dataclass
@@ -91,7 +99,7 @@ class FitResult:
 
     def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
         """Wald (Student-t, ``df_resid``) intervals: DataFrame indexed by parameter, low/high."""
-        q = stats.t.ppf(1.0 - alpha / 2.0, self.df_resid) if self.df_resid > 0 else np.nan
+        q = t_quantile(1.0 - alpha / 2.0, self.df_resid) if self.df_resid > 0 else np.nan
         rows = {k: (v - q * self.stderr[k], v + q * self.stderr[k]) for k, v in self.params.items()}
         return pd.DataFrame.from_dict(rows, orient="index", columns=["low", "high"])
 
@@ -101,26 +109,30 @@ class FitResult:
         Columns: ``n, predicted, ci_low, ci_high, pi_low, pi_high`` in original units. The
         prediction interval is for one new measurement at that N.
         """
+        return pd.DataFrame(self._predicted(n, interval))
+
+    def _predicted(self, n: Any, interval: float) -> dict[str, np.ndarray]:
+        """:meth:`predict`'s columns as arrays."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
         f = self._to_fit_scale(self._law.model(n, self._theta_n, self.ctx))
         cols: dict[str, np.ndarray] = {"n": n, "predicted": self._y_ref * self._from_fit_scale(f)}
         if self._ols is None or self.df_resid < 1:
             nan = np.full(n.size, np.nan)
             cols.update(ci_low=nan, ci_high=nan, pi_low=nan, pi_high=nan)
-            return pd.DataFrame(cols)
+            return cols
         jac = self._jacobian(n)
         # rounding can leave a tiny negative variance on an ill-conditioned design
         var_mean = np.asarray(self._ols.get_prediction(jac).var_pred_mean, dtype=float)
         se_mean = np.sqrt(np.clip(var_mean, 0.0, None))
         se_obs = np.sqrt(se_mean**2 + self._ols.scale)
-        q = stats.t.ppf(0.5 + interval / 2.0, self.df_resid)
+        q = t_quantile(0.5 + interval / 2.0, self.df_resid)
         for name, se in (("ci", se_mean), ("pi", se_obs)):
             lo, hi = f - q * se, f + q * se
             if self.scale == "linear":  # throughput cannot be negative
                 lo = np.maximum(lo, 0.0)
             cols[f"{name}_low"] = self._y_ref * self._from_fit_scale(lo)
             cols[f"{name}_high"] = self._y_ref * self._from_fit_scale(hi)
-        return pd.DataFrame(cols)
+        return cols
 
     def delta_stderr(self, g: Callable[[dict[str, float]], float]) -> float:
         """Delta-method standard error of a derived figure ``g(params)`` (e.g. ``n_peak``)."""
@@ -168,5 +180,5 @@ def predict_frame(result: FitResult, n, interval: float):
     prediction interval for one new measurement at that N), one row per N."""
     import numpy as np
 
-    pred = result.predict(np.asarray(n, float), interval=interval)
-    return pred[["predicted", "pi_low", "pi_high"]].reset_index(drop=True)
+    cols = result._predicted(np.asarray(n, float), interval)
+    return pd.DataFrame({k: cols[k] for k in ("predicted", "pi_low", "pi_high")})
