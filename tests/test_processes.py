@@ -1,0 +1,39 @@
+"""pipeline.processes: the map over a process pool gives the in-process results, in order."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from pipeline import processes
+
+
+def _scaled(table: np.ndarray, offset: float, i: int) -> tuple[int, float, int]:
+    return i, float(table[i % table.size] * i + offset), os.getpid()
+
+
+def test_pool_gives_the_in_process_results_in_input_order() -> None:
+    table = np.arange(7.0) / 3.0
+    items = list(range(40))[::-1]
+    plain = [_scaled(table, 0.5, i)[:2] for i in items]
+    pooled = processes.map_in_order(_scaled, items, 2, shared=(table, 0.5))
+    assert [r[:2] for r in pooled] == plain
+    if processes.usable_workers(2) == 2:
+        # the items really ran in other processes, the shared data reached them
+        assert os.getpid() not in {r[2] for r in pooled}
+
+
+def test_one_worker_or_one_item_runs_in_this_process() -> None:
+    table = np.ones(3)
+    for workers, items in ((1, range(5)), (4, [2])):
+        out = processes.map_in_order(_scaled, items, workers, shared=(table, 0.0))
+        assert {r[2] for r in out} == {os.getpid()}
+    assert processes.map_in_order(_scaled, [], 2, shared=(table, 0.0)) == []
+
+
+def test_workers_never_exceed_the_cpus(monkeypatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert processes.usable_workers(8) == 3
+    assert processes.usable_workers(2) == 2
+    assert processes.usable_workers(0) == 1
