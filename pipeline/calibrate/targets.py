@@ -37,18 +37,18 @@ def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
 
 
 def _scaled_runs(largest: pd.DataFrame, targets: list[int], weak: bool) -> pd.DataFrame:
-    rows = []
-    for n in targets:
-        row = largest.copy()
-        factor = n / float(row["n_accelerators"].iat[0])
-        row["run_id"] = f"{row['run_id'].iat[0]}@{n}"
-        row["n_accelerators"] = float(n)
-        row["dp"] = row["dp"] * factor
-        if weak:
-            row["global_batch_tokens"] = row["global_batch_tokens"] * factor
-        row[["mfu", "hfu"]] = np.nan
-        rows.append(row)
-    return pd.concat(rows, ignore_index=True)
+    """The series' largest run at each target N: one row per target (``run_id@N``), its data
+    parallelism (and under weak scaling its batch) grown with N, no measured MFU."""
+    rows = largest.iloc[np.zeros(len(targets), dtype=int)].reset_index(drop=True)
+    n = np.asarray(targets, dtype=float)
+    factor = n / float(largest["n_accelerators"].iat[0])
+    rows["run_id"] = [f"{largest['run_id'].iat[0]}@{t}" for t in targets]
+    rows["n_accelerators"] = n
+    rows["dp"] = rows["dp"] * factor
+    if weak:
+        rows["global_batch_tokens"] = rows["global_batch_tokens"] * factor
+    rows[["mfu", "hfu"]] = np.nan
+    return rows
 
 
 def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> np.ndarray:
