@@ -113,15 +113,15 @@ def test_fit_over_worker_processes_writes_the_same_bytes(tmp_path: Path, monkeyp
 @pytest.mark.slow
 def test_calibrate_over_worker_processes_writes_the_same_bytes(tmp_path: Path,
                                                                monkeypatch) -> None:
-    """``calibrate.workers`` processes (held-out refits and frontier draws, the pool used even
-    for few runs) write what one process does."""
-    from pipeline.calibrate import holdout
+    """``calibrate.workers`` processes (the forms' fits, held-out refits and frontier draws,
+    the pool used even for few runs) write what one process does."""
+    from pipeline.calibrate import estimate
     from tests.test_calibrate_stage import _run
     from synthetic_upstream import downstream_params
 
     params = downstream_params()
     one = _run(tmp_path / "one", {**params, "calibrate": {**params["calibrate"], "workers": 1}})
-    monkeypatch.setattr(holdout, "MIN_PARALLEL_RUNS", 1)
+    monkeypatch.setattr(estimate, "MIN_PARALLEL_RUNS", 1)
     two = _run(tmp_path / "two", {**params, "calibrate": {**params["calibrate"], "workers": 2}})
     names = ("calibration", "calibrated", "calibrated_forms", "calibrated_frontier",
              "predictions", "selected_targets")

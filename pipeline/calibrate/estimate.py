@@ -16,6 +16,7 @@ from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
 from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.hardware import load_gemm, load_network, load_sm_counts
 from pipeline.calibrate.step import Rows, StepModel, rows_of
+from pipeline.processes import map_in_order
 
 
 @dataclass
@@ -112,8 +113,25 @@ def fit_groups(data: Data, mask: np.ndarray, free: tuple[str, ...], *, em_rounds
     return production, playbook
 
 
+#: fitted runs from which calibrate's refits (the forms, the holdouts) run over
+#: ``calibrate.workers`` processes: below it a refit costs less than a worker's start
+MIN_PARALLEL_RUNS = 2000
+
+
+def parallel_workers(data: Data, workers: int) -> int:
+    """``workers`` for refits on ``data``, or 1 below ``MIN_PARALLEL_RUNS`` fitted runs."""
+    return workers if int(data.fit.sum()) >= MIN_PARALLEL_RUNS else 1
+
+
+def _form_fit(data: Data, prod: np.ndarray, balance: float, task: tuple[int, list[str]]
+              ) -> ft.GroupFit:
+    rounds, params = task
+    return ft.fit_group(data.subset(prod), data.log_t[prod], playbook=False,
+                        em_rounds=rounds, free=tuple(params), balance=balance)
+
+
 def fit_forms(data: Data, forms: dict[str, list[str]], criterion: str, *, em_rounds: int,
-              balance: float) -> Fitted:
+              balance: float, workers: int = 1) -> Fitted:
     """Every form on the production runs (the Playbook is fitted with the chosen one); the one
     with the lowest ``criterion`` is kept (``first``: the first form, the others fitted for
     comparison only)."""
@@ -121,11 +139,12 @@ def fit_forms(data: Data, forms: dict[str, list[str]], criterion: str, *, em_rou
     n = int(prod.sum())
     table, fits = [], {}
     first = next(iter(forms))
-    for name, params in forms.items():
-        # a comparison form (criterion 'first') needs its likelihood, not converged variances
-        rounds = em_rounds if criterion != "first" or name == first else min(em_rounds, 2)
-        g = ft.fit_group(data.subset(prod), data.log_t[prod], playbook=False,
-                         em_rounds=rounds, free=tuple(params), balance=balance)
+    # a comparison form (criterion 'first') needs its likelihood, not converged variances
+    tasks = [(em_rounds if criterion != "first" or name == first else min(em_rounds, 2), params)
+             for name, params in forms.items()]
+    groups = map_in_order(_form_fit, tasks, parallel_workers(data, workers),
+                          shared=(data, prod, balance))
+    for (name, params), g in zip(forms.items(), groups):
         fits[name] = g
         th = np.array([g.theta(f) for f in data.rows.family[prod]])
         u = np.array([g.u.get(s, 0.0) for s in data.rows.source[prod]])

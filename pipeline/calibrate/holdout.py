@@ -22,7 +22,7 @@ from scipy.stats import norm
 
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
-from pipeline.calibrate.estimate import Data, Fitted, fit_groups
+from pipeline.calibrate.estimate import Data, Fitted, fit_groups, parallel_workers
 from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
 from pipeline.fit.series import SeriesPoints, series_points
@@ -31,8 +31,6 @@ from pipeline.processes import map_in_order
 COLUMNS = ("run_id", "series_id", "source", "holdout", "predictor", "metric", "n_train_max",
            "n_target", "actual", "predicted", "pi_low", "pi_high", "ape", "covered",
            "interval_method", "assumed_layout")
-#: fitted runs from which the held-out refits run over ``calibrate.workers`` processes
-MIN_PARALLEL_RUNS = 2000
 
 
 @dataclass
@@ -200,10 +198,9 @@ def refits(data: Data, fitted: Fitted, cfg: CalibrateSettings,
            tasks: list[tuple[np.ndarray, dict]]) -> list[Fitted]:
     """One refit per (runs kept, ``fit_groups`` options), in order: each is a function of its
     task and the shared data, so they run over ``calibrate.workers`` processes once there
-    are ``MIN_PARALLEL_RUNS`` fitted runs (below that a refit costs less than a worker's
-    start)."""
-    workers = cfg.workers if int(data.fit.sum()) >= MIN_PARALLEL_RUNS else 1
-    return map_in_order(_refit, tasks, workers, shared=(data, fitted, cfg.balance))
+    are enough fitted runs (``estimate.parallel_workers``)."""
+    return map_in_order(_refit, tasks, parallel_workers(data, cfg.workers),
+                        shared=(data, fitted, cfg.balance))
 
 
 def _mfu_factor(data: Data) -> np.ndarray:

@@ -243,7 +243,7 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
 
     data = load_data(runs, base)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
-                       em_rounds=cfg.em_rounds, balance=cfg.balance)
+                       em_rounds=cfg.em_rounds, balance=cfg.balance, workers=cfg.workers)
     points = ho.series_table(runs, series)   # the holdout cases' and the targets'
     pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit, points)
     half = {f: q["production"] for f in fitted.production.families}
