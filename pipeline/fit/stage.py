@@ -151,13 +151,15 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
     return extra
 
 
-def _one_series(task: tuple[pd.Series, pd.DataFrame, Settings]
+def _one_series(all_runs: pd.DataFrame, s: Settings, task: tuple[pd.Series, np.ndarray]
                 ) -> tuple[list[dict], list[dict], list[dict], pd.DataFrame, list[pd.DataFrame]]:
-    """One series: its fit rows, extrapolation rows (chosen scale, other scale), efficiency
-    curve and laws' curves on the extrapolation grid (``compare.extrapolate_n``,
-    ``compare.curve_points``: the grid compare draws on). A function of the series alone
-    (``workers.map_in_order``)."""
-    srow, runs, s = task
+    """One series (its row and the positions of its runs in ``all_runs``): its fit rows,
+    extrapolation rows (chosen scale, other scale), efficiency curve and laws' curves on the
+    extrapolation grid (``compare.extrapolate_n``, ``compare.curve_points``: the grid compare
+    draws on). A function of the series alone (``workers.map_in_order``; the runs and settings
+    reach each worker once, a task carries only the series' row and run positions)."""
+    srow, positions = task
+    runs = all_runs.take(positions)
     cfg, laws, holdout_k = s.fit, list(s.fit.laws), list(s.fit.holdout_k)
     law_curves: list[pd.DataFrame] = []
     fit_rows: list[dict] = []
@@ -192,11 +194,10 @@ def _collect(runs: pd.DataFrame, series: pd.DataFrame, s: Settings
              ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
     """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
     laws' curves, series by series (``fit.workers`` processes)."""
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=True)}
-    no_runs = runs.iloc[0:0]
-    tasks = [(srow, by_series.get(srow["series_id"], no_runs), s)
-             for _, srow in series.iterrows()]
-    done = map_in_order(_one_series, tasks, s.fit.workers)
+    positions = runs.groupby("series_id", sort=True).indices   # each series' rows, in order
+    none = np.zeros(0, dtype=np.intp)
+    tasks = [(srow, positions.get(srow["series_id"], none)) for _, srow in series.iterrows()]
+    done = map_in_order(_one_series, tasks, s.fit.workers, shared=(runs, s))
     fit_rows = [row for d in done for row in d[0]]
     extra_rows = [row for d in done for row in d[1]]
     other_rows = [row for d in done for row in d[2]]
