@@ -5,7 +5,8 @@ data shared by all items: ``map_in_order`` runs them in a ``concurrent.futures``
 and returns the results in input order, so a stage's outputs do not depend on the number of
 workers. The shared data go to each worker once (``initargs``: inherited, not pickled, where
 processes are forked), not once per item. The pool never has more processes than the CPUs this
-process may run on: more would only share the same cores and hold more memory.
+process may run on (nor than ``SCALEWALL_WORKERS``, when set): more would only share the same
+cores and hold more memory.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ _SHARED: tuple[Any, ...] = ()
 
 
 def usable_workers(requested: int) -> int:
-    """``requested``, at most the CPUs available to this process, at least 1."""
+    """``requested``, at most the CPUs available to this process and ``SCALEWALL_WORKERS``
+    (when set: a cap for every stage's pool, e.g. where the cores already run other work, as
+    the test suite's worker processes do), at least 1."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         cpus = os.cpu_count() or 1
+    cap = os.environ.get("SCALEWALL_WORKERS", "").strip()
+    if cap.isdigit() and int(cap) >= 1:
+        cpus = min(cpus, int(cap))
     return max(1, min(int(requested), cpus))
 
 

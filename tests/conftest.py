@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,11 @@ PROJ_ROOT = Path(__file__).resolve().parents[1]
 SHARED = PROJ_ROOT.parent / "shared"
 MLPERF_TRACES = SHARED / "traces" / "mlperf"
 REFERENCE_DATA = SHARED / "reference-data"
+
+# Under pytest-xdist every core already runs a test file: the stages' own process pools
+# (fit.workers, calibrate.workers; pipeline/processes.py) would only contend with them.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("SCALEWALL_WORKERS", "1")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ def _scaled(table: np.ndarray, offset: float, i: int) -> tuple[int, float, int]:
     return i, float(table[i % table.size] * i + offset), os.getpid()
 
 
-def test_pool_gives_the_in_process_results_in_input_order() -> None:
+def test_pool_gives_the_in_process_results_in_input_order(monkeypatch) -> None:
+    monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)   # the pool, even under xdist
     table = np.arange(7.0) / 3.0
     items = list(range(40))[::-1]
     plain = [_scaled(table, 0.5, i)[:2] for i in items]
@@ -37,3 +38,5 @@ def test_workers_never_exceed_the_cpus(monkeypatch) -> None:
     assert processes.usable_workers(8) == 3
     assert processes.usable_workers(2) == 2
     assert processes.usable_workers(0) == 1
+    monkeypatch.setenv("SCALEWALL_WORKERS", "1")
+    assert processes.usable_workers(2) == 1

@@ -103,6 +103,7 @@ def test_fit_over_worker_processes_writes_the_same_bytes(tmp_path: Path, monkeyp
     from tests.test_laws_stage import _run
 
     _run(tmp_path, FIT_PARAMS, "one")
+    monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)   # the pool, even under xdist
     monkeypatch.setattr(workers, "MIN_PARALLEL", 1)
     _run(tmp_path, {**FIT_PARAMS, "fit": {**FIT_PARAMS["fit"], "workers": 2}}, "two")
     for name in ("fits.parquet", "extrapolation.parquet", "fit_curves.parquet", "fit.json",
@@ -121,6 +122,7 @@ def test_calibrate_over_worker_processes_writes_the_same_bytes(tmp_path: Path,
 
     params = downstream_params()
     one = _run(tmp_path / "one", {**params, "calibrate": {**params["calibrate"], "workers": 1}})
+    monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)   # the pool, even under xdist
     monkeypatch.setattr(estimate, "MIN_PARALLEL_RUNS", 1)
     two = _run(tmp_path / "two", {**params, "calibrate": {**params["calibrate"], "workers": 2}})
     names = ("calibration", "calibrated", "calibrated_forms", "calibrated_frontier",
