@@ -34,6 +34,7 @@ def test_one_worker_or_one_item_runs_in_this_process() -> None:
 
 
 def test_workers_never_exceed_the_cpus(monkeypatch) -> None:
+    monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
     assert processes.usable_workers(8) == 3
     assert processes.usable_workers(2) == 2
