@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.ingest.sources.steplogs.base import FLAG_NAN_LOSS, ParseState
+from pipeline.ingest.sources.steplogs.order_stats import median_finite, median_of, quartiles
 from pipeline.ingest.sources.steplogs.phases import final_batch_phase
 
 if TYPE_CHECKING:  # the ``ingest.logs`` group is passed in as validated
@@ -98,8 +99,8 @@ def warmup_count(x: np.ndarray, s: LogsSettings) -> int:
     tail = x[n // 2:][finite[n // 2:]]
     if n < 2 or not len(tail):
         return 0
-    m = float(np.median(tail))
-    band = max(s.settle_tolerance * abs(m), 3 * 1.4826 * float(np.median(np.abs(tail - m))))
+    m = median_of(tail)
+    band = max(s.settle_tolerance * abs(m), 3 * 1.4826 * median_of(np.abs(tail - m)))
     inside = finite & (np.abs(x - m) <= band)
     cap = int(math.floor(s.max_warmup_fraction * n))
     for i in range(n):
@@ -138,17 +139,6 @@ def _stamp_jumps(step: np.ndarray, wall: np.ndarray, t: np.ndarray, seg: np.ndar
     return jumps
 
 
-def _median(x: np.ndarray) -> float:
-    """``np.median`` of the finite values (NaN: none), as a sort: the same number (the middle
-    value, or the two middle ones' sum halved), without ``np.median``'s ~50 us of set-up per
-    call, most of a 30-step log's reduction."""
-    x = np.sort(x[np.isfinite(x)])
-    n = len(x)
-    if not n:
-        return math.nan
-    return float(x[n // 2]) if n % 2 else float((x[n // 2 - 1] + x[n // 2]) / 2)
-
-
 def reduce_steps(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     """Reduce the steps of ``st``; ``facts`` are the merged log and sidecar values."""
     # A printed 0 (tokens/s, samples/s) gives an infinite time: left out as not finite.
@@ -167,7 +157,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     red = Reduced(columns={})
     notes = red.notes
     used = np.ones(len(step), dtype=bool)
-    if len(step) and len(np.unique(rank)) > 1:
+    if len(step) and rank.min() != rank.max():
         ranks, counts = np.unique(rank, return_counts=True)
         kept = int(ranks[np.argmax(counts)])
         used = rank == kept
@@ -272,13 +262,13 @@ def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: n
     m = red.measures
     ts = t[steady]
     if np.isfinite(ts).any():
-        q25, q50, q75 = np.nanpercentile(ts, [25, 50, 75])
+        q25, q50, q75 = quartiles(ts)
         m["step_time_s"] = float(q50)
         red.notes.append(f"step time median {q50:.6g} s, IQR {q25:.6g}-{q75:.6g} s")
     n = facts.get("n_accelerators")
     seq = facts.get("seq_len")
-    tps = _median(cols["tokens_per_s"][steady])
-    per_chip = _median(cols["tokens_per_s_per_accelerator"][steady])
+    tps = median_finite(cols["tokens_per_s"][steady])
+    per_chip = median_finite(cols["tokens_per_s_per_accelerator"][steady])
     if not n and math.isfinite(tps) and per_chip > 0:
         # nanotron prints both; their ratio is the chip count, to the 3 digits they print.
         ratio = tps / per_chip
@@ -287,20 +277,20 @@ def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: n
             red.implied_how["n_accelerators"] = (f"from tokens/s {tps:.6g} / tokens/s per chip "
                                                  f"{per_chip:.6g} = {ratio:.4g}")
     if not math.isfinite(tps) and n:
-        tps = _median(cols["tokens_per_s_per_accelerator"][steady]) * n
+        tps = median_finite(cols["tokens_per_s_per_accelerator"][steady]) * n
         red.derived += ["tokens_per_s"] if math.isfinite(tps) else []
     if not math.isfinite(tps) and seq:
-        tps = _median(cols["samples_per_s"][steady]) * seq
+        tps = median_finite(cols["samples_per_s"][steady]) * seq
         if not math.isfinite(tps):
-            tps = _median(batch[steady] * seq / t[steady])
+            tps = median_finite(batch[steady] * seq / t[steady])
         red.derived += ["tokens_per_s"] if math.isfinite(tps) else []
     if math.isfinite(tps):
         m["tokens_per_s"] = tps
     for name in ("tflops_per_accelerator", "mfu"):
-        value = _median(cols[name][steady])
+        value = median_finite(cols[name][steady])
         if math.isfinite(value):
             m[name] = value
-    b = _median(batch[steady])
+    b = median_finite(batch[steady])
     if math.isfinite(b) and seq:
         m["global_batch_tokens"] = b * seq
         red.derived.append("global_batch_tokens")
