@@ -45,9 +45,10 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, line_cut, logical_suffix,
-                                            looks_binary, open_text_bytes, read_error,
-                                            shown_path, unify_line_ends, utf16_without_bom)
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encoding, line_cut,
+                                            logical_name, logical_suffix, looks_binary,
+                                            open_text_bytes, read_error, shown_path,
+                                            unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F401
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -139,14 +140,27 @@ def detect_format(text: str) -> str | None:
     return best
 
 
+def _small_plain(path: Path) -> bytes | None:
+    """The whole file, when it is uncompressed, has no byte-order mark and is shorter than
+    ``DETECT_BYTES`` (most of a fleet's logs): read in one call, without the decoding stream
+    and the two 1 MiB buffers that ``open_text_bytes`` sets up; None otherwise (read that way)."""
+    if logical_name(path.name) != path.name:
+        return None
+    with open(path, "rb") as raw:  # buffered: its read() loops until EOF or the size
+        data = raw.read(DETECT_BYTES)
+    return data if len(data) < DETECT_BYTES and bom_encoding(data[:4]) is None else None
+
+
 def sniff(path: Path) -> tuple[str, str | None, bytes | None, str | None]:
     """("binary" | "empty" | "text", detected format, the whole file when the first read held
     it all, the encoding it was decoded from by its byte-order mark) reading only as far as
     needed ("binary": the format slot holds what to say when it is UTF-16 without a BOM). A
     small log (most of a fleet's) is thus read once: ``parse_file`` takes those bytes (UTF-8,
     line ends not yet unified) instead of opening the file again."""
-    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
-        encoding = fh.raw.source_encoding
+    small = _small_plain(path)
+    with io.BytesIO(small) if small is not None else open_text_bytes(
+            path, buffering=BUFFER_BYTES) as fh:
+        encoding = None if small is not None else fh.raw.source_encoding
         head = fh.read(SNIFF_BYTES)
         if not head:
             return "empty", None, None, encoding
