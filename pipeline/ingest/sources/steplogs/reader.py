@@ -68,6 +68,13 @@ MAX_LINE_BYTES = 1 << 26
 # Logs read as one task: a batch of small logs is one round trip to a worker and one steps
 # file, not one each.
 BATCH_FILES, BATCH_BYTES = 64, 1 << 22
+# In parallel, logs of at least this size are handed out first, largest first; smaller ones
+# follow in path order, so that a batch holds neighbouring folders and a worker's memo of
+# folders and sidecars serves its logs.
+BIG_LOG_BYTES = BATCH_BYTES // BATCH_FILES
+# A reading process's memo (folder listings, sidecars, shown folders) is emptied between
+# batches once it holds this many entries (~6 a folder): memory stays flat over 10^5 folders.
+MEMO_ENTRIES = 60_000
 # Start-up facts (argument and config dumps) are looked for in the first chunks only.
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
@@ -117,13 +124,20 @@ def is_log_name(name: str) -> bool:
     return not name.startswith((".", "README")) and logical_suffix(name) in LOG_SUFFIXES
 
 
-def campaign_source(path: Path, logs_dir: Path) -> str:
+def campaign_source(path: Path, logs_dir: Path, cache: dict | None = None) -> str:
     """A log's default source: its campaign, the first folder below the logs folder
     (``logs/<campaign>``; ``logs`` for a file directly in it). Job folders below the campaign
     (``logs/sweep/n8/``, ``logs/sweep/n16/``) share it, so logs that differ only in N form one
-    series whatever the depth."""
-    parts = Path(path).relative_to(logs_dir).parts
-    return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
+    series whatever the depth. With ``cache``: once per folder (the name plays no part)."""
+    path = Path(path)
+    key = ("campaign", os.path.dirname(str(path)), logs_dir)
+    if cache is not None and key in cache:
+        return cache[key]
+    parts = path.relative_to(logs_dir).parts
+    source = "logs" if len(parts) < 2 else f"logs/{parts[0]}"
+    if cache is not None:
+        cache[key] = source
+    return source
 
 
 
@@ -388,7 +402,7 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir),
+    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir, cache),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -452,6 +466,8 @@ def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
     returned in place of each log's rows) instead of travelling back."""
     paths, logs_dir, s, out = batch
     cache = _WORKER_CACHE if cache is None else cache
+    if len(cache) > MEMO_ENTRIES:
+        cache.clear()
     outcomes = [_read_guarded(path, logs_dir, s, cache) for path in paths]
     if out is None:
         return outcomes
@@ -486,10 +502,11 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
             old.unlink()  # files of an earlier run must not mix with this one's
     sizes = [_size(p) for p in paths]
     parallel = workers > 1 and len(paths) > 1
-    # In parallel, largest files first, so no worker is left with a big one while the others
-    # idle; small ones go in batches (one round trip to a worker and one steps file per batch).
-    order = sorted(range(len(paths)), key=lambda i: (-sizes[i], i)) if parallel else range(
-        len(paths))
+    # In parallel, large files first, largest first, so no worker is left with a big one while
+    # the others idle; small ones follow in path order (``BIG_LOG_BYTES``), in batches (one
+    # round trip to a worker and one steps file per batch).
+    order = sorted(range(len(paths)), key=lambda i: (
+        -sizes[i] if sizes[i] >= BIG_LOG_BYTES else 0, i)) if parallel else range(len(paths))
     batches = _batches(list(order), sizes)
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]

@@ -68,17 +68,25 @@ class Reduced:
     last_line: int = 0
 
 
+_DTYPES = {name: np.dtype(name) for name in ("int64", "int32", "int8", "float64")}
+
+
 def _arr(a: Any, dtype: str) -> np.ndarray:
     # A view of the parsed column, not a copy: a log's steps are held once (the state must
-    # not grow while the view lives; parsing is over by now).
+    # not grow while the view lives; parsing is over by now). The dtype object, not its name:
+    # parsing the name costs more than viewing a small log's column.
+    dtype = _DTYPES[dtype]
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 
 def _runs(seg: np.ndarray) -> list[slice]:
-    """The runs of equal values in ``seg`` (segments are contiguous), as slices: views of
-    the columns, not index arrays and copies, since a log may have millions of steps."""
+    """The runs of equal values in ``seg`` (segment numbers: contiguous, never decreasing), as
+    slices: views of the columns, not index arrays and copies, since a log may have millions
+    of steps."""
     if not len(seg):
         return []
+    if seg[0] == seg[-1]:  # never decreasing: one segment (the usual log), no search
+        return [slice(0, len(seg))]
     bounds = [0, *(np.flatnonzero(seg[1:] != seg[:-1]) + 1).tolist(), len(seg)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -86,7 +94,9 @@ def _runs(seg: np.ndarray) -> list[slice]:
 def _segments(step: np.ndarray) -> np.ndarray:
     if not len(step):
         return np.zeros(0, dtype=np.int64)
-    back = np.concatenate([[False], step[1:] <= step[:-1]])
+    back = np.empty(len(step), dtype=bool)
+    back[0] = False
+    np.less_equal(step[1:], step[:-1], out=back[1:])
     return np.cumsum(back)
 
 
@@ -134,7 +144,10 @@ def _stamp_jumps(step: np.ndarray, wall: np.ndarray, t: np.ndarray, seg: np.ndar
         if len(w) < 2:
             continue
         dt = np.diff(w)
-        expected = np.nan_to_num(tt[1:], nan=0.0) * np.diff(st)
+        printed = tt[1:]
+        if not np.isfinite(printed).all():  # (nan_to_num costs more than the rest; rarely needed)
+            printed = np.nan_to_num(printed, nan=0.0)
+        expected = printed * np.diff(st)
         jumps += int(((dt < 0) | (dt > CLOCK_JUMP_FACTOR * expected + 60.0)).sum())
     return jumps
 
