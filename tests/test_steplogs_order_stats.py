@@ -29,7 +29,8 @@ def _bits(v: float) -> bytes:
 @example([1e308, -1e308])
 def test_median_of_is_np_median(xs: list[float]) -> None:
     x = np.array(xs)
-    assert _bits(median_of(x)) == _bits(float(np.median(x)))
+    with np.errstate(over="ignore"):  # two huge middle values: inf in both, by the same sum
+        assert _bits(median_of(x)) == _bits(float(np.median(x)))
 
 
 @settings(max_examples=600, deadline=None)

@@ -461,20 +461,25 @@ def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
 
 
 def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
-                cache: dict | None = None) -> list[tuple[Any, dict[str, Any] | str | None]]:
-    """Some logs, in a worker or not; with ``out`` their rows go to that one file (its name
-    returned in place of each log's rows) instead of travelling back."""
+                cache: dict | None = None
+                ) -> list[tuple[Any, dict[str, Any] | str | None, str]]:
+    """Some logs, in a worker or not: (outcome, step rows, the path as outputs show it) each;
+    with ``out`` their rows go to that one file (its name returned in place of each log's
+    rows) instead of travelling back. The shown path comes from the reading process's memo of
+    folders, so the main process does not work it out again."""
     paths, logs_dir, s, out = batch
     cache = _WORKER_CACHE if cache is None else cache
     if len(cache) > MEMO_ENTRIES:
         cache.clear()
     outcomes = [_read_guarded(path, logs_dir, s, cache) for path in paths]
+    shown = [shown_path(path, folders=cache) for path in paths]
     if out is None:
-        return outcomes
+        return [(result, steps, name) for (result, steps), name in zip(outcomes, shown)]
     rows = [steps for _, steps in outcomes if steps is not None]
     if rows:
         write_steps(rows, out)
-    return [(result, None if steps is None else out.name) for result, steps in outcomes]
+    return [(result, None if steps is None else out.name, name)
+            for (result, steps), name in zip(outcomes, shown)]
 
 
 def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
@@ -524,8 +529,7 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     del done
     records = []
     folders: dict = {}
-    for path, (result, steps) in zip(paths, outcomes):
-        shown = shown_path(path, folders=folders)
+    for path, (result, steps, shown) in zip(paths, outcomes):
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             meta = {"format": fmt}
@@ -534,11 +538,12 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            reject = Record.reject(campaign_source(path, logs_dir), shown, 0, shown, *result)
+            reject = Record.reject(campaign_source(path, logs_dir, folders), shown, 0, shown,
+                                   *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)
-    tables = sorted(((r.path, steps) for r, (_, steps) in zip(records, outcomes)
+    tables = sorted(((r.path, steps) for r, (_, steps, _) in zip(records, outcomes)
                      if isinstance(steps, dict)), key=lambda pair: pair[0])
     outcomes.clear()
     tables = [t for _, t in tables]  # gather frees each as it copies it
