@@ -27,10 +27,12 @@ report: $(STAMP)
 	@echo "Report: $(CURDIR)/reports/report.html (Markdown: $(CURDIR)/reports/report.md)"
 
 # The import contracts (.importlinter) first, then every test, the slow ones included, naming
-# the ten slowest. The fast suite alone: `python -m pytest -q -m "not slow"`.
+# the ten slowest. The tests run in one worker process per core (pytest-xdist, at most 4), a whole
+# file to a worker, longest files first (tests/conftest.py); tests/shared_run.py builds each shared
+# pipeline run once for all workers. The fast suite alone: `python -m pytest -q -m "not slow"`.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --durations=10
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -17,6 +17,11 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 # empty = the source does not state it): recompute, virtual pipeline chunks per stage (v >= 1),
 # Megatron sequence parallelism (true/false).
 SCHEDULE_COLUMNS = ("recompute", "virtual_pipeline", "sequence_parallel")
+# Optional kernel facts of the software that ran a job, where it differs from today's kernels
+# (true/false; empty = not stated, the step model's default, pipeline/calibrate/families.py):
+# a fused (flash) attention core, TP collectives overlapped with compute, data-parallel gradient
+# traffic overlapped with the backward.
+KERNEL_COLUMNS = ("fused_attention", "tp_comm_overlap", "dp_comm_overlap")
 # Other spellings of those precisions (after lower-casing), accepted by the ingest and by the
 # catalog's peak lookup alike.
 PRECISION_ALIASES: dict[str, str] = {

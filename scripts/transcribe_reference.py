@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from pipeline.ingest.contract import PUBLISHED_COLUMNS
-from pipeline.vocab import SCHEDULE_COLUMNS
+from pipeline.vocab import KERNEL_COLUMNS, SCHEDULE_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference-data"
@@ -41,7 +41,7 @@ EXTRA_COLUMNS = (
     "peak_memory_bytes_per_accelerator", "extra_metric", "extra_value", "extra_unit", "figure",
     "benchmark", "mlperf_version", "submitter", "system", "olympic_score_s",
     "accelerators_per_node", "global_batch_sequences", "samples_per_s", "init_s", "eval_time_s",
-    "result_path", "log_sha1", *SCHEDULE_COLUMNS, "framework",
+    "result_path", "log_sha1", *SCHEDULE_COLUMNS, "framework", *KERNEL_COLUMNS, "cluster",
 )
 # The software that ran each source's jobs, as the source names it (citations in
 # data/raw/published/README.md); a source that names none (fernandez2024) gets none. MLPerf rows
@@ -54,6 +54,25 @@ SOURCE_FRAMEWORK = {
 }
 # megatron2021's Table 2 baselines ran DeepSpeed's ZeRO-3 ("ZeRO-3 (DeepSpeed)" in their strategy).
 MEGATRON2021_BASELINE = ("ZeRO-3 (DeepSpeed)", "DeepSpeed")
+# Kernels a source's software had where they differ from today's (``KERNEL_COLUMNS``; the step
+# model assumes a fused flash-attention core and overlapped TP and DP collectives where a row
+# states nothing). megatron2021 (Megatron-LM as of arXiv:2104.04473, NVIDIA/Megatron-LM
+# examples/sc21):
+# - the attention core is unfused (CoreAttention: baddbmm for QK^T, FusedScaleMaskSoftmax,
+#   attention dropout, bmm; FlashAttention, arXiv:2205.14135, came a year later);
+# - the TP all-reduces are synchronous on the compute stream (§2.3: "two all-reduce operations
+#   in the forward pass and two in the backward pass"; overlapping them came with Transformer
+#   Engine's userbuffers, Megatron-core ``tp_comm_overlap``, 2023);
+# - its data-parallel gradients are all-reduced after the backward pass (``--DDP-impl`` default
+#   ``local``: ``train_step`` calls ``allreduce_gradients`` once the pipeline's backward is done;
+#   overlapping it came with Megatron-core's ``overlap_grad_reduce``, 2023). Its Table 2 ZeRO-3
+#   baselines ran DeepSpeed's data parallelism, which overlaps: not stated for them.
+SOURCE_KERNELS = {"megatron2021": {"fused_attention": False, "tp_comm_overlap": False,
+                                   "dp_comm_overlap": False}}
+OWN_STACK_ONLY = frozenset({"dp_comm_overlap"})
+# The measured network each source ran on (a ``cluster`` of data/catalog/collectives.csv): the
+# Playbook's H100 cluster, whose all-reduce bandwidth by node count its own figure gives.
+SOURCE_CLUSTER = {"ultrascale_playbook2025": "hf_playbook"}
 # Megatron-LM 2021 Table 1: --num-layers-per-virtual-pipeline-stage of NVIDIA/Megatron-LM
 # examples/sc21/run_table_1.sh, as chunks per stage (layers / pp / layers-per-chunk), by depth:
 # 76B 60/4/5 = 3, 145B 80/8/5 = 2, 310B 96/16/3 = 2, 530B 105/35/1 = 3; unset (1) otherwise.
@@ -619,9 +638,24 @@ def with_framework(rows: list[Row]) -> list[Row]:
     return rows
 
 
+def with_software_facts(rows: list[Row]) -> list[Row]:
+    """Each row's kernel facts (``SOURCE_KERNELS``; ``OWN_STACK_ONLY`` ones only on the rows of
+    the source's own software, not on its baselines of other stacks) and its ``cluster``
+    (``SOURCE_CLUSTER``), unless already set."""
+    for row in rows:
+        own = row.get("framework") == SOURCE_FRAMEWORK.get(row["source"])
+        for name, value in SOURCE_KERNELS.get(row["source"], {}).items():
+            if row.get(name) is None and (own or name not in OWN_STACK_ONLY):
+                row[name] = value
+        if row.get("cluster") is None:
+            row["cluster"] = SOURCE_CLUSTER.get(row["source"])
+    return rows
+
+
 def converted(ref_dir: Path) -> dict[str, list[Row]]:
     """Output file name -> its rows, for every source."""
-    return {name: with_framework(rows) for name, rows in _converted(ref_dir).items()}
+    return {name: with_software_facts(with_framework(rows))
+            for name, rows in _converted(ref_dir).items()}
 
 
 def _converted(ref_dir: Path) -> dict[str, list[Row]]:

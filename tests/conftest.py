@@ -38,3 +38,29 @@ def reference_data() -> Path:
     if not REFERENCE_DATA.is_dir():
         pytest.skip(f"{REFERENCE_DATA} is absent: reference-data tests need ../shared")
     return REFERENCE_DATA
+
+
+#: the files whose tests take longest in ``make test`` (its ``--durations`` list), longest first
+LONGEST_FILES = ("test_dvc_shell.py", "test_operations.py", "test_report_hostile.py",
+                 "test_e2e_job_folders.py", "test_theory_bounds.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first, then files by their number of ``slow`` tests, each file's
+    tests in their own order.
+
+    ``make test`` hands whole files to its worker processes (pytest-xdist ``--dist loadfile``,
+    ``--no-loadscope-reorder``) in this order: the long files start first and the many short
+    ones fill in behind them, so no worker is left with a long file at the end.
+    """
+    slow_per_file: dict[Path, int] = {}
+    for item in items:
+        slow_per_file[item.path] = slow_per_file.get(item.path, 0) + bool(
+            item.get_closest_marker("slow"))
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = item.path.name
+        first = LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+        return first, -slow_per_file[item.path]
+
+    items.sort(key=rank)

@@ -26,6 +26,7 @@ from pipeline.fit.contract import FitMetrics
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, RUNS_SCHEMA, RUN_COLUMNS,
                                       SERIES_SCHEMA, IngestMetrics, LogsWithoutSeries, pandas_dtype)
 from pipeline.schema import check_metrics, check_output
+from shared_run import once_per_session
 
 PEAK = {"A100": 312e12, "H100": 989e12, "V100": 125e12, "TPU-v4": 275e12, "B200": 2250e12}
 ACCEL_ID = {"A100": "A100-SXM4-80GB", "H100": "H100-SXM5-80GB", "V100": "V100-SXM2-32GB",
@@ -326,15 +327,11 @@ def run_downstream(root: Path, params: dict | None = None) -> dict[str, Path]:
     return {**paths, "reports": root / "reports", "plots": root / "plots"}
 
 
-_SHARED: dict[str, dict[str, Path]] = {}
-
-
 def shared_downstream(tmp_path_factory: Any) -> dict[str, Path]:
-    """One ``run_downstream`` per test session, shared by the report, notebook and browser
-    tests (read-only: a test that changes files copies them first)."""
-    if "out" not in _SHARED:
-        _SHARED["out"] = run_downstream(tmp_path_factory.mktemp("downstream"))
-    return _SHARED["out"]
+    """One ``run_downstream`` per test session, across xdist workers too (``shared_run``),
+    shared by the report, notebook and browser tests (read-only: a test that changes files
+    copies them first)."""
+    return once_per_session(tmp_path_factory, "downstream", run_downstream)
 
 
 def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict

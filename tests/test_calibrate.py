@@ -14,7 +14,6 @@ from pipeline.calibrate import families as fam
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS, Theta, step_components
-from pipeline.frameworks import family_of
 from pipeline.calibrate.estimate import bare_model, load_data
 from pipeline.calibrate.simulate import TRUE_THETA, simulate_layouts, simulate_runs
 from pipeline.calibrate.step import StepModel, predict, rows_of
@@ -140,7 +139,7 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     score elements per rank, 13 B forward (twice with recomputation) + 19 B backward, at HBM
     bandwidth (golden); a framework without TP overlap exposes all of its TP traffic, one
     without DP overlap all of its gradient traffic; all default to today's kernels (fused,
-    overlapped), and megatron2021 states the old ones (its own stack only, for DP)."""
+    overlapped), whatever the source's id: the data state the old ones."""
     row = _gpt3_tp8_row()
     model = _model(base)
 
@@ -156,7 +155,12 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     overlapped, synchronous = with_(tp_comm_overlap=True), with_(tp_comm_overlap=False)
     omega = TRUE_THETA["tp_overlap"]
     assert synchronous["tp_comm_s"] == pytest.approx(overlapped["tp_comm_s"] / (1 - omega))
-    old = predict(row.assign(source="megatron2021"), model).iloc[0]
+    # the source id states nothing: a copy of megatron2021 under another id behaves the same
+    renamed = predict(row.assign(source="megatron2021"), model).iloc[0]
+    assert renamed["tp_comm_s"] == pytest.approx(overlapped["tp_comm_s"])
+    assert renamed["kernel_overhead_s"] == pytest.approx(fused["kernel_overhead_s"])
+    old = predict(row.assign(fused_attention=False, tp_comm_overlap=False,
+                             dp_comm_overlap=False), model).iloc[0]
     assert old["tp_comm_s"] == pytest.approx(synchronous["tp_comm_s"])
     assert old["kernel_overhead_s"] == pytest.approx(unfused["kernel_overhead_s"])
     # gradients reduced after the backward: nothing hidden (phi = 0), as with phi held at 0
@@ -167,9 +171,25 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
     assert after > with_(dp_comm_overlap=True)["dp_comm_s"]
     assert after == pytest.approx(predict(row, m0)["dp_comm_s"].iloc[0])
     assert old["dp_comm_s"] == pytest.approx(after)
-    # a source's DeepSpeed baselines keep DeepSpeed's overlap
-    ds = row.assign(source="megatron2021", strategy="ZeRO-3 (DeepSpeed) data parallel")
-    assert fam.kernels(ds, family_of(ds))[2].all()
+    # an unstated fact is today's kernel, and the metrics say the default was used
+    assert [k.all() for k in fam.kernels(row)[:3]] == [True, True, True]
+    assert fam.kernels(row)[3] == ["fused_attention=true", "tp_comm_overlap=true",
+                                   "dp_comm_overlap=true"]
+
+
+def test_a_cluster_is_the_rows_not_the_sources(base) -> None:
+    """A row's ``cluster`` picks its measured network (the Playbook's hf_playbook) whatever its
+    source's id; an unmeasured name gets the default network and is named in the defaults."""
+    row = _gpt3_tp8_row()
+    named = row.assign(cluster="hf_playbook", source="someone_elses_sweep")
+    cluster, unknown = fam.cluster_of(named, base.network.clusters)
+    assert list(cluster) == ["hf_playbook"] and unknown == []
+    cluster, unknown = fam.cluster_of(row.assign(cluster="my_cluster"), base.network.clusters)
+    assert list(cluster) == ["default"]
+    assert unknown == ["cluster=my_cluster (not in collectives.csv: default network)"]
+    assert list(fam.cluster_of(row.assign(source="ultrascale_playbook2025"),
+                               base.network.clusters)[0]) == ["default"]
+    assert predict(named, base)["dp_comm_s"].iloc[0] != predict(row, base)["dp_comm_s"].iloc[0]
 
 
 def test_replicated_elementwise_traffic_without_sequence_parallelism(base) -> None:

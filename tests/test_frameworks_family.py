@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -148,3 +149,44 @@ def test_fuzz_a_published_framework_cell_is_carried_stripped_and_read_by_family_
     assert row["framework"] == (stated or None) or (row["framework"] or "") in stated
     assert _family(**{k: row[k] for k in ("source", "strategy", "framework")}) in (
         "megatron", "fsdp", "deepspeed", PLAYBOOK)
+
+
+def _normalized(path: Path, source: str, limit: int | None = None) -> pd.DataFrame:
+    """A shipped table's rows through the ingest's reader and normalize (the shipped catalog),
+    under ``source``."""
+    from pipeline.catalog import load_catalog
+    from pipeline.ingest.core.normalize import CatalogCache
+    catalog = CatalogCache(load_catalog(ROOT / "data" / "catalog"))
+    rows = []
+    for record in itertools.islice(read_file(path, ROOT), limit):
+        if record.fields is None:
+            continue
+        try:
+            rows.append(normalize(record.__class__(source, record.path, record.line,
+                                                   fields={**record.fields, "source": source}),
+                                  catalog, OPTS))
+        except Reject:
+            continue
+    return pd.DataFrame(rows)
+
+
+def test_shipped_kernel_facts_and_cluster_travel_with_the_rows_not_the_source_id() -> None:
+    """megatron2021's Megatron-LM rows state the 2021 kernels (its DeepSpeed baselines keep
+    DeepSpeed's DP overlap) and the Playbook's rows their measured cluster, so a copy under
+    another source id (the scale benchmark's, a user's) is modelled the same."""
+    from pipeline.calibrate import families as fam
+    from pipeline.calibrate.hardware import load_network
+    from pipeline.catalog import load_catalog
+    network = load_network(ROOT / "data" / "catalog",
+                           load_catalog(ROOT / "data" / "catalog").hardware)
+    megatron = _normalized(PUBLISHED / "megatron2021.csv", "copy_of_megatron2021")
+    fused, tp_overlap, dp_overlap, _ = fam.kernels(megatron)
+    baseline = (megatron["framework"] == "DeepSpeed").to_numpy()
+    assert len(megatron) >= 20 and baseline.sum() >= 4
+    assert not fused.any() and not tp_overlap.any()
+    assert (dp_overlap == baseline).all()
+    playbook = _normalized(PUBLISHED / "ultrascale_playbook2025_all_configs.csv", "copy_of_pb",
+                           limit=300)
+    cluster, unknown = fam.cluster_of(playbook, network.clusters)
+    assert len(playbook) > 200 and (cluster == "hf_playbook").all() and unknown == []
+    assert [k.all() for k in fam.kernels(playbook)[:3]] == [True, True, True]

@@ -229,6 +229,19 @@ def test_framework_is_carried_as_written_and_does_not_identify_the_run() -> None
     assert plain["run_id"] == stated["run_id"]
 
 
+def test_cluster_and_kernel_facts_are_carried_and_do_not_identify_the_run() -> None:
+    plain = _norm(tokens_per_s="1000")
+    stated = _norm(tokens_per_s="1000", cluster=" hf_playbook ", fused_attention="false",
+                   dp_comm_overlap="true")
+    assert (plain["cluster"], plain["fused_attention"], plain["dp_comm_overlap"]) == \
+        (None, None, None)
+    assert (stated["cluster"], stated["fused_attention"], stated["dp_comm_overlap"]) == \
+        ("hf_playbook", False, True)
+    assert plain["run_id"] == stated["run_id"]
+    assert _reject(tokens_per_s="1000", fused_attention="maybe").startswith(
+        "bad_value: fused_attention=")
+
+
 def test_run_id_stable_and_identifying() -> None:
     a, b = _norm(tokens_per_s="1000"), _norm(tokens_per_s="2000")
     assert a["run_id"] == b["run_id"]  # a measure does not identify a run
@@ -277,7 +290,7 @@ _FIELDS = ["params_b", "active_params_b", "n_accelerators", "tokens_per_s", "mfu
        texts=st.fixed_dictionaries({}, optional={
            k: st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["H100", "V100", "oom"]))
            for k in ("accelerator", "precision", "status", "strategy", "scaling", "model",
-                     "framework")}))
+                     "framework", "cluster", "fused_attention", "tp_comm_overlap")}))
 def test_fuzz_normalize_only_rejects(values: dict[str, Any], texts: dict[str, Any]) -> None:
     fields = {"source": "f", "citation": "c", "model": "GPT-3", "accelerator": "H100",
               "n_accelerators": "8"}
@@ -289,7 +302,10 @@ def test_fuzz_normalize_only_rejects(values: dict[str, Any], texts: dict[str, An
         assert exc.code in REJECT_CODES
         return
     assert set(RUN_COLUMN_NAMES) <= set(row)
-    assert row["framework"] is None or (isinstance(row["framework"], str) and row["framework"])
+    for name in ("framework", "cluster"):
+        assert row[name] is None or (isinstance(row[name], str) and row[name])
+    for name in ("fused_attention", "tp_comm_overlap"):
+        assert row[name] is None or isinstance(row[name], bool)
     for name in ("mfu", "hfu"):
         assert row[name] is None or 0 < row[name] <= 1
     for name in ("tokens_per_s", "model_flops_per_s", "params", "step_time_s"):

@@ -1,5 +1,5 @@
-"""The schedule columns of a run record (recompute, virtual_pipeline, sequence_parallel):
-allowed forms, aliases, and a clear reject for anything else (fuzzed)."""
+"""The schedule columns of a run record (recompute, virtual_pipeline, sequence_parallel) and
+its kernel facts (fused_attention, tp_comm_overlap, dp_comm_overlap): allowed forms, aliases, and a clear reject for anything else (fuzzed)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.ingest.core.derive import Reject
-from pipeline.ingest.core.schedule import (parse_recompute, parse_schedule,
+from pipeline.ingest.core.schedule import (parse_flag, parse_recompute, parse_schedule,
                                            parse_sequence_parallel, parse_virtual_pipeline)
-from pipeline.vocab import RECOMPUTE_MODES
+from pipeline.vocab import KERNEL_COLUMNS, RECOMPUTE_MODES
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -43,7 +43,18 @@ def test_interleaving_without_a_pipeline_is_rejected() -> None:
         parse_schedule({"virtual_pipeline": "4"}, row)
     row = {"pp": 8}
     parse_schedule({"virtual_pipeline": "4", "recompute": "full"}, row)
-    assert row == {"pp": 8, "recompute": "full", "virtual_pipeline": 4, "sequence_parallel": None}
+    assert row == {"pp": 8, "recompute": "full", "virtual_pipeline": 4, "sequence_parallel": None,
+                   "fused_attention": None, "tp_comm_overlap": None, "dp_comm_overlap": None}
+
+
+def test_kernel_facts_are_true_false_or_rejected_by_name() -> None:
+    row = {"pp": 1}
+    parse_schedule({"fused_attention": "false", "tp_comm_overlap": "no", "dp_comm_overlap": "1"},
+                   row)
+    assert (row["fused_attention"], row["tp_comm_overlap"], row["dp_comm_overlap"]) == \
+        (False, False, True)
+    with pytest.raises(Reject, match="tp_comm_overlap='sometimes' is not true or false"):
+        parse_schedule({"tp_comm_overlap": "sometimes"}, {"pp": 1})
 
 
 @settings(max_examples=300, deadline=None)
@@ -56,7 +67,9 @@ def test_fuzzed_schedule_text_is_parsed_or_rejected(text) -> None:
             ("virtual_pipeline", parse_virtual_pipeline,
              lambda v: v is None or (isinstance(v, int) and v >= 1)),
             ("sequence_parallel", parse_sequence_parallel,
-             lambda v: v is None or isinstance(v, bool))):
+             lambda v: v is None or isinstance(v, bool)),
+            *((name, lambda f, name=name: parse_flag(f, name),
+               lambda v: v is None or isinstance(v, bool)) for name in KERNEL_COLUMNS)):
         try:
             value = parse({name: text})
         except Reject as exc:

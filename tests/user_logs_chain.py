@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from coarse_settings import coarse
+from shared_run import once_per_session
 from test_e2e_logs import STEP_TIME_MS, megatron_log
 
 PROJ_ROOT = Path(__file__).resolve().parents[1]
@@ -120,14 +121,10 @@ def run_chain(root: Path) -> Chain:
                  report_md=paths["md"], report_html=paths["html"], focus=paths["focus"])
 
 
-_SHARED: dict[str, Chain] = {}
-
-
 def shared_user_chain(tmp_path_factory: Any) -> Chain:
-    """One ``run_chain`` per test session (read-only: a test that changes files copies them)."""
-    if "chain" not in _SHARED:
-        _SHARED["chain"] = run_chain(tmp_path_factory.mktemp("user_chain"))
-    return _SHARED["chain"]
+    """One ``run_chain`` per test session, across xdist workers too (``shared_run``; read-only:
+    a test that changes files copies them)."""
+    return once_per_session(tmp_path_factory, "user_chain", run_chain)
 
 
 def focused_report(chain: Chain, focus: str, out: Path) -> str:

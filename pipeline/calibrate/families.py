@@ -15,34 +15,20 @@ import pandas as pd
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER
 # the family mapping itself lives below the stages (pipeline/frameworks.py), shared with the
 # theory's memory model
-from pipeline.frameworks import PLAYBOOK, SOURCE_FAMILY
+from pipeline.frameworks import PLAYBOOK
 
-# Source -> measured network of data/catalog/collectives.csv (others: the default network).
-SOURCE_CLUSTER = {"ultrascale_playbook2025": "hf_playbook"}
 # Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
 # 0.60, so one measurement carries 0.60 / sqrt(2) = 0.42 (the family's residual sd floor).
 PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 
-# Kernels a source's software had, where it differs from today's default (a fused, flash
-# attention core; TP collectives overlapped with compute), per source:
-# - megatron2021 (Megatron-LM as of arXiv:2104.04473, NVIDIA/Megatron-LM examples/sc21): the
-#   attention core is unfused (CoreAttention: baddbmm for QK^T, FusedScaleMaskSoftmax, attention
-#   dropout, bmm; FlashAttention, arXiv:2205.14135, came a year later), and the TP all-reduces
-#   are synchronous on the compute stream (§2.3: "two all-reduce operations in the forward
-#   pass and two in the backward pass"; overlapping them came with Transformer Engine's
-#   userbuffers, Megatron-core ``tp_comm_overlap``, 2023), and its data-parallel gradients are
-#   all-reduced after the backward pass (``--DDP-impl`` default ``local``: ``train_step`` calls
-#   ``allreduce_gradients`` once the pipeline's backward is done; overlapping it came with
-#   Megatron-core's ``overlap_grad_reduce``, 2023).
-# Rows may state any of them in a column of that name (true/false). ``OWN_STACK_ONLY``
-# entries apply only to the rows of the source's own software (``SOURCE_FAMILY``): a source's
-# DeepSpeed baselines ran DeepSpeed's data parallelism, not its own.
-SOURCE_KERNELS = {"megatron2021": {"fused_attention": False, "tp_comm_overlap": False,
-                                   "dp_comm_overlap": False}}
+# The step model's kernels where a row states none (``KERNEL_COLUMNS``: a fused, flash attention
+# core; TP collectives overlapped with compute; DP gradient traffic overlapped with the
+# backward). A source whose software differed states it in its rows: megatron2021's 2021
+# Megatron-LM (unfused attention, synchronous TP and DP collectives), with the citations in
+# scripts/transcribe_reference.py and data/raw/published/README.md.
 KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_overlap": True}
-OWN_STACK_ONLY = frozenset({"dp_comm_overlap"})
 
 # Data-parallel collective units (bytes at 2 B per value), the frameworks' defaults:
 # - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
@@ -69,10 +55,17 @@ def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
     return reduce.astype(float), gather.astype(float)
 
 
-def cluster_of(frame: pd.DataFrame) -> np.ndarray:
-    source = (frame["source"].astype(object).to_numpy() if "source" in frame
+def cluster_of(frame: pd.DataFrame, known: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:
+    """Each row's measured network: its ``cluster`` where it names one of ``known`` (the clusters
+    of data/catalog/collectives.csv), else the default network; and, for the metrics, the
+    cluster names no measurement has (those rows get the default network too)."""
+    stated = (frame["cluster"].astype(object).to_numpy() if "cluster" in frame
               else np.full(len(frame), None, dtype=object))
-    return np.array([SOURCE_CLUSTER.get(s, DEFAULT_CLUSTER) for s in source], dtype=object)
+    named = np.array([isinstance(c, str) and c != "" for c in stated])
+    unknown = sorted({c for c, ok in zip(stated, named) if ok and c not in known})
+    cluster = np.array([c if ok and c in known else DEFAULT_CLUSTER
+                        for c, ok in zip(stated, named)], dtype=object)
+    return cluster, [f"cluster={c} (not in collectives.csv: default network)" for c in unknown]
 
 
 def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
@@ -108,28 +101,18 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
     return rec, v, sp, used
 
 
-def kernels(frame: pd.DataFrame, family: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
-    row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where
-    stated (true/false), else its source's (``SOURCE_KERNELS``; ``OWN_STACK_ONLY`` ones on the
-    rows of the source's own family), else ``KERNEL_DEFAULTS``; and the defaults used."""
+    row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where stated
+    (true/false), else ``KERNEL_DEFAULTS``; and the defaults used."""
     n = len(frame)
-    source = (frame["source"].astype(object).to_numpy() if "source" in frame
-              else np.full(n, None, dtype=object))
     out, used = [], []
     for name, default in KERNEL_DEFAULTS.items():
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
-        values = []
-        for x, s, f in zip(raw, source, family):
-            own = name not in OWN_STACK_ONLY or SOURCE_FAMILY.get(s) == f
-            if isinstance(x, (bool, np.bool_)):
-                values.append(bool(x))
-            else:
-                values.append(SOURCE_KERNELS.get(s, {}).get(name, default)
-                              if isinstance(s, str) and own else default)
-        if not all(isinstance(x, (bool, np.bool_)) for x in raw):
-            used.append(f"{name}=(source, else {str(default).lower()})")
-        out.append(np.array(values, dtype=bool))
+        stated = np.array([isinstance(x, (bool, np.bool_)) for x in raw], dtype=bool)
+        if not stated.all():
+            used.append(f"{name}={str(default).lower()}")
+        out.append(np.array([bool(x) if ok else default for x, ok in zip(raw, stated)],
+                            dtype=bool))
     return out[0], out[1], out[2], used

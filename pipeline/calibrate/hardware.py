@@ -33,8 +33,8 @@ What is derived here, and how (docs/theory.md §11.2):
   ``theory.latency.kernel_latency_s`` (the project's one home for those constants).
 
 A cluster with its own measurements (``hf_playbook``: the Playbook's H100 cluster, whose
-scale-out bandwidth falls with node count) is used for that source; every other run uses the
-``default`` network: scale-up and scale-out efficiencies from the measured figures (the best
+scale-out bandwidth falls with node count) is used for the runs whose ``cluster`` column names
+it (the Playbook's tables do); every other run uses the ``default`` network: scale-up and scale-out efficiencies from the measured figures (the best
 per collective), the latency per step from the small-message all-reduce. That is an
 assumption (derived) for every production cluster.
 """

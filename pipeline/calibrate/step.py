@@ -174,7 +174,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     v = np.where(pp > 1, v, 1.0)
     expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
-    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts, family)
+    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts)
+    cluster, unknown_clusters = fam.cluster_of(layouts, model.network.clusters)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
                  top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
                  microbatch_tokens=micro * seq / cp, microbatches=m,
@@ -192,7 +193,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                    hbm_bytes_per_s=hw["hbm_bytes_per_s"],
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
                    scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
-                   cluster=fam.cluster_of(layouts), network=model.network,
+                   cluster=cluster, network=model.network,
                    scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
                    sm_count=sm_counts_of(model.sm_count, hw["accelerator"]),
                    accelerator=np.asarray(hw["accelerator"], dtype=object))
@@ -202,7 +203,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
           & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
-                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used + used_kernels)
+                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used + used_kernels + unknown_clusters)
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:

@@ -78,6 +78,10 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("recompute", S, "activation recomputation: none | selective | full (null: not stated)"),
     ("virtual_pipeline", I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
     ("sequence_parallel", B, "Megatron sequence parallelism on the TP group (null: not stated)"),
+    ("fused_attention", B, "fused (flash) attention core (null: not stated)"),
+    ("tp_comm_overlap", B, "TP collectives overlapped with compute (null: not stated)"),
+    ("dp_comm_overlap", B, "data-parallel gradient traffic overlapped with the backward "
+                           "(null: not stated)"),
     ("global_batch_tokens", F, "tokens per optimizer step"),
     ("strategy", S, "strategy as published (free text)"),
     ("strategy_family", S, "coarse family, see STRATEGY_FAMILIES"),
@@ -106,6 +110,8 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("benchmark", S, "MLPerf benchmark name (null elsewhere)"),
     ("mlperf_version", S, "MLPerf round, e.g. v4.1"),
     ("system", S, "MLPerf system name or cluster"),
+    ("cluster", S, "the measured network it ran on: a `cluster` of data/catalog/collectives.csv "
+                   "(null: the default network)"),
     ("submitter", S, "MLPerf submitter (null elsewhere)"),
     ("result_path", S, "MLPerf result file within its submission (null elsewhere)"),
     ("olympic_score_s", F, "MLPerf olympic score of the run's system (s)"),

@@ -44,7 +44,7 @@ RUN_EXTRAS = (
     "source_kind", "accelerators_per_node", "benchmark", "mlperf_version", "system",
     "olympic_score_s", "provenance", "inverse_time_to_train_per_s", "model_flops_per_s",
     "status", "energy_j", "energy_j_nodes", "energy_j_interconnect", "power_measurement",
-    "framework",
+    "framework", "cluster",
 )
 
 

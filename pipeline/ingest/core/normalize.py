@@ -55,7 +55,7 @@ _MAX_COUNT = 2**53
 MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops_per_s",
             "hardware_flops_per_s", "inverse_time_to_train_per_s")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
-         "submitter", "result_path", "framework")
+         "submitter", "result_path", "framework", "cluster")
 _POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
              "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
              "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s", "energy_j",

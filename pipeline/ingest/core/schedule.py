@@ -1,9 +1,11 @@
 """The schedule columns of a run record: ``recompute``, ``virtual_pipeline``,
-``sequence_parallel`` (optional in published tables and step-log sidecars; empty = not stated).
+``sequence_parallel`` (optional in published tables and step-log sidecars; empty = not stated),
+and the kernel facts ``fused_attention``, ``tp_comm_overlap``, ``dp_comm_overlap`` (optional in
+published tables; true/false).
 
 A value that is present but not one of the allowed forms rejects the record with the field
 named; nothing is guessed. The model's defaults for unstated values live with the model
-(``pipeline/calibrate/schedule.py``), not here: runs.parquet keeps what the source said.
+(``pipeline/calibrate/families.py``), not here: runs.parquet keeps what the source said.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.ingest.core.derive import Reject
-from pipeline.vocab import RECOMPUTE_MODES
+from pipeline.vocab import KERNEL_COLUMNS, RECOMPUTE_MODES
 from pipeline.bounded import short
 from pipeline.numbers import NumberError, parse_count
 
@@ -54,26 +56,34 @@ def parse_virtual_pipeline(fields: Any) -> int | None:
         raise Reject(exc.code, str(exc)) from None
 
 
-def parse_sequence_parallel(fields: Any) -> bool | None:
-    """true/false (yes/no, 1/0, on/off), None when empty."""
-    value = fields.get("sequence_parallel")
+def parse_flag(fields: Any, name: str) -> bool | None:
+    """The true/false column ``name`` (yes/no, 1/0, on/off), None when empty."""
+    value = fields.get(name)
     if isinstance(value, bool):
         return value
-    text = _text(fields, "sequence_parallel")
+    text = _text(fields, name)
     if text is None:
         return None
     if text.lower() in _TRUE:
         return True
     if text.lower() in _FALSE:
         return False
-    raise Reject("bad_value", f"sequence_parallel={short(text, 40)} is not true or false")
+    raise Reject("bad_value", f"{name}={short(text, 40)} is not true or false")
+
+
+def parse_sequence_parallel(fields: Any) -> bool | None:
+    """``sequence_parallel``: true/false, None when empty."""
+    return parse_flag(fields, "sequence_parallel")
 
 
 def parse_schedule(fields: Any, row: dict[str, Any]) -> None:
-    """Fill ``row``'s schedule columns from ``fields``; a virtual pipeline needs pp > 1."""
+    """Fill ``row``'s schedule and kernel columns from ``fields``; a virtual pipeline needs
+    pp > 1."""
     row["recompute"] = parse_recompute(fields)
     row["virtual_pipeline"] = parse_virtual_pipeline(fields)
     row["sequence_parallel"] = parse_sequence_parallel(fields)
+    for name in KERNEL_COLUMNS:
+        row[name] = parse_flag(fields, name)
     v, pp = row["virtual_pipeline"], row.get("pp")
     if v is not None and v > 1 and pp is not None and pp <= 1:
         raise Reject("out_of_range", f"virtual_pipeline={v} needs pp > 1 (pp={pp})")
