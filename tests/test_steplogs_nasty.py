@@ -172,6 +172,20 @@ def test_parallel_workers_give_the_same_result():
     assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 23, 206)
 
 
+def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):
+    """The memo of folders and sidecars only saves work: emptied before every batch of 4 logs,
+    the records (paths, sources, sidecar values, reasons) are the same."""
+    from pipeline.ingest.sources.steplogs import reader
+
+    kept = read_logs(FIXTURES, PARAMS)
+    monkeypatch.setattr(reader, "MEMO_ENTRIES", 0)
+    monkeypatch.setattr(reader, "BATCH_FILES", 4)
+    emptied = read_logs(FIXTURES, PARAMS)
+    assert [(r.source, r.path, r.fields or r.reason) for r in emptied[0]] == [
+        (r.source, r.path, r.fields or r.reason) for r in kept[0]]
+    assert emptied[1].equals(kept[1])
+
+
 def test_steps_dir_holds_the_same_rows_one_file_per_log(tmp_path):
     """Rows streamed to ``steps_dir`` (what keeps memory flat) are the rows returned in memory."""
     import pyarrow.dataset as ds

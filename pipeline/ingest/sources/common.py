@@ -252,15 +252,18 @@ def shown_path(path: Path, root: Path = PROJ_ROOT, folders: dict | None = None) 
     not the file itself: a symlinked input is shown where the link lies, and a looping link
     cannot raise here. ``folders`` memoizes resolved folders (``_resolved``): resolving
     costs a system call per path component, most of the cost of a small log without it."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     if folders is None:
         return (PurePosixPath(project_relative(path.parent, root)) / path.name).as_posix()
-    key = ("shown", path.parent, root)
+    # Keyed by the folder's text (a path's text is its normalized form, so one text is one
+    # folder): no Path built and hashed per log for a look-up.
+    folder_text, name = os.path.split(str(path))
+    key = ("shown", folder_text, root)
     if key not in folders:  # the folder's shown form, once per folder: a dummy name joined
         folder, top = _resolved(path.parent, folders), _resolved(root, folders)
         shown = folder.relative_to(top) if folder.is_relative_to(top) else folder
         folders[key] = (PurePosixPath(shown) / "x").as_posix()[:-1]
-    return folders[key] + path.name
+    return folders[key] + name
 
 
 def _resolved(folder: Path, memo: dict) -> Path:

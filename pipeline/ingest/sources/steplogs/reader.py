@@ -45,9 +45,10 @@ from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
 from pipeline.ingest.sources.steplogs.formats import torchtitan
 from pipeline.ingest.records import Record
-from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, line_cut, logical_suffix,
-                                            looks_binary, open_text_bytes, read_error,
-                                            shown_path, unify_line_ends, utf16_without_bom)
+from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encoding, line_cut,
+                                            logical_name, logical_suffix, looks_binary,
+                                            open_text_bytes, read_error, shown_path,
+                                            unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F401
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
 from pipeline.ingest.sources.steplogs.base import ParseState
@@ -67,6 +68,13 @@ MAX_LINE_BYTES = 1 << 26
 # Logs read as one task: a batch of small logs is one round trip to a worker and one steps
 # file, not one each.
 BATCH_FILES, BATCH_BYTES = 64, 1 << 22
+# In parallel, logs of at least this size are handed out first, largest first; smaller ones
+# follow in path order, so that a batch holds neighbouring folders and a worker's memo of
+# folders and sidecars serves its logs.
+BIG_LOG_BYTES = BATCH_BYTES // BATCH_FILES
+# A reading process's memo (folder listings, sidecars, shown folders) is emptied between
+# batches once it holds this many entries (~6 a folder): memory stays flat over 10^5 folders.
+MEMO_ENTRIES = 60_000
 # Start-up facts (argument and config dumps) are looked for in the first chunks only.
 HEADER_CHUNKS = 4
 # Facts a log and a sidecar must agree on (a differing pair rejects the log).
@@ -116,13 +124,20 @@ def is_log_name(name: str) -> bool:
     return not name.startswith((".", "README")) and logical_suffix(name) in LOG_SUFFIXES
 
 
-def campaign_source(path: Path, logs_dir: Path) -> str:
+def campaign_source(path: Path, logs_dir: Path, cache: dict | None = None) -> str:
     """A log's default source: its campaign, the first folder below the logs folder
     (``logs/<campaign>``; ``logs`` for a file directly in it). Job folders below the campaign
     (``logs/sweep/n8/``, ``logs/sweep/n16/``) share it, so logs that differ only in N form one
-    series whatever the depth."""
-    parts = Path(path).relative_to(logs_dir).parts
-    return "logs" if len(parts) < 2 else f"logs/{parts[0]}"
+    series whatever the depth. With ``cache``: once per folder (the name plays no part)."""
+    path = Path(path)
+    key = ("campaign", os.path.dirname(str(path)), logs_dir)
+    if cache is not None and key in cache:
+        return cache[key]
+    parts = path.relative_to(logs_dir).parts
+    source = "logs" if len(parts) < 2 else f"logs/{parts[0]}"
+    if cache is not None:
+        cache[key] = source
+    return source
 
 
 
@@ -139,14 +154,27 @@ def detect_format(text: str) -> str | None:
     return best
 
 
+def _small_plain(path: Path) -> bytes | None:
+    """The whole file, when it is uncompressed, has no byte-order mark and is shorter than
+    ``DETECT_BYTES`` (most of a fleet's logs): read in one call, without the decoding stream
+    and the two 1 MiB buffers that ``open_text_bytes`` sets up; None otherwise (read that way)."""
+    if logical_name(path.name) != path.name:
+        return None
+    with open(path, "rb") as raw:  # buffered: its read() loops until EOF or the size
+        data = raw.read(DETECT_BYTES)
+    return data if len(data) < DETECT_BYTES and bom_encoding(data[:4]) is None else None
+
+
 def sniff(path: Path) -> tuple[str, str | None, bytes | None, str | None]:
     """("binary" | "empty" | "text", detected format, the whole file when the first read held
     it all, the encoding it was decoded from by its byte-order mark) reading only as far as
     needed ("binary": the format slot holds what to say when it is UTF-16 without a BOM). A
     small log (most of a fleet's) is thus read once: ``parse_file`` takes those bytes (UTF-8,
     line ends not yet unified) instead of opening the file again."""
-    with open_text_bytes(path, buffering=BUFFER_BYTES) as fh:
-        encoding = fh.raw.source_encoding
+    small = _small_plain(path)
+    with io.BytesIO(small) if small is not None else open_text_bytes(
+            path, buffering=BUFFER_BYTES) as fh:
+        encoding = None if small is not None else fh.raw.source_encoding
         head = fh.read(SNIFF_BYTES)
         if not head:
             return "empty", None, None, encoding
@@ -374,7 +402,7 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
         fields["global_batch_tokens"] = side.values["global_batch_tokens"]
         derived = [d for d in derived if d != "global_batch_tokens"]
     citation = shown + (f" ({side.values['citation']})" if side.values.get("citation") else "")
-    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir),
+    fields.update(source=side.values.get("source") or campaign_source(path, logs_dir, cache),
                   citation=citation, source_kind="log", derived=";".join(dict.fromkeys(derived)),
                   provenance=f"{shown}:{red.first_line}-{red.last_line}" + (
                       f" (sidecar {', '.join(side.files)})" if side.files else ""))
@@ -433,18 +461,25 @@ def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
 
 
 def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
-                cache: dict | None = None) -> list[tuple[Any, dict[str, Any] | str | None]]:
-    """Some logs, in a worker or not; with ``out`` their rows go to that one file (its name
-    returned in place of each log's rows) instead of travelling back."""
+                cache: dict | None = None
+                ) -> list[tuple[Any, dict[str, Any] | str | None, str]]:
+    """Some logs, in a worker or not: (outcome, step rows, the path as outputs show it) each;
+    with ``out`` their rows go to that one file (its name returned in place of each log's
+    rows) instead of travelling back. The shown path comes from the reading process's memo of
+    folders, so the main process does not work it out again."""
     paths, logs_dir, s, out = batch
     cache = _WORKER_CACHE if cache is None else cache
+    if len(cache) > MEMO_ENTRIES:
+        cache.clear()
     outcomes = [_read_guarded(path, logs_dir, s, cache) for path in paths]
+    shown = [shown_path(path, folders=cache) for path in paths]
     if out is None:
-        return outcomes
+        return [(result, steps, name) for (result, steps), name in zip(outcomes, shown)]
     rows = [steps for _, steps in outcomes if steps is not None]
     if rows:
         write_steps(rows, out)
-    return [(result, None if steps is None else out.name) for result, steps in outcomes]
+    return [(result, None if steps is None else out.name, name)
+            for (result, steps), name in zip(outcomes, shown)]
 
 
 def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
@@ -472,10 +507,11 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
             old.unlink()  # files of an earlier run must not mix with this one's
     sizes = [_size(p) for p in paths]
     parallel = workers > 1 and len(paths) > 1
-    # In parallel, largest files first, so no worker is left with a big one while the others
-    # idle; small ones go in batches (one round trip to a worker and one steps file per batch).
-    order = sorted(range(len(paths)), key=lambda i: (-sizes[i], i)) if parallel else range(
-        len(paths))
+    # In parallel, large files first, largest first, so no worker is left with a big one while
+    # the others idle; small ones follow in path order (``BIG_LOG_BYTES``), in batches (one
+    # round trip to a worker and one steps file per batch).
+    order = sorted(range(len(paths)), key=lambda i: (
+        -sizes[i] if sizes[i] >= BIG_LOG_BYTES else 0, i)) if parallel else range(len(paths))
     batches = _batches(list(order), sizes)
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
@@ -493,8 +529,7 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     del done
     records = []
     folders: dict = {}
-    for path, (result, steps) in zip(paths, outcomes):
-        shown = shown_path(path, folders=folders)
+    for path, (result, steps, shown) in zip(paths, outcomes):
         if isinstance(result, dict):
             line, fmt = result.pop("_line"), result.pop("_format")
             meta = {"format": fmt}
@@ -503,11 +538,12 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
             records.append(Record(source=result["source"], path=shown, line=line, fields=result,
                                   meta=meta))
         else:
-            reject = Record.reject(campaign_source(path, logs_dir), shown, 0, shown, *result)
+            reject = Record.reject(campaign_source(path, logs_dir, folders), shown, 0, shown,
+                                   *result)
             if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
                 reject = replace(reject, meta={"steps_file": steps})
             records.append(reject)
-    tables = sorted(((r.path, steps) for r, (_, steps) in zip(records, outcomes)
+    tables = sorted(((r.path, steps) for r, (_, steps, _) in zip(records, outcomes)
                      if isinstance(steps, dict)), key=lambda pair: pair[0])
     outcomes.clear()
     tables = [t for _, t in tables]  # gather frees each as it copies it

@@ -117,19 +117,29 @@ def _entries_in(folder: Path, cache: dict | None
     return cache[key]
 
 
+def _below(folder: Path, logs_dir: Path, cache: dict | None) -> bool:
+    """Whether ``logs_dir`` is among ``folder.parents``; from its parent's answer when a cache
+    is given (a job folder's campaign folder is asked once, not once per job)."""
+    if cache is None:
+        return logs_dir in folder.parents
+    key = ("below", folder, logs_dir)
+    if key not in cache:
+        parent = folder.parent
+        cache[key] = parent != folder and (parent == logs_dir or _below(parent, logs_dir, cache))
+    return cache[key]
+
+
 def _folder_sidecars(folder: Path, logs_dir: Path, cache: dict | None) -> tuple[Path, ...]:
-    """The ``run.yaml`` of ``folder`` and of each folder above it up to ``logs_dir``, weakest
-    (outermost) first; once per folder when a cache is given (its logs share them)."""
+    """The folders whose ``run.yaml`` counts for the logs of ``folder``: ``folder`` and each
+    folder above it up to ``logs_dir``, weakest (outermost) first; once per folder when a cache
+    is given (its logs share them), from its parent's when that was asked already."""
     key = ("folder_sidecars", folder, logs_dir)
     if cache is not None and key in cache:
         return cache[key]
-    folders: list[Path] = []
-    while True:
-        folders.append(folder)
-        if folder == logs_dir or folder == folder.parent or logs_dir not in folder.parents:
-            break
-        folder = folder.parent
-    found = tuple(f / "run.yaml" for f in reversed(folders))
+    if folder == logs_dir or folder == folder.parent or not _below(folder, logs_dir, cache):
+        found: tuple[Path, ...] = (folder,)
+    else:
+        found = (*_folder_sidecars(folder.parent, logs_dir, cache), folder)
     if cache is not None:
         cache[key] = found
     return found
@@ -138,17 +148,18 @@ def _folder_sidecars(folder: Path, logs_dir: Path, cache: dict | None) -> tuple[
 def sidecar_paths(log_path: Path, logs_dir: Path, cache: dict | None = None) -> list[Path]:
     """Existing sidecar files for ``log_path``, weakest first (see module docstring)."""
     log_path, logs_dir = Path(log_path), Path(logs_dir)
-    candidates = list(_folder_sidecars(log_path.parent, logs_dir, cache))
-    candidates += [log_path.with_name(log_path.stem + ".run.yaml"),
-                   log_path.with_name(log_path.name + ".yaml")]
+    here = log_path.parent
+    candidates = [(folder, "run.yaml") for folder in _folder_sidecars(here, logs_dir, cache)]
+    candidates += [(here, log_path.stem + ".run.yaml"), (here, log_path.name + ".yaml")]
     found = []
-    for path in candidates:
-        listing = _entries_in(path.parent, cache)
-        if (path.name in listing[0]) if listing is not None else path.is_file():
+    for folder, name in candidates:
+        listing = _entries_in(folder, cache)
+        if listing is not None and name not in listing[0] and name not in listing[1]:
+            continue  # not in the folder at all: nothing to stat
+        path = folder / name
+        if (name in listing[0]) if listing is not None else path.is_file():
             found.append(path)
             continue
-        if listing is not None and path.name not in listing[1]:
-            continue  # not in the folder at all: nothing to stat
         if (kind := special_kind(path, directories=True)) is not None:
             # Never opened (a FIFO would block), never skipped: the log's metadata is unknown.
             raise SidecarError("special_file", f"sidecar {path.name} is a {kind}, not a file: "
@@ -254,7 +265,12 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
         if path.stat().st_size > MAX_SIDECAR_BYTES:
             raise SidecarError("malformed_row", f"sidecar {path}: over {MAX_SIDECAR_BYTES} "
                                                 "bytes; a sidecar is a short mapping")
-        node = _parse(path.read_text(encoding="utf-8"), cache)
+        text = path.read_text(encoding="utf-8")
+        if cache is not None and ("checked", text) in cache:
+            # The same text checks the same wherever it lies (only errors name the file).
+            cache[path] = cache[("checked", text)]
+            return cache[path]
+        node = _parse(text, cache)
     except (OSError, UnicodeDecodeError) as exc:
         raise SidecarError("unreadable", f"sidecar {path}: {short(exc, 200)}") from exc
     except yaml.YAMLError as exc:
@@ -266,7 +282,7 @@ def read_sidecar(path: Path, cache: dict[Path, dict[str, Any]] | None = None) ->
     checked = {k: _check(k, v, str(path)) for k, v in _scalars(node, str(path)).items()}
     checked = {k: v for k, v in checked.items() if v is not None}
     if cache is not None:
-        cache[path] = checked
+        cache[path] = cache[("checked", text)] = checked
     return checked
 
 

@@ -48,7 +48,10 @@ from pipeline.ingest.sources.steplogs.base import (
 from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "megatron"
-_STEP_RE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+# ``\biteration...`` written literal first (the same matches): a pattern that starts with
+# ``\b`` is tried at every character, one with a literal jumps between the literal's places
+# (~15x quicker on a log; most of telling the formats apart).
+_STEP_RE = re.compile(r"iteration(?<=\biteration)\s+(\d+)\s*/\s*(\d+)\s*\|")
 _STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]")
 _FIELDS_RE = re.compile(r"\| (elapsed time per iteration \(ms\)|throughput per GPU \(TFLOP/s/GPU\)|"
                         r"TFLOPs|tokens per gpu per second \(tgs\)|global batch size|lm loss|"

@@ -34,7 +34,8 @@ from pipeline.ingest.sources.steplogs.base import (
 from pipeline.ingest.sources.steplogs.bulk import StepParser, human_col, int_col, transpose
 
 NAME = "nanotron"
-_STEP_RE = re.compile(r"\biteration: (\d+) / (\d+)")
+# ``\biteration: ...`` written literal first (the same matches; see megatron._STEP_RE).
+_STEP_RE = re.compile(r"iteration(?<=\biteration): (\d+) / (\d+)")
 _STAMP_RE = re.compile(r"(\d\d)/?(\d\d) (\d\d):(\d\d):(\d\d)")
 _CFG_RE = re.compile(r"\b(dp|tp|pp|expert_parallel_size|context_parallel_size|hidden_size|"
                      r"num_hidden_layers|sequence_length)=(\d+)")

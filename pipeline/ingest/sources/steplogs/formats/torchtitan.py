@@ -38,7 +38,10 @@ from pipeline.ingest.sources.steplogs.bulk import (
 )
 
 NAME = "torchtitan"
-_STEP_RE = re.compile(r"(?<![\w.])step:\s*(\d+)\s+loss:\s*(" + NUM + r")")
+# ``(?<![\w.])step:...`` and ``\b(?:tps|wps):`` written literal first (the same matches; see
+# megatron._STEP_RE).
+_STEP_RE = re.compile(r"step(?<![\w.]step):\s*(\d+)\s+loss:\s*(" + NUM + r")")
+_RATE_RE = re.compile(r"[tw]ps(?<=\b[tw]ps):")
 _FIELD_RE = re.compile(r"\b(grad_norm|tps|wps|tflops|mfu|step_time):\s*(" + NUM + r")")
 _STAMP_RE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
 _MESH_RE = re.compile(r"device mesh with \[([^\]]*)\],\s*\[([\d,\s]*)\]")
@@ -66,7 +69,7 @@ def detect(sample: str) -> int:
     if "step:" not in sample or "ps:" not in sample:  # a counted line holds both
         return 0
     return sum(1 for m in _STEP_RE.finditer(sample)
-               if re.search(r"\b(?:tps|wps):", sample[m.end():m.end() + 200]))
+               if _RATE_RE.search(sample[m.end():m.end() + 200]))
 
 
 class Parser(StepParser):
