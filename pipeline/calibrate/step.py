@@ -203,7 +203,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
           & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
-                n_accelerators=n, peak_flops_per_s=hw["peak"], defaults=used + used_kernels + unknown_clusters)
+                n_accelerators=n, peak_flops_per_s=hw["peak"],
+                defaults=used + used_kernels + unknown_clusters)
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
