@@ -5,7 +5,7 @@ ch. 4): ``lam`` is the throughput of one accelerator, ``sigma`` in [0, 1] the se
 (contention) fraction. Throughput rises monotonically to the ceiling ``x_max = lam / sigma``;
 there is no retrograde region (``n_peak`` = inf). It is USL with ``kappa = 0``.
 
-Estimation: the start is statsmodels OLS on the linear form
+Estimation: the start is OLS (statsmodels' arithmetic, :mod:`pipeline.fit.ols`) on the linear form
 ``N / X = (1 - sigma) / lam + (sigma / lam) * N``; then nonlinear least squares with
 ``0 <= sigma <= 1`` (:mod:`pipeline.fit.nls`).
 """
@@ -13,9 +13,8 @@ Estimation: the start is statsmodels OLS on the linear form
 from __future__ import annotations
 
 import numpy as np
-import statsmodels.api as sm
-
 from pipeline.fit.base import Law, SeriesContext
+from pipeline.fit.ols import ols_params
 
 
 class AmdahlLaw(Law):
@@ -38,7 +37,7 @@ class AmdahlLaw(Law):
         return np.column_stack([-lam * n * (n - 1.0) / denom**2, n / denom])
 
     def initial(self, n: np.ndarray, y: np.ndarray, ctx: SeriesContext) -> np.ndarray:
-        c0, c1 = sm.OLS(n / y, sm.add_constant(n, has_constant="add")).fit().params
+        c0, c1 = ols_params(n / y, np.column_stack([np.ones(n.size), n]))
         lam = 1.0 / (c0 + c1) if c0 + c1 > 0 else float(np.max(y / n))
         return np.array([float(np.clip(c1 * lam, 0.0, 1.0)), lam])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.fit.result import FitResult, predict_frame
+from pipeline.fit.result import FitResult, prediction_columns
 from pipeline.measures import n_at_efficiency
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX as MULTIPLES
 
@@ -62,14 +62,15 @@ def predictions_at_multiples(result: FitResult, n_min: float, n_max: float, inte
                              multiples: tuple[int, ...] = MULTIPLES) -> dict[str, float]:
     """The law's throughput at ``n_min`` (the efficiency reference) and at each multiple of
     ``n_max``, with the ``interval`` prediction interval for one new measurement there
-    (``predict_frame``); NaN where the law cannot predict."""
+    (``prediction_columns``); NaN where the law cannot predict."""
     n = np.array([n_min] + [m * n_max for m in multiples], float)
     try:
-        pred = predict_frame(result, n, interval).astype(float)
+        pred = prediction_columns(result, n, interval)
     except Exception:  # noqa: BLE001 - no prediction; the report says so
         return dict.fromkeys(multiple_columns(multiples), np.nan)
-    out = {"predicted_at_n_min": float(pred["predicted"].iloc[0])}
-    for m, p in zip(multiples, pred.iloc[1:].itertuples()):
-        out.update({f"predicted_at_{m}x_n_max": p.predicted, f"pi_low_at_{m}x_n_max": p.pi_low,
-                    f"pi_high_at_{m}x_n_max": p.pi_high})
+    predicted, low, high = (np.asarray(pred[k], float) for k in ("predicted", "pi_low", "pi_high"))
+    out = {"predicted_at_n_min": float(predicted[0])}
+    for i, m in enumerate(multiples, start=1):
+        out.update({f"predicted_at_{m}x_n_max": float(predicted[i]),
+                    f"pi_low_at_{m}x_n_max": float(low[i]), f"pi_high_at_{m}x_n_max": float(high[i])})
     return out

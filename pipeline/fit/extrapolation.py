@@ -55,30 +55,30 @@ def extrapolate_series(points: SeriesPoints, source: str, laws: Sequence[str],
         if points.n_distinct - k < 2:
             continue
         train, test = holdout_split(points.n, k)
-        n_train_max = float(points.n[train].max())
+        n_train, y_train, n_test = points.n[train], points.y[train], points.n[test]
+        n_train_max = float(n_train.max())
+        actual = points.y[test]
+        targets = [(int(points.n[idx]), run_ids[idx], float(actual[i]))
+                   for i, idx in enumerate(test)]
+        nan = np.full(test.size, np.nan)
         for law in laws:
             base = dict(series_id=points.series_id, source=source, law=law, k=int(k),
                         n_train_max=int(n_train_max), y_metric=points.y_metric)
-            pred = pd.DataFrame({"predicted": np.nan, "pi_low": np.nan, "pi_high": np.nan},
-                                index=range(test.size))
+            predicted, lo, hi = nan, nan, nan
             note, converged = "", False
             try:
-                res = fit_law(get_law(law), points.n[train], points.y[train], scale=scale,
-                              ctx=points.ctx)
+                res = fit_law(get_law(law), n_train, y_train, scale=scale, ctx=points.ctx)
                 converged, note = res.converged, res.note
                 if converged:
-                    pred = res.predict(points.n[test], interval=interval)
+                    pred = res.prediction_arrays(n_test, interval=interval)
+                    predicted, lo, hi = pred["predicted"], pred["pi_low"], pred["pi_high"]
             except LawFitError as exc:
                 note = str(exc)
-            actual = points.y[test]
-            predicted = pred["predicted"].to_numpy(float)
             # APE is filled for all rows at once by the stage (pipeline.fit.stage._score)
-            ape = np.full(test.size, np.nan)
-            lo, hi = pred["pi_low"].to_numpy(float), pred["pi_high"].to_numpy(float)
-            for i, idx in enumerate(test):
-                rows.append(dict(base, n_target=int(points.n[idx]), run_id=run_ids[idx],
-                                 actual=float(actual[i]), predicted=float(predicted[i]),
-                                 pi_low=float(lo[i]), pi_high=float(hi[i]), ape=float(ape[i]),
+            for i, (n_target, run_id, y_actual) in enumerate(targets):
+                rows.append(dict(base, n_target=n_target, run_id=run_id, actual=y_actual,
+                                 predicted=float(predicted[i]), pi_low=float(lo[i]),
+                                 pi_high=float(hi[i]), ape=np.nan,
                                  covered=bool(lo[i] <= actual[i] <= hi[i]),
                                  converged=bool(converged), note=note))
     return rows

@@ -5,7 +5,8 @@ Estimation: ``scipy.optimize.least_squares`` (trust-region reflective, box bound
 ``scale="linear"`` minimises ``sum (y - f)^2`` (what R's ``usl`` ``nls`` method does, and the
 SPEC SDM91 golden test checks); ``scale="log"`` minimises ``sum (log y - log f)^2``, the
 maximum-likelihood fit under multiplicative errors (throughput noise grows with throughput).
-Inference: see :mod:`pipeline.fit.result` (Gauss-Newton linearisation in statsmodels OLS).
+Inference: see :mod:`pipeline.fit.result` (Gauss-Newton linearisation, statsmodels' OLS
+arithmetic in :mod:`pipeline.fit.ols`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import statsmodels.api as sm
 from scipy.optimize import least_squares
 
 from pipeline.fit.base import Law, LawFitError, SeriesContext, clip_inside
+from pipeline.fit.ols import ols
 from pipeline.fit.result import FitResult, t_quantile
 
 SCALES = ("linear", "log")
@@ -191,12 +192,12 @@ def _inference(result: FitResult, theta: np.ndarray, r: np.ndarray, d: np.ndarra
     else:
         # Working response: OLS of z on J returns theta (column-scaled) and its covariance.
         z = r + jac @ (theta[free] * col)
-        ols = sm.OLS(z, jac).fit()
-        result._ols = ols
-        se = np.sqrt(np.clip(np.diag(ols.cov_params()), 0.0, None)) / col
+        linear = ols(z, jac)
+        result._ols = linear
+        se = np.sqrt(np.clip(np.diag(linear.cov_params()), 0.0, None)) / col
         for j, s in zip(np.flatnonzero(free), se):
             result.stderr[names[j]] = float(s * d[j])
-        outlier = _outlier_note(jac, np.asarray(ols.resid), n, df_resid)
+        outlier = _outlier_note(jac, linear.resid, n, df_resid)
         if outlier:
             notes.append(outlier)
         result.converged = bool(success)

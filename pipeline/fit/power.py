@@ -4,7 +4,8 @@ The simplest description of diminishing returns: ``b = 1`` is perfect linear sca
 means each doubling of N multiplies throughput by ``2**b``. Fernandez et al. 2024 (arXiv
 2411.13055) summarise their strong-scaling curves this way; it has no peak (``n_peak`` = inf).
 
-Estimation: OLS on logs, ``log X = log a + b log N`` (statsmodels ``OLS``), which *is* the
+Estimation: OLS on logs, ``log X = log a + b log N`` (statsmodels' ``OLS`` arithmetic,
+:mod:`pipeline.fit.ols`), which *is* the
 maximum-likelihood fit on the log response scale; on the linear response scale the same OLS
 fit is the start for nonlinear least squares (see :mod:`pipeline.fit.nls`).
 """
@@ -12,9 +13,8 @@ fit is the start for nonlinear least squares (see :mod:`pipeline.fit.nls`).
 from __future__ import annotations
 
 import numpy as np
-import statsmodels.api as sm
-
 from pipeline.fit.base import Law, SeriesContext
+from pipeline.fit.ols import ols_params
 
 
 class PowerLaw(Law):
@@ -37,8 +37,8 @@ class PowerLaw(Law):
         return np.column_stack([n_b, a * n_b * np.log(n)])
 
     def initial(self, n: np.ndarray, y: np.ndarray, ctx: SeriesContext) -> np.ndarray:
-        ols = sm.OLS(np.log(y), sm.add_constant(np.log(n), has_constant="add")).fit()
-        log_a, b = ols.params
+        log_n = np.log(n)
+        log_a, b = ols_params(np.log(y), np.column_stack([np.ones(log_n.size), log_n]))
         return np.array([np.exp(log_a), b])
 
     def derived(self, params: dict[str, float], ctx: SeriesContext) -> dict[str, float]:

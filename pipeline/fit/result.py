@@ -1,10 +1,11 @@
 """The fit-result object: estimates, Wald inference and intervals for one law on one series.
 
 Inference is the Gauss-Newton linearisation of the nonlinear model at its optimum (Bates &
-Watts, *Nonlinear Regression Analysis*, 1988, ch. 2): statsmodels ``OLS`` of the working
+Watts, *Nonlinear Regression Analysis*, 1988, ch. 2): ordinary least squares (statsmodels'
+``OLS`` arithmetic, :mod:`pipeline.fit.ols`) of the working
 response ``z = r + J theta_hat`` on the Jacobian ``J`` (free parameters only) gives the
 covariance ``s^2 (J'J)^-1`` with ``s^2 = SSR / (n - p)``, Student-t parameter intervals, the
-standard error of the fitted mean at new N (``get_prediction``) and, adding ``s^2``, of a new
+standard error of the fitted mean at new N and, adding ``s^2``, of a new
 observation. Intervals are built on the fitting scale (linear or log) and mapped back to
 original units, so a log-scale interval is asymmetric in throughput. Parameters that end on a
 bound are held fixed (their stderr and interval are NaN; ``note`` says so).
@@ -25,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from pipeline.fit.base import Law, SeriesContext
+from pipeline.fit.ols import LinearFit
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,7 +74,7 @@ class FitResult:
     _free: np.ndarray = field(repr=False)
     _col_scale: np.ndarray = field(repr=False)
     _y_ref: float = field(repr=False)
-    _ols: Any = field(repr=False, default=None)
+    _ols: LinearFit | None = field(repr=False, default=None)
 
     # -- evaluation --------------------------------------------------------------------------
     @property
@@ -99,9 +101,16 @@ class FitResult:
 
     def conf_int(self, alpha: float = 0.05) -> pd.DataFrame:
         """Wald (Student-t, ``df_resid``) intervals: DataFrame indexed by parameter, low/high."""
-        q = t_quantile(1.0 - alpha / 2.0, self.df_resid) if self.df_resid > 0 else np.nan
-        rows = {k: (v - q * self.stderr[k], v + q * self.stderr[k]) for k, v in self.params.items()}
+        low, high = self.conf_limits(alpha)
+        rows = {k: (low[k], high[k]) for k in self.params}
         return pd.DataFrame.from_dict(rows, orient="index", columns=["low", "high"])
+
+    def conf_limits(self, alpha: float = 0.05) -> tuple[dict[str, float], dict[str, float]]:
+        """:meth:`conf_int` as two dicts, parameter -> low and parameter -> high."""
+        q = t_quantile(1.0 - alpha / 2.0, self.df_resid) if self.df_resid > 0 else np.nan
+        low = {k: v - q * self.stderr[k] for k, v in self.params.items()}
+        high = {k: v + q * self.stderr[k] for k, v in self.params.items()}
+        return low, high
 
     def predict(self, n: Any, interval: float = 0.95) -> pd.DataFrame:
         """Predicted throughput at ``n`` with confidence (mean) and prediction (new run) intervals.
@@ -109,10 +118,10 @@ class FitResult:
         Columns: ``n, predicted, ci_low, ci_high, pi_low, pi_high`` in original units. The
         prediction interval is for one new measurement at that N.
         """
-        return pd.DataFrame(self._predicted(n, interval))
+        return pd.DataFrame(self.prediction_arrays(n, interval))
 
-    def _predicted(self, n: Any, interval: float) -> dict[str, np.ndarray]:
-        """:meth:`predict`'s columns as arrays."""
+    def prediction_arrays(self, n: Any, interval: float = 0.95) -> dict[str, np.ndarray]:
+        """:meth:`predict`'s columns as arrays (column name -> array), without a frame."""
         n = np.atleast_1d(np.asarray(n, dtype=float))
         f = self._to_fit_scale(self._law.model(n, self._theta_n, self.ctx))
         cols: dict[str, np.ndarray] = {"n": n, "predicted": self._y_ref * self._from_fit_scale(f)}
@@ -122,7 +131,7 @@ class FitResult:
             return cols
         jac = self._jacobian(n)
         # rounding can leave a tiny negative variance on an ill-conditioned design
-        var_mean = np.asarray(self._ols.get_prediction(jac).var_pred_mean, dtype=float)
+        var_mean = self._ols.var_pred_mean(jac)
         se_mean = np.sqrt(np.clip(var_mean, 0.0, None))
         se_obs = np.sqrt(se_mean**2 + self._ols.scale)
         q = t_quantile(0.5 + interval / 2.0, self.df_resid)
@@ -175,10 +184,16 @@ class FitResult:
         return "\n".join(lines)
 
 
-def predict_frame(result: FitResult, n, interval: float):
+PREDICTION_COLUMNS = ("predicted", "pi_low", "pi_high")
+
+
+def predict_frame(result: FitResult, n, interval: float) -> pd.DataFrame:
     """A fit's predictions at ``n``: columns predicted, pi_low, pi_high (the ``interval``
     prediction interval for one new measurement at that N), one row per N."""
-    import numpy as np
+    return pd.DataFrame(prediction_columns(result, n, interval))
 
-    cols = result._predicted(np.asarray(n, float), interval)
-    return pd.DataFrame({k: cols[k] for k in ("predicted", "pi_low", "pi_high")})
+
+def prediction_columns(result: FitResult, n, interval: float) -> dict[str, np.ndarray]:
+    """:func:`predict_frame`'s columns as arrays (the fit stage builds one frame of all)."""
+    cols = result.prediction_arrays(np.asarray(n, float), interval)
+    return {k: cols[k] for k in PREDICTION_COLUMNS}

@@ -28,8 +28,8 @@ from pipeline.fit.derived import law_figures, multiple_columns, predictions_at_m
 from pipeline.fit.extrapolation import COLUMNS as EXTRA_COLUMNS
 from pipeline.fit.extrapolation import extrapolate_series, point_ape, summarise
 from pipeline.fit.nls import fit_law
-from pipeline.fit.result import FitResult, predict_frame
-from pipeline.fit.series import SeriesPoints, measured_figures, series_points
+from pipeline.fit.result import FitResult, prediction_columns
+from pipeline.fit.series import SeriesPoints, measured_figures, point_columns, series_points
 from pipeline.measures import extrapolation_grid
 from pipeline.fit.workers import map_in_order
 from pipeline.runner import Inputs, Result, run_stage
@@ -82,8 +82,8 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
     """One row per law for one series (``peak_beyond``: see :func:`plausibility_notes`).
 
     With ``curve_n``, each converged law's predictions and ``interval`` prediction intervals
-    at those N are appended to ``curves_out`` (one frame per law: ``CURVE_COLUMNS``), so later
-    stages draw the fit without refitting it.
+    at those N are appended to ``curves_out`` (one :func:`_curve` per law; :func:`curves_frame`
+    makes ``CURVE_COLUMNS`` of them), so later stages draw the fit without refitting it.
     """
     base_note = "; ".join(points.notes)
     n_min = float(points.n.min()) if points.n.size else np.nan
@@ -102,13 +102,14 @@ def fit_series(points: SeriesPoints, laws: Sequence[str], *, scale: str, interva
         else:
             try:
                 res = fit_law(get_law(law), points.n, points.y, scale=scale, ctx=points.ctx)
-                ci = res.conf_int(1.0 - interval)
+                ci_low, ci_high = res.conf_limits(1.0 - interval)
                 row.update(params=_json(res.params), stderr=_json(res.stderr),
-                           ci_low=_json(ci["low"].to_dict()), ci_high=_json(ci["high"].to_dict()),
+                           ci_low=_json(ci_low), ci_high=_json(ci_high),
                            aicc=res.aicc, bic=res.bic, r2=res.r2, converged=res.converged)
                 if curve_n is not None and curves_out is not None and res.converged:
-                    curves_out.append(_curve(points.series_id, law, scale, res, curve_n,
-                                             interval))
+                    curve = _curve(points.series_id, law, scale, res, curve_n, interval)
+                    if curve is not None:
+                        curves_out.append(curve)
                 figures = law_figures(res, n_min, n_max, threshold)
                 if res.converged:
                     figures |= predictions_at_multiples(res, n_min, n_max, interval)
@@ -127,14 +128,33 @@ CURVE_COLUMNS = ("series_id", "law", "scale", "n_accelerators", "predicted", "pi
 
 
 def _curve(series_id: str, law: str, scale: str, res: FitResult, n: np.ndarray,
-           interval: float) -> pd.DataFrame:
-    """A fitted law on the extrapolation grid, with its prediction interval (one row per N)."""
+           interval: float) -> dict[str, Any] | None:
+    """A fitted law on the extrapolation grid, with its prediction interval: the three
+    labels and the arrays of ``CURVE_COLUMNS`` (one entry per N); None when it cannot predict."""
     try:
-        pred = predict_frame(res, n, interval).astype(float)
+        pred = prediction_columns(res, n, interval)
     except Exception:  # noqa: BLE001 - no curve; compare notes the series
-        return pd.DataFrame(columns=list(CURVE_COLUMNS))
-    return pred.assign(series_id=series_id, law=law, scale=scale,
-                       n_accelerators=np.asarray(n, float))[list(CURVE_COLUMNS)]
+        return None
+    n = np.asarray(n, float)
+    if not n.size:
+        return None
+    return {"series_id": series_id, "law": law, "scale": scale, "n_accelerators": n,
+            **{k: np.asarray(v, float) for k, v in pred.items()}}
+
+
+def curves_frame(curves: list[dict[str, Any]]) -> pd.DataFrame:
+    """``fit_curves.parquet``: every law's curve, one row per (series, law, N), in that order."""
+    if curves:
+        sizes = [c["n_accelerators"].size for c in curves]
+        cols = {k: np.repeat(np.array([c[k] for c in curves], dtype=object), sizes)
+                for k in ("series_id", "law", "scale")}
+        cols |= {k: np.concatenate([c[k] for c in curves])
+                 for k in ("n_accelerators", "predicted", "pi_low", "pi_high")}
+        frame = pd.DataFrame({k: cols[k] for k in CURVE_COLUMNS})
+    else:
+        frame = empty_frame("fit_curves.parquet")
+    return frame.sort_values(["series_id", "law", "n_accelerators"],
+                             kind="mergesort").reset_index(drop=True)
 
 
 def _score(extra: pd.DataFrame) -> pd.DataFrame:
@@ -152,7 +172,7 @@ def _score(extra: pd.DataFrame) -> pd.DataFrame:
 
 
 def _one_series(all_runs: pd.DataFrame, s: Settings, task: tuple[pd.Series, np.ndarray]
-                ) -> tuple[list[dict], list[dict], list[dict], pd.DataFrame, list[pd.DataFrame]]:
+                ) -> tuple[list[dict], list[dict], list[dict], pd.DataFrame, list[dict]]:
     """One series (its row and the positions of its runs in ``all_runs``): its fit rows,
     extrapolation rows (chosen scale, other scale), efficiency curve and laws' curves on the
     extrapolation grid (``compare.extrapolate_n``, ``compare.curve_points``: the grid compare
@@ -161,7 +181,7 @@ def _one_series(all_runs: pd.DataFrame, s: Settings, task: tuple[pd.Series, np.n
     srow, positions = task
     runs = all_runs.take(positions)
     cfg, laws, holdout_k = s.fit, list(s.fit.laws), list(s.fit.holdout_k)
-    law_curves: list[pd.DataFrame] = []
+    law_curves: list[dict] = []
     fit_rows: list[dict] = []
     extra_rows: list[dict] = []
     other_rows: list[dict] = []
@@ -191,13 +211,14 @@ def _one_series(all_runs: pd.DataFrame, s: Settings, task: tuple[pd.Series, np.n
 
 
 def _collect(runs: pd.DataFrame, series: pd.DataFrame, s: Settings
-             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[pd.DataFrame]]:
+             ) -> tuple[list[dict], list[dict], list[dict], list[pd.DataFrame], list[dict]]:
     """Fit rows, extrapolation rows (chosen scale, other scale), efficiency curves and the
     laws' curves, series by series (``fit.workers`` processes)."""
     positions = runs.groupby("series_id", sort=True).indices   # each series' rows, in order
     none = np.zeros(0, dtype=np.intp)
     tasks = [(srow, positions.get(srow["series_id"], none)) for _, srow in series.iterrows()]
-    done = map_in_order(_one_series, tasks, s.fit.workers, shared=(runs, s))
+    points_runs = point_columns(runs, series.get("y_metric", pd.Series(dtype=object)).unique())
+    done = map_in_order(_one_series, tasks, s.fit.workers, shared=(points_runs, s))
     fit_rows = [row for d in done for row in d[0]]
     extra_rows = [row for d in done for row in d[1]]
     other_rows = [row for d in done for row in d[2]]
@@ -232,9 +253,7 @@ def compute(inputs: Inputs, s: Settings) -> Result:
     extra = _score(pd.DataFrame(extra_rows, columns=list(EXTRA_COLUMNS)))
     extra = extra.sort_values(["series_id", "law", "k", "n_target", "run_id"]).reset_index(drop=True)
     cross, cross_headlines = cross_series(runs, cfg.interval)
-    fit_curves = (pd.concat([c for c in law_curves if len(c)], ignore_index=True)
-                  if any(len(c) for c in law_curves) else empty_frame("fit_curves.parquet"))
-    fit_curves = fit_curves.sort_values(["series_id", "law", "n_accelerators"], kind="mergesort")
+    fit_curves = curves_frame(law_curves)
     eff = (pd.concat(curves, ignore_index=True) if curves else
            pd.DataFrame(columns=["series_id", "n_accelerators", "efficiency"]))
     energy_fits, energy_points, energy = energy_laws(inputs["power.parquet"], cfg.interval,
@@ -252,7 +271,7 @@ def compute(inputs: Inputs, s: Settings) -> Result:
                                   "extrapolation": other["laws"]}
     frames = {"fits.parquet": fits, "extrapolation.parquet": extra,
               "cross_series.parquet": cross,
-              "fit_curves.parquet": fit_curves.reset_index(drop=True),
+              "fit_curves.parquet": fit_curves,
               "energy_fits.parquet": energy_fits.reindex(columns=list(E_FITS)),
               "energy_points.parquet": energy_points.reindex(columns=list(POINT_COLUMNS))}
     plots = {"fit_extrapolation.csv": extra.loc[np.isfinite(extra["predicted"]),

@@ -7,7 +7,8 @@ makes throughput fall past a peak), ``lam`` the single-accelerator throughput. W
 ``x_max = X(n_peak)``; ``peak_concurrency`` is ``floor(n_peak)``, the figure R's ``usl``
 package (``peak.scalability``) and Gunther report.
 
-Estimation: the start is statsmodels OLS on the linear form in which ``lam`` stays free,
+Estimation: the start is OLS (statsmodels' arithmetic, :mod:`pipeline.fit.ols`) on the linear
+form in which ``lam`` stays free,
 ``N / X = c0 + c1*N + c2*N**2`` with ``c0 = (1-sigma)/lam``, ``c1 = (sigma-kappa)/lam``,
 ``c2 = kappa/lam`` (Gunther's quadratic "deviation" form needs a measured X(1), which cluster
 series rarely have); then nonlinear least squares with ``0 <= sigma <= 1``, ``kappa >= 0``
@@ -18,9 +19,8 @@ series rarely have); then nonlinear least squares with ``0 <= sigma <= 1``, ``ka
 from __future__ import annotations
 
 import numpy as np
-import statsmodels.api as sm
-
 from pipeline.fit.base import Law, SeriesContext
+from pipeline.fit.ols import ols_params
 
 
 class USLLaw(Law):
@@ -46,7 +46,7 @@ class USLLaw(Law):
 
     def initial(self, n: np.ndarray, y: np.ndarray, ctx: SeriesContext) -> np.ndarray:
         exog = np.column_stack([np.ones_like(n), n, n * n])
-        c0, c1, c2 = sm.OLS(n / y, exog).fit().params
+        c0, c1, c2 = ols_params(n / y, exog)
         denom = c0 + c1 + c2
         lam = 1.0 / denom if denom > 0 else float(np.max(y / n))
         return np.array([max(1.0 - c0 * lam, 0.0), max(c2 * lam, 0.0), lam])
