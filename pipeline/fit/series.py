@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from pipeline.fit.base import SeriesContext
-from pipeline.measures import finished
 from pipeline.vocab import Y_METRICS
 
 SECONDS_PER_HOUR = 3600.0
@@ -43,17 +42,38 @@ class SeriesPoints:
         return int(np.unique(self.n).size)
 
 
-def _positive(values: pd.Series) -> pd.Series:
+def _positive_values(values: pd.Series) -> np.ndarray:
+    """A column as floats, with non-numeric, missing, infinite and non-positive values NaN."""
     v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    return pd.Series(np.where(np.isfinite(v) & (v > 0), v, np.nan), index=values.index)
+    return np.where(np.isfinite(v) & (v > 0), v, np.nan)
+
+
+def _positive(values: pd.Series) -> pd.Series:
+    return pd.Series(_positive_values(values), index=values.index)
+
+
+def _finished_mask(runs: pd.DataFrame) -> np.ndarray:
+    """``pipeline.measures.finished`` as a mask: ``status`` ok or missing."""
+    if "status" not in runs.columns:
+        return np.ones(len(runs), dtype=bool)
+    status = runs["status"].to_numpy(dtype=object)
+    done = pd.isna(status)
+    done[~done] = status[~done] == "ok"
+    return done
 
 
 def choose_metric(runs: pd.DataFrame, declared: object) -> str | None:
     """The series' declared y_metric, or the first of Y_METRICS that every finished run carries."""
-    if isinstance(declared, str) and declared in runs.columns:
+    return _choose_metric(runs.columns, lambda metric: _positive_values(runs[metric]), declared,
+                          len(runs))
+
+
+def _choose_metric(columns: pd.Index, positive, declared: object, n_runs: int) -> str | None:
+    """:func:`choose_metric` given ``positive(metric)``, the finished runs' positive values."""
+    if isinstance(declared, str) and declared in columns:
         return declared
     for metric in Y_METRICS:
-        if metric in runs.columns and _positive(runs[metric]).notna().all() and len(runs):
+        if metric in columns and not np.isnan(positive(metric)).any() and n_runs:
             return metric
     return None
 
@@ -65,16 +85,26 @@ def work_per_step(runs: pd.DataFrame, metric: str, scaling: str) -> float | None
     (``y * global_batch_tokens / tokens_per_s``). For 1/time-to-train the "step" is the whole
     run, so the work is 1 and ``comm``'s terms are seconds of the run. None when unknown.
     """
+    return _work_per_step(runs.columns, lambda name: _positive_values(runs[name]),
+                          lambda: runs["n_accelerators"].astype(float).to_numpy(), metric,
+                          scaling, len(runs))
+
+
+def _work_per_step(columns: pd.Index, positive, n_of, metric: str, scaling: str,
+                   n_runs: int) -> float | None:
+    """:func:`work_per_step` given ``positive(column)`` and ``n_of()`` (the runs' N)."""
     if metric == "inverse_time_to_train_per_s":
         return 1.0
-    y = _positive(runs[metric])
-    work = y * _positive(runs.get("step_time_s", pd.Series(np.nan, index=runs.index)))
-    if work.isna().all() and {"global_batch_tokens", "tokens_per_s"} <= set(runs.columns):
-        work = y * _positive(runs["global_batch_tokens"]) / _positive(runs["tokens_per_s"])
+    y = positive(metric)
+    step_s = positive("step_time_s") if "step_time_s" in columns else np.full(n_runs, np.nan)
+    work = y * step_s
+    if np.isnan(work).all() and {"global_batch_tokens", "tokens_per_s"} <= set(columns):
+        work = y * positive("global_batch_tokens") / positive("tokens_per_s")
     if scaling == "weak":
-        work = work / runs["n_accelerators"].astype(float)
-    work = work.dropna()
-    return float(work.median()) if len(work) else None
+        work = work / n_of()
+    work = work[~np.isnan(work)]
+    # np.nanmedian of the values left: what pandas' Series.median computes
+    return float(np.nanmedian(work)) if work.size else None
 
 
 def point_columns(runs: pd.DataFrame, declared: object = ()) -> pd.DataFrame:
@@ -91,34 +121,61 @@ def series_points(runs: pd.DataFrame, series_row: pd.Series) -> SeriesPoints:
     ``runs`` may be all runs or (faster) only this series' runs.
     """
     sid = str(series_row["series_id"])
-    mine = runs[runs["series_id"] == sid]
+    ids = runs["series_id"].to_numpy()
+    mine = runs if bool(np.all(ids == sid)) else runs[ids == sid]
     notes: list[str] = []
-    ok = finished(mine)
-    if len(ok) < len(mine):
-        notes.append(f"{len(mine) - len(ok)} run(s) not ok (oom/error/aborted) left out")
-    metric = choose_metric(ok, series_row.get("y_metric"))
+    ok_at = np.flatnonzero(_finished_mask(mine))  # positions of the finished runs in ``mine``
+    if ok_at.size < len(mine):
+        notes.append(f"{len(mine) - ok_at.size} run(s) not ok (oom/error/aborted) left out")
+    positives: dict[str, np.ndarray] = {}
+
+    def positive(name: str) -> np.ndarray:  # a column's positive values over the finished runs
+        if name not in positives:
+            positives[name] = _positive_values(mine[name])[ok_at]
+        return positives[name]
+
+    metric = _choose_metric(mine.columns, positive, series_row.get("y_metric"), ok_at.size)
     scaling = str(series_row.get("scaling") or "unknown")
     if metric is None:
         notes.append("no y metric: none of " + ", ".join(Y_METRICS) + " is measured")
         empty = np.zeros(0)
-        return SeriesPoints(sid, "", empty, empty, SeriesContext(), ok.iloc[0:0], notes)
-    y = _positive(ok[metric])
-    n = pd.to_numeric(ok["n_accelerators"], errors="coerce")
-    keep = y.notna() & n.notna() & (n >= 1)
-    if (~keep).any():
+        return SeriesPoints(sid, "", empty, empty, SeriesContext(), mine.iloc[ok_at[:0]], notes)
+    y = positive(metric)
+    n = pd.to_numeric(mine["n_accelerators"], errors="coerce").to_numpy(
+        dtype=float, na_value=np.nan)[ok_at]
+    keep = ~np.isnan(y) & ~np.isnan(n) & (n >= 1)
+    if not keep.all():
         notes.append(f"{int((~keep).sum())} run(s) without a positive {metric} or N left out")
-    kept = ok[keep].sort_values(["n_accelerators", "run_id"] if "run_id" in ok else
-                                ["n_accelerators"])
+    order = _by_n_and_run(mine, ok_at[keep])
+    kept = mine.iloc[ok_at[keep][order]]
     comm_note = (f"scaling '{scaling}' treated as strong for comm"
                  if scaling not in ("strong", "weak") else "")
     # A time-to-train run has a fixed amount of work (train to the target quality) whatever
     # its batch, so for comm it is strong scaling even where the batch grows with N.
     ctx_scaling = ("weak" if scaling == "weak" and metric != "inverse_time_to_train_per_s"
                    else "strong")
-    ctx = SeriesContext(scaling=ctx_scaling,
-                        work_per_step=work_per_step(kept, metric, ctx_scaling) if len(kept) else None)
-    return SeriesPoints(sid, metric, kept["n_accelerators"].to_numpy(float),
-                        _positive(kept[metric]).to_numpy(float), ctx, kept, notes, comm_note)
+    n_kept = kept["n_accelerators"].to_numpy(float)
+    work = (_work_per_step(mine.columns, lambda name: positive(name)[keep][order],
+                           lambda: n_kept, metric, ctx_scaling, len(kept))
+            if len(kept) else None)
+    ctx = SeriesContext(scaling=ctx_scaling, work_per_step=work)
+    return SeriesPoints(sid, metric, n_kept, y[keep][order], ctx, kept, notes, comm_note)
+
+
+def _by_n_and_run(runs: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """The order that ``sort_values(["n_accelerators", "run_id"])`` (``["n_accelerators"]``
+    without run ids) gives the runs at positions ``at``."""
+    by = ["n_accelerators", "run_id"] if "run_id" in runs.columns else ["n_accelerators"]
+    if len(by) == 2:
+        n = runs["n_accelerators"].to_numpy(dtype=float, na_value=np.nan)[at]
+        run_id = runs["run_id"].to_numpy()[at]
+        if not np.isnan(n).any() and all(isinstance(r, str) for r in run_id):
+            # pandas sorts on two keys by a stable lexsort of their ranks: a stable sort on
+            # (N, run id), without building a frame
+            return np.array(sorted(range(at.size), key=lambda i: (n[i], run_id[i])),
+                            dtype=np.intp)
+    keys = runs[by].iloc[at].reset_index(drop=True)
+    return keys.sort_values(by).index.to_numpy()
 
 
 def _column(runs: pd.DataFrame, name: str) -> np.ndarray:
