@@ -346,7 +346,7 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
     from pipeline.fit.derived import n_at_threshold, predictions_at_multiples
     from pipeline.fit.nls import fit_law
     from pipeline.fit.series import series_points
-    from pipeline.fit.stage import _curve
+    from pipeline.fit.stage import _curve, curves_frame
     from pipeline.measures import extrapolation_grid
     from pipeline.theory.curves import series_ceilings
 
@@ -360,15 +360,15 @@ def make_curves(runs: pd.DataFrame, series: pd.DataFrame, params: dict
                 res = fit_law(get_law(law), pts.n, pts.y, scale="log", ctx=pts.ctx)
             except LawFitError:
                 continue
-            frames.append(_curve(srow.series_id, law, "log", res, grid,
-                                 params["fit"]["interval"]))
+            curve = _curve(srow.series_id, law, "log", res, grid, params["fit"]["interval"])
+            if curve is not None:
+                frames.append(curve)
             roots[(srow.series_id, law)] = {
                 "n_at_threshold": n_at_threshold(
                     res, float(pts.n.min()), params["compare"]["efficiency_threshold"]),
                 **predictions_at_multiples(res, float(pts.n.min()), float(pts.n.max()),
                                            params["fit"]["interval"])}
-    fit_curves = pd.concat(frames, ignore_index=True).sort_values(
-        ["series_id", "law", "n_accelerators"]).reset_index(drop=True)
+    fit_curves = curves_frame(frames)
     ceilings = series_ceilings(runs, series, load_catalog(CATALOG_DIR), params, targets, points)
     return fit_curves, ceilings, roots
 
