@@ -121,7 +121,7 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
     fam_all = np.asarray(family, dtype=object)
     names = sorted(set(fam_all.tolist()) | set(fixed_factors) | {default_family})
     fittable = set(names if fitted_families is None else fitted_families) - set(fixed_factors)
-    ok = (fixed + activations > 0) & (measured > 0)
+    ok = fit_rows(fixed, activations, measured)
     counts = {f: int((ok & (fam_all == f)).sum()) for f in names}
     used = ok & np.isin(fam_all, sorted(fittable | set(fixed_factors)))
     fixed, activations, measured, fam = (fixed[used], activations[used], measured[used],
@@ -168,6 +168,13 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
     return OverheadFit(Overhead(d.activation_factor, float(sol.x[-1] * scale)), d.ci,
                        (float(low[-1] * scale), float(up[-1] * scale)), int(fixed.size),
                        float(np.sqrt(s2)), factors)
+
+
+def fit_rows(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """The rows ``fit_overhead`` can use: a positive predicted and measured peak. Its fit
+    depends on these rows alone (a family without one is never fitted, and a family it has
+    not seen gets the counted factor it would get anyway)."""
+    return (fixed + activations > 0) & (measured > 0)
 
 
 def _fit(fixed, activations, measured, family, cfg) -> OverheadFit:
@@ -285,9 +292,23 @@ def score(scored: pd.DataFrame, cfg) -> dict:
     fixed, act = scored["fixed"].to_numpy(float), scored["activations"].to_numpy(float)
     measured = scored["measured"].to_numpy(float)
     family = scored["family"].to_numpy(object)
-    for g in groups.unique():
-        mine = (groups == g).to_numpy()
-        fit = _fit(fixed[~mine], act[~mine], measured[~mine], family[~mine], cfg)
+    # Each model's fit sees the other models' fittable rows only (``fit_rows``: the same
+    # fit, without a pass over every run per model), and the models with no measured peak
+    # share one fit, that of all fittable rows.
+    code, _ = pd.factorize(groups)
+    usable = np.flatnonzero(fit_rows(fixed, act, measured))
+    order = np.argsort(code, kind="stable")
+    rows_of = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
+    without_none = None
+    for g, mine in enumerate(rows_of):
+        if np.isin(mine, usable).any():
+            rest = usable[code[usable] != g]
+            fit = _fit(fixed[rest], act[rest], measured[rest], family[rest], cfg)
+        else:
+            if without_none is None:
+                without_none = _fit(fixed[usable], act[usable], measured[usable],
+                                    family[usable], cfg)
+            fit = without_none
         pred[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
             + fit.overhead.fixed_bytes
     scored = scored.assign(predicted=pred, group=groups)
