@@ -342,6 +342,7 @@ class TheorySettings(_Group):
     scenarios: Annotated[dict[Annotated[str, Field(min_length=1)], ScenarioSettings],
                          Field(min_length=1)]
     bounds: BoundsSettings
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
 
 
 class CompareSettings(_Group):

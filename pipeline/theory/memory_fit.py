@@ -31,6 +31,7 @@ import pandas as pd
 
 from pipeline.config import settings
 from pipeline.frameworks import DEFAULT_FAMILY, family_of
+from pipeline.processes import map_in_order
 from pipeline.theory.memory import (MemoryConstants, Overhead, fits_in, naive_state_bytes,
                                     peak_memory)
 from pipeline.theory.memory_inputs import memory_inputs
@@ -239,7 +240,7 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
         "sized": has,
     })
-    metrics = {"overhead": _fit_dict(fit, const), **score(scored, cfg)}
+    metrics = {"overhead": _fit_dict(fit, const), **score(scored, cfg, theory.workers)}
     return out, metrics
 
 
@@ -284,9 +285,17 @@ def _fit_dict(fit: OverheadFit, const: MemoryConstants) -> dict:
                           for f, ff in sorted(fit.by_family.items())}}
 
 
-def score(scored: pd.DataFrame, cfg) -> dict:
+def _held_out_fit(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
+                  family: np.ndarray, model: np.ndarray, cfg, held_out: int) -> OverheadFit:
+    """The overhead fitted on the rows whose ``model`` code is not ``held_out``."""
+    rest = model != held_out
+    return _fit(fixed[rest], activations[rest], measured[rest], family[rest], cfg)
+
+
+def score(scored: pd.DataFrame, cfg, workers: int = 1) -> dict:
     """Held-out-by-model APE and balanced accuracy, overall and per model size, with the naive
-    rule beside; the misclassified configurations with the reason."""
+    rule beside; the misclassified configurations with the reason. The held-out fits run
+    over ``workers`` processes."""
     groups = scored["source"].astype(str) + ":" + scored["model"].astype(str)
     pred = np.full(len(scored), np.nan)
     fixed, act = scored["fixed"].to_numpy(float), scored["activations"].to_numpy(float)
@@ -294,21 +303,21 @@ def score(scored: pd.DataFrame, cfg) -> dict:
     family = scored["family"].to_numpy(object)
     # Each model's fit sees the other models' fittable rows only (``fit_rows``: the same
     # fit, without a pass over every run per model), and the models with no measured peak
-    # share one fit, that of all fittable rows.
+    # share one fit, that of all fittable rows. The fits are independent: a map over models.
     code, _ = pd.factorize(groups)
     usable = np.flatnonzero(fit_rows(fixed, act, measured))
     order = np.argsort(code, kind="stable")
     rows_of = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
-    without_none = None
+    measured_models = sorted(set(code[usable].tolist()))
+    shared = (fixed[usable], act[usable], measured[usable], family[usable], code[usable], cfg)
+    fits = dict(zip(measured_models, map_in_order(_held_out_fit, measured_models, workers,
+                                                  shared=shared)))
     for g, mine in enumerate(rows_of):
-        if np.isin(mine, usable).any():
-            rest = usable[code[usable] != g]
-            fit = _fit(fixed[rest], act[rest], measured[rest], family[rest], cfg)
-        else:
-            if without_none is None:
-                without_none = _fit(fixed[usable], act[usable], measured[usable],
-                                    family[usable], cfg)
-            fit = without_none
+        if g not in fits:  # no measured peak of its own: the fit of all fittable rows
+            if -1 not in fits:
+                fits[-1] = _held_out_fit(*shared, -1)
+            g = -1
+        fit = fits[g]
         pred[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
             + fit.overhead.fixed_bytes
     scored = scored.assign(predicted=pred, group=groups)
