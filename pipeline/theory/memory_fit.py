@@ -292,34 +292,44 @@ def _held_out_fit(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarr
     return _fit(fixed[rest], activations[rest], measured[rest], family[rest], cfg)
 
 
+def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.ndarray,
+                         measured: np.ndarray, family: np.ndarray, cfg,
+                         workers: int = 1) -> np.ndarray:
+    """Each row's peak predicted by the overhead fitted without its group's rows (one group
+    per model). A fit sees the other groups' fittable rows only (``fit_rows``: the same fit,
+    without a pass over every run per group), and the groups with no fittable row share one
+    fit, that of all fittable rows. The fits are independent: a map over ``workers``
+    processes."""
+    pred = np.full(len(groups), np.nan)
+    code, _ = pd.factorize(groups)
+    usable = np.flatnonzero(fit_rows(fixed, activations, measured))
+    order = np.argsort(code, kind="stable")
+    rows_of = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
+    measured_groups = sorted(set(code[usable].tolist()))
+    shared = (fixed[usable], activations[usable], measured[usable], family[usable],
+              code[usable], cfg)
+    fits = dict(zip(measured_groups, map_in_order(_held_out_fit, measured_groups, workers,
+                                                  shared=shared)))
+    for g, mine in enumerate(rows_of):
+        if g not in fits:  # no fittable row of its own: the fit of all fittable rows
+            if -1 not in fits:
+                fits[-1] = _held_out_fit(*shared, -1)
+            g = -1
+        fit = fits[g]
+        pred[mine] = fixed[mine] + fit.factors(family[mine]) * activations[mine] \
+            + fit.overhead.fixed_bytes
+    return pred
+
+
 def score(scored: pd.DataFrame, cfg, workers: int = 1) -> dict:
     """Held-out-by-model APE and balanced accuracy, overall and per model size, with the naive
     rule beside; the misclassified configurations with the reason. The held-out fits run
     over ``workers`` processes."""
     groups = scored["source"].astype(str) + ":" + scored["model"].astype(str)
-    pred = np.full(len(scored), np.nan)
     fixed, act = scored["fixed"].to_numpy(float), scored["activations"].to_numpy(float)
     measured = scored["measured"].to_numpy(float)
-    family = scored["family"].to_numpy(object)
-    # Each model's fit sees the other models' fittable rows only (``fit_rows``: the same
-    # fit, without a pass over every run per model), and the models with no measured peak
-    # share one fit, that of all fittable rows. The fits are independent: a map over models.
-    code, _ = pd.factorize(groups)
-    usable = np.flatnonzero(fit_rows(fixed, act, measured))
-    order = np.argsort(code, kind="stable")
-    rows_of = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
-    measured_models = sorted(set(code[usable].tolist()))
-    shared = (fixed[usable], act[usable], measured[usable], family[usable], code[usable], cfg)
-    fits = dict(zip(measured_models, map_in_order(_held_out_fit, measured_models, workers,
-                                                  shared=shared)))
-    for g, mine in enumerate(rows_of):
-        if g not in fits:  # no measured peak of its own: the fit of all fittable rows
-            if -1 not in fits:
-                fits[-1] = _held_out_fit(*shared, -1)
-            g = -1
-        fit = fits[g]
-        pred[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
-            + fit.overhead.fixed_bytes
+    pred = held_out_predictions(groups, fixed, act, measured,
+                                scored["family"].to_numpy(object), cfg, workers)
     scored = scored.assign(predicted=pred, group=groups)
     out: dict[str, Any] = {"held_out": "by model (overhead fitted without the model's runs)"}
     peak = scored[np.isfinite(measured) & (measured > 0) & np.isfinite(pred)]
