@@ -82,13 +82,17 @@ class Fitted:
     form: str
     forms: pd.DataFrame
 
+    def theta_of(self, family: str) -> np.ndarray:
+        """One family's natural parameters: its group's estimate, else the population's."""
+        group = self.playbook if family == PLAYBOOK and self.playbook is not None \
+            else self.production
+        return group.theta(family) if family in group.z_family else self.production.population
+
     def theta_rows(self, family: np.ndarray) -> np.ndarray:
-        out = []
-        for f in family:
-            group = self.playbook if f == PLAYBOOK and self.playbook is not None \
-                else self.production
-            out.append(group.theta(f) if f in group.z_family else self.production.population)
-        return np.array(out, dtype=float).reshape(-1, len(PARAMETERS))
+        """Per row, its family's parameters (worked out once per family)."""
+        codes, names = pd.factorize(pd.Series(family, dtype=object), use_na_sentinel=False)
+        table = np.array([self.theta_of(f) for f in names], dtype=float)
+        return table.reshape(-1, len(PARAMETERS))[codes]
 
     def source_effect(self, source: np.ndarray) -> np.ndarray:
         u = dict(self.production.u)

@@ -334,10 +334,10 @@ def selected_rows(frame: pd.DataFrame, cfg: CalibrateSettings) -> pd.DataFrame:
     key = ["holdout", "series_id", "run_id"]
     largest = frame[frame["holdout"].str.startswith("largest_k")]
     cal = largest[largest["predictor"] == "calibrated"]
-    assumed = set(map(tuple, cal.loc[cal["assumed_layout"], key].to_numpy()))
-    rule = largest.apply(lambda r: cfg.selected.assumed_layout
-                         if tuple(r[key]) in assumed else cfg.selected.largest, axis=1)
-    first = largest[(largest["predictor"] == rule) & largest["predicted"].notna()]
+    assumed = pd.MultiIndex.from_frame(largest[key]).isin(
+        pd.MultiIndex.from_frame(cal.loc[cal["assumed_layout"].astype(bool), key]))
+    rule = np.where(assumed, cfg.selected.assumed_layout, cfg.selected.largest)
+    first = largest[(largest["predictor"].to_numpy() == rule) & largest["predicted"].notna()]
     fallback = largest[largest["predictor"] == cfg.selected.fallback]
     fallback = fallback.merge(first[key], on=key, how="left", indicator=True)
     fallback = fallback[fallback["_merge"] == "left_only"].drop(columns="_merge")

@@ -36,19 +36,48 @@ def pooled_quantile(pred: pd.DataFrame, predictor: str, level: float) -> float:
                                  / scale, level)
 
 
-def _scaled_runs(largest: pd.DataFrame, targets: list[int], weak: bool) -> pd.DataFrame:
-    """The series' largest run at each target N: one row per target (``run_id@N``), its data
-    parallelism (and under weak scaling its batch) grown with N, no measured MFU."""
-    rows = largest.iloc[np.zeros(len(targets), dtype=int)].reset_index(drop=True)
-    n = np.asarray(targets, dtype=float)
-    factor = n / float(largest["n_accelerators"].iat[0])
-    rows["run_id"] = [f"{largest['run_id'].iat[0]}@{t}" for t in targets]
+def _scaled_runs(largest: pd.DataFrame, targets: list[np.ndarray], weak: np.ndarray
+                 ) -> pd.DataFrame:
+    """Each series' largest run (``largest``: one row per series) at each of its target N: one
+    row per target (``run_id@N``), its data parallelism (and under weak scaling its batch)
+    grown with N, no measured MFU; series after series."""
+    counts = np.array([t.size for t in targets], dtype=int)
+    rows = largest.iloc[np.repeat(np.arange(len(largest)), counts)].reset_index(drop=True)
+    n = np.concatenate(targets).astype(float)
+    factor = n / rows["n_accelerators"].to_numpy(float)
+    rows["run_id"] = [f"{rid}@{int(t)}" for rid, t in zip(rows["run_id"], n)]
     rows["n_accelerators"] = n
     rows["dp"] = rows["dp"] * factor
-    if weak:
-        rows["global_batch_tokens"] = rows["global_batch_tokens"] * factor
+    grow = np.repeat(weak, counts)
+    if grow.any():
+        # x * 1.0 is x and NaN stays NaN: only the weak series' batches change
+        rows["global_batch_tokens"] = rows["global_batch_tokens"] * np.where(grow, factor, 1.0)
     rows[["mfu", "hfu"]] = np.nan
     return rows
+
+
+def _costed_rows(runs: pd.DataFrame, stated: list[tuple[SeriesPoints, np.ndarray, bool]]
+                 ) -> pd.DataFrame:
+    """Every stated series' runs, then its largest run at each target N, series after series
+    (the order selected_targets reads the throughputs back in): two takes from ``runs`` (whose
+    rows the points are) in place of a small frame per series."""
+    own = [pts.runs.index.to_numpy() for pts, _, _ in stated]
+    # the series' points are sorted by N: the first largest N is idxmax's row
+    top = [labels[int(np.argmax(pts.n))] for labels, (pts, _, _) in zip(own, stated)]
+    if not runs.index.is_unique:
+        raise ValueError("selected_targets needs runs with a unique index")
+    base = runs.loc[np.concatenate(own)]
+    ids = np.concatenate([pts.runs["run_id"].to_numpy() for pts, _, _ in stated])
+    if not np.array_equal(base["run_id"].to_numpy(), ids):
+        raise ValueError("selected_targets: the series' points are not rows of these runs")
+    scaled = _scaled_runs(runs.loc[top], [n_t for _, n_t, _ in stated],
+                          np.array([weak for _, _, weak in stated], dtype=bool))
+    n_own = np.array([labels.size for labels in own])
+    n_new = np.array([n_t.size for _, n_t, _ in stated])
+    own_at, new_at = np.cumsum(n_own) - n_own, len(base) + np.cumsum(n_new) - n_new
+    order = np.concatenate([np.r_[np.arange(o, o + k), np.arange(t, t + m)]
+                            for o, k, t, m in zip(own_at, n_own, new_at, n_new)])
+    return pd.concat([base, scaled], ignore_index=True).iloc[order].reset_index(drop=True)
 
 
 def _model_throughput(frame: pd.DataFrame, fitted: Fitted, model: StepModel) -> np.ndarray:
@@ -74,8 +103,8 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitte
     (:func:`pipeline.calibrate.holdout.series_table`), where already at hand."""
     q = {p: pooled_quantile(pred, p, level) for p in ("calibrated", "naive_linear")}
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
-    layout = pd.Series(data.has_layout, index=data.runs["run_id"].astype(str))
-    todo, frames = [], []
+    layout = dict(zip(data.runs["run_id"].astype(str), data.has_layout))
+    todo, stated_points = [], []
     for s, pts in (series_table(runs, series) if points is None else points):
         if not pts.y_metric or pts.n_distinct < 2:
             continue
@@ -83,17 +112,14 @@ def selected_targets(runs: pd.DataFrame, series: pd.DataFrame, data: Data, fitte
         n_t = np.array([n for n in targets if n > n_max], float)
         if n_t.size == 0:
             continue
-        ids = pts.runs["run_id"].astype(str).to_numpy()
-        stated = bool(layout.reindex(ids).fillna(False).all())
+        stated = all(layout.get(i, False) for i in pts.runs["run_id"].astype(str))
         if stated:
-            largest = pts.runs.loc[[pts.runs["n_accelerators"].astype(float).idxmax()]]
-            frames += [pts.runs, _scaled_runs(largest, [int(n) for n in n_t],
-                                              str(s.get("scaling")) == "weak")]
+            stated_points.append((pts, n_t, str(s.get("scaling")) == "weak"))
         todo.append((s, pts, n_max, n_t, stated))
     # the step function once over every series' runs and targets (row by row, so the same
     # numbers as series by series, without a table and its lookups per series)
-    y_all = (_model_throughput(pd.concat(frames, ignore_index=True), fitted, model) if frames
-             else np.zeros(0))
+    y_all = (_model_throughput(_costed_rows(runs, stated_points), fitted, model)
+             if stated_points else np.zeros(0))
     rows, at = [], 0
     for s, pts, n_max, n_t, stated in todo:
         predicted, sd, name = None, None, "naive_linear"
