@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize._numdiff import approx_derivative
@@ -21,11 +22,18 @@ CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
 LATENCY = {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6}
 
 
-def test_source_effect_columns_are_scipys_forward_differences(catalog, monkeypatch) -> None:
+@pytest.mark.parametrize("families", [1, 3])
+def test_jacobian_columns_are_scipys_forward_differences(catalog, monkeypatch, families) -> None:
     """At every solve's start (cold and warm, every EM round), fit_group's Jacobian is the one
-    scipy's 2-point differences give, bit for bit, so the solver takes the same path."""
+    scipy's 2-point differences give, bit for bit, so the solver takes the same path: the
+    source effects' columns, the family values' (one stacked step-function call; with three
+    families, the deviations' columns move only their family's runs) and the held parameter's."""
     base = bare_model(catalog, CATALOG, LATENCY, True, 128.0)
-    data = load_data(simulate_runs(1, base, n_runs=120, n_sources=6, sigma_u=0.1), base)
+    runs = simulate_runs(1, base, n_runs=120, n_sources=6, sigma_u=0.1)
+    if families == 3:
+        runs.loc[runs.index % 3 == 1, "strategy"] = "deepspeed"
+        runs.loc[runs.index % 3 == 2, "strategy"] = "fsdp"
+    data = load_data(runs, base)
     checked = []
     solve = ft.least_squares
 
@@ -42,7 +50,7 @@ def test_source_effect_columns_are_scipys_forward_differences(catalog, monkeypat
                      em_rounds=2)
     ft.fit_group(data.subset(data.fit), data.log_t[data.fit], playbook=False, free=free,
                  start=g, fixed_sigma=g)
-    assert len(g.sources) == 6 and len(checked) == 3
+    assert len(g.sources) == 6 and len(checked) == 3 and len(g.families) == families
     assert all(shape[1] > len(PARAMETERS) + 5 for shape, _ in checked)  # source columns there
     assert all(same for _, same in checked)
 

@@ -109,19 +109,22 @@ class GroupFit:
         return float(self.n_params * np.log(n) - 2 * self.loglik)
 
 
-def _subset(rows: Rows, mask: np.ndarray) -> Rows:
-    """Rows restricted to ``mask`` (every per-row array of config and machine)."""
+def _subset(rows: Rows, index: np.ndarray) -> Rows:
+    """Rows at ``index`` (a mask over the rows, or row positions, repeats allowed) in every
+    per-row array of config and machine."""
+    n_rows = rows.family.shape[:1]
+
     def cut(obj):
         values = {}
         for f in fields(obj):
             v = getattr(obj, f.name)
-            values[f.name] = v[mask] if isinstance(v, np.ndarray) and v.shape[:1] == mask.shape \
+            values[f.name] = v[index] if isinstance(v, np.ndarray) and v.shape[:1] == n_rows \
                 else v
         return replace(obj, **values)
-    return Rows(config=cut(rows.config), machine=cut(rows.machine), family=rows.family[mask],
-                source=rows.source[mask], ok=rows.ok[mask],
-                n_accelerators=rows.n_accelerators[mask],
-                peak_flops_per_s=rows.peak_flops_per_s[mask], defaults=rows.defaults)
+    return Rows(config=cut(rows.config), machine=cut(rows.machine), family=rows.family[index],
+                source=rows.source[index], ok=rows.ok[index],
+                n_accelerators=rows.n_accelerators[index],
+                peak_flops_per_s=rows.peak_flops_per_s[index], defaults=rows.defaults)
 
 
 def log_step_time(rows: Rows, theta_rows: np.ndarray) -> np.ndarray:
@@ -193,19 +196,49 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         return np.concatenate(parts)
 
     by_source = [np.flatnonzero(s_idx == i) for i in range(S)]
+    n = log_t.size
+    # The runs each family column moves: all for a population value, the family's own for a
+    # deviation, none for a held parameter (held at OFF whatever its z). Their step times at
+    # the stepped values are one call of the step function on these rows stacked.
+    moved = []
+    for i in range(off):
+        j = i if i < P else (i - P) % P
+        moved.append(np.zeros(0, dtype=int) if j in held else
+                     np.arange(n) if i < P else np.flatnonzero(f_idx == (i - P) // P))
+    stacked = _subset(rows, np.concatenate(moved)) if off else rows
+    ends = np.cumsum([m.size for m in moved])
+
+    def stepped_thetas(x, h):
+        blocks = []
+        for i, mine in enumerate(moved):
+            if mine.size:
+                x1 = x.copy()
+                x1[i] = x[i] + h[i]
+                blocks.append(theta_rows(x1)[mine] if i < P else
+                              _family_theta(x1, unpack, held, (i - P) // P, mine.size))
+        return np.concatenate(blocks) if blocks else np.zeros((0, P))
 
     def jac(x):
-        # scipy's forward differences (its 2-point steps, column by column), except that a
-        # source effect's column is written from the rows it moves (its source's and its
-        # prior's): the same numbers without a step-function call per source, which made each
-        # Jacobian cost runs x sources.
+        # scipy's forward differences (its 2-point steps, column by column), written from the
+        # rows a column moves: a family value's from one step-function call on the stacked
+        # runs it moves, a source effect's from its source's rows, each with its prior's row.
+        # The same numbers as stepping the whole residual vector, without a call per column
+        # (per-call overhead dominated) or per source (which made a Jacobian cost runs x sources).
         f0 = resid(x)
         h = _forward_step(x)
         jt = np.empty((x.size, f0.size))
-        for i in range(off):
-            x1 = x.copy()
-            x1[i] = x[i] + h[i]
-            jt[i] = (resid(x1) - f0) / ((x[i] + h[i]) - x[i])
+        _, _, u = unpack(x)
+        lst_stacked = log_step_time(stacked, stepped_thetas(x, h)) if ends.size and ends[-1] \
+            else np.zeros(0)
+        for i, mine in enumerate(moved):
+            x1_i = x[i] + h[i]
+            f1 = f0.copy()
+            if mine.size:
+                lst = lst_stacked[ends[i] - mine.size:ends[i]]
+                f1[mine] = weight[mine] * (log_t[mine] - lst - u[s_idx[mine]]) / sig[s_idx[mine]]
+            # the prior's row of this column: population value or family deviation
+            f1[n + i] = (x1_i - prior[i]) / PRIOR_SD_Z if i < P else x1_i / FAMILY_SD
+            jt[i] = (f1 - f0) / (x1_i - x[i])
         if use_u:
             lst = modelled(x)
             for j, mine in enumerate(by_source):
@@ -219,7 +252,6 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
 
     x = _start_vector(prior, fams, sources, start, use_delta, use_u)
     rounds = 1 if fixed_sigma is not None else em_rounds
-    n = log_t.size
     res = None
     for _ in range(rounds):
         res = least_squares(resid, x, jac=jac, loss="huber", f_scale=HUBER_K, method="trf",
@@ -251,6 +283,17 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
         n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
         n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+
+
+def _family_theta(x: np.ndarray, unpack, held: list[int], family: int, n_rows: int
+                  ) -> np.ndarray:
+    """``n_rows`` copies of one family's natural parameters at ``x`` (held ones at OFF): the
+    rows of ``theta_rows(x)`` that belong to that family."""
+    z_pop, delta, _ = unpack(x)
+    th = np.repeat(to_natural(z_pop[None, :] + delta)[[family]], n_rows, axis=0)
+    for j in held:
+        th[:, j] = OFF[PARAMETERS[j]]
+    return th
 
 
 def _forward_step(x: np.ndarray) -> np.ndarray:
