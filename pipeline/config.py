@@ -342,6 +342,7 @@ class TheorySettings(_Group):
     scenarios: Annotated[dict[Annotated[str, Field(min_length=1)], ScenarioSettings],
                          Field(min_length=1)]
     bounds: BoundsSettings
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
 
 
 class CompareSettings(_Group):
@@ -364,6 +365,7 @@ class ReportSettings(_Group):
     strategy_models: dict[str, list[str]] = {}
     baseline_scenario: str = ""
     frontier_scenarios: list[Annotated[str, Field(min_length=1)]] = []
+    workers: Annotated[int, Field(ge=1, le=256)] = 1
     # Sources or series ids the report opens with and stars in every figure (empty: every
     # source of step logs); `scalewall report --focus` replaces it for one rendering.
     focus: Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]],

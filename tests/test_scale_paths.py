@@ -131,3 +131,34 @@ def test_calibrate_over_worker_processes_writes_the_same_bytes(tmp_path: Path,
         assert (one / f"{name}.parquet").read_bytes() == (two / f"{name}.parquet").read_bytes()
     assert ((tmp_path / "one/metrics/calibrate.json").read_bytes()
             == (tmp_path / "two/metrics/calibrate.json").read_bytes())
+
+
+@pytest.mark.slow
+def test_report_figures_over_worker_processes_are_the_same_bytes(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """``report.workers`` processes draw every figure (PNG and its audit) byte for byte as one
+    process does, on the shipped pipeline outputs."""
+    from pipeline.config import PROJ_ROOT, load_params
+    from pipeline.report import figures
+    from pipeline.report.data import load
+    from pipeline.report.stage import report_settings
+
+    processed = PROJ_ROOT / "data/processed"
+    if not (processed / "comparison_curves.parquet").exists():
+        pytest.skip("no pipeline outputs (run dvc repro)")
+    data = load(processed, PROJ_ROOT / "reports/metrics")
+    cfg = report_settings(load_params())
+    drawn = {}
+    for workers in (1, 2):
+        monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)   # the pool, even under xdist
+        paths = figures.make_all(data, tmp_path / str(workers),
+                                 cfg.model_copy(update={"workers": workers}))
+        drawn[workers] = {name: (Path(p).read_bytes(), _audit_bytes(p)) for name, p in
+                          paths.items()}
+    assert list(drawn[1]) == list(drawn[2]) and len(drawn[1]) >= 12
+    assert drawn[1] == drawn[2]
+
+
+def _audit_bytes(png: Path) -> bytes:
+    from pipeline.report.style import audit_path
+    return audit_path(Path(png)).read_bytes()

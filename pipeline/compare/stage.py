@@ -28,6 +28,7 @@ per-device ratio). The theory's efficiency for the same family is bound_mfu(N)/b
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,7 +37,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from pipeline.config import CompareSettings, Settings
-from pipeline.measures import (extrapolation_grid, finished, n_at_efficiency, series_runs,
+from pipeline.measures import (extrapolation_grid, finished, n_at_efficiency,
                                training_flop, y_column)
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.schema import empty_frame
@@ -49,39 +50,88 @@ SHARES = SHARE_SLOTS
 
 # -- per run -----------------------------------------------------------------------------------
 def gap_shares(mfu: float, bound: pd.Series) -> dict[str, float]:
-    """Split a run's measured step time into what the theory explains and what it does not.
+    """One run's ``gap_share_columns`` (``bound``: its row of ceiling times), as a dict."""
+    cols = gap_share_columns(np.array([mfu], float), bound.to_frame().T)
+    return {k: float(v[0]) for k, v in cols.items()}
+
+
+def _py_max(x: np.ndarray, floor: float) -> np.ndarray:
+    """Python's ``max(x, floor)`` elementwise: ``x`` unless ``floor`` is larger (NaN stays)."""
+    return np.where(floor > x, floor, x)
+
+
+def _times(bound: pd.DataFrame, name: str, missing: float) -> np.ndarray:
+    """A column of ``bound`` as floats: ``missing`` where the column is absent; a null in a
+    column of objects counts as ``missing`` too."""
+    if name not in bound.columns:
+        return np.full(len(bound), missing)
+    values = bound[name]
+    if values.dtype == object:
+        return np.array([missing if v is None else float(v) for v in values], float)
+    return values.to_numpy(float)
+
+
+def gap_share_columns(mfu: np.ndarray, bound: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Split each run's measured step time into what the theory explains and what it does not.
 
     Times are put on one basis through the ideal arithmetic time t_ideal (FLOP at peak):
     the theory's step time is t_ideal / bound_mfu and the measured one t_ideal / mfu (the
     definitions of MFU and of the bound). Of the theory's overhead, the bubble and latency add
     to the step (Erdil & Schneider-Joseph 2024, theory.md §2.4: phases add); the remainder is the
     overlapped resources' excess over compute, split in proportion to each one's excess
-    max(0, t_x - t_compute). Returns fractions of the measured step time that sum to 1; the
-    ``residual`` share is negative when a run beats the ceiling.
+    max(0, t_x - t_compute). ``bound`` has one row per run (``bound_mfu``, ``t_<x>_s``);
+    returns, per share, fractions of the measured step time that sum to 1 per run (NaN where
+    the run has no MFU or no ceiling); the ``residual`` share is negative when a run beats
+    the ceiling.
     """
-    out = dict.fromkeys(SHARES, np.nan)
-    b = float(bound.get("bound_mfu", np.nan))
-    t_compute = float(bound.get("t_compute_s", np.nan))
-    if not (np.isfinite(mfu) and mfu > 0 and np.isfinite(b) and b > 0 and np.isfinite(t_compute)):
-        return out
-    t_step = float(bound["t_step_s"]) if np.isfinite(bound.get("t_step_s", np.nan)) else t_compute / b
-    t_ideal = b * t_step
-    t_meas = t_ideal / mfu
-    overhead = max(t_step - t_ideal, 0.0)
-    added = {k: max(float(bound.get(f"t_{k}_s", 0.0) or 0.0), 0.0) for k in ("bubble", "latency")}
-    scale = min(1.0, overhead / sum(added.values())) if sum(added.values()) > 0 else 0.0
-    added = {k: v * scale for k, v in added.items()}
-    rest = overhead - sum(added.values())
-    excess = {k: max(float(bound.get(f"t_{k}_s", 0.0) or 0.0) - t_compute, 0.0) for k in OVERLAPPED}
-    total_excess = sum(v for v in excess.values() if np.isfinite(v))
-    out.update({k: 0.0 for k in SHARES})
-    out["compute"] = t_ideal / t_meas
-    for k, v in excess.items():
-        out[k] = rest * v / total_excess / t_meas if total_excess > 0 else 0.0
-    out["overhead"] = 0.0 if total_excess > 0 else rest / t_meas
-    out.update({k: v / t_meas for k, v in added.items()})
-    out["residual"] = (t_meas - t_step) / t_meas
-    return out
+    b = _times(bound, "bound_mfu", np.nan)
+    t_compute = _times(bound, "t_compute_s", np.nan)
+    ok = np.isfinite(mfu) & (mfu > 0) & np.isfinite(b) & (b > 0) & np.isfinite(t_compute)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stated = _times(bound, "t_step_s", np.nan)
+        t_step = np.where(np.isfinite(stated), stated, t_compute / b)
+        t_ideal = b * t_step
+        t_meas = t_ideal / mfu
+        overhead = _py_max(t_step - t_ideal, 0.0)
+        added = {k: _py_max(_times(bound, f"t_{k}_s", 0.0), 0.0) for k in ("bubble", "latency")}
+        total_added = 0.0 + added["bubble"] + added["latency"]
+        ratio = overhead / total_added
+        scale = np.where(total_added > 0, np.where(ratio < 1.0, ratio, 1.0), 0.0)
+        added = {k: v * scale for k, v in added.items()}
+        rest = overhead - (0.0 + added["bubble"] + added["latency"])
+        excess = {k: _py_max(_times(bound, f"t_{k}_s", 0.0) - t_compute, 0.0) for k in OVERLAPPED}
+        total_excess = 0.0
+        for v in excess.values():
+            total_excess = total_excess + np.where(np.isfinite(v), v, 0.0)
+        spread = total_excess > 0
+        out = {k: np.zeros(len(b)) for k in SHARES}
+        out["compute"] = t_ideal / t_meas
+        for k, v in excess.items():
+            out[k] = np.where(spread, rest * v / total_excess / t_meas, 0.0)
+        out["overhead"] = np.where(spread, 0.0, rest / t_meas)
+        out.update({k: v / t_meas for k, v in added.items()})
+        out["residual"] = (t_meas - t_step) / t_meas
+    return {k: np.where(ok, v, np.nan) for k, v in out.items()}
+
+
+def _training_flop(df: pd.DataFrame, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's place on the frontier: C = 6 N_act D from its training tokens, else its
+    throughput times its time to train, else its throughput over ``duration_s``; with the
+    basis named (None where nothing gives it)."""
+    def col(name: str) -> np.ndarray:
+        return df[name].to_numpy(float) if name in df.columns else np.full(len(df), np.nan)
+
+    tokens, active = col("training_tokens"), col("active_params")
+    ttt, rate = col("time_to_train_s"), col("model_flops_per_s")
+    by_tokens = np.isfinite(tokens) & np.isfinite(active)
+    by_time = ~by_tokens & np.isfinite(ttt) & np.isfinite(rate)
+    by_rate = ~by_tokens & ~by_time & np.isfinite(rate)
+    flop = np.where(by_tokens, training_flop(active, tokens),
+                    np.where(by_time, rate * ttt, np.where(by_rate, rate * duration_s, np.nan)))
+    basis = np.full(len(df), None, dtype=object)
+    basis[by_tokens], basis[by_time], basis[by_rate] = "tokens", "time_to_train", \
+        "duration_at_throughput"
+    return flop, basis
 
 
 def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) -> pd.DataFrame:
@@ -96,22 +146,11 @@ def compare_runs(runs: pd.DataFrame, bounds: pd.DataFrame, duration_s: float) ->
     df = ok[keep].merge(bounds, on="run_id", how="left")
     df["fraction_of_ceiling"] = df["mfu"] / df["bound_mfu"]
     df["exceeds_bound"] = df["fraction_of_ceiling"] > 1.0
-    shares = [gap_shares(m, b) for m, (_, b) in zip(df["mfu"], df.iterrows())]
+    shares = gap_share_columns(df["mfu"].to_numpy(float), df)
     for k in SHARES:
-        df[f"share_{k}"] = [s[k] for s in shares]
+        df[f"share_{k}"] = shares[k]
     df["tokens_per_accelerator_hour"] = df["tokens_per_s_per_accelerator"] * 3600.0
-    flop, basis = [], []
-    for r in df.itertuples():
-        tokens = getattr(r, "training_tokens", np.nan)
-        if np.isfinite(tokens if tokens is not None else np.nan) and np.isfinite(r.active_params):
-            flop.append(training_flop(r.active_params, tokens)), basis.append("tokens")
-        elif np.isfinite(r.time_to_train_s) and np.isfinite(r.model_flops_per_s):
-            flop.append(r.model_flops_per_s * r.time_to_train_s), basis.append("time_to_train")
-        elif np.isfinite(r.model_flops_per_s):
-            flop.append(r.model_flops_per_s * duration_s), basis.append("duration_at_throughput")
-        else:
-            flop.append(np.nan), basis.append(None)
-    df["training_flop"], df["training_flop_basis"] = flop, basis
+    df["training_flop"], df["training_flop_basis"] = _training_flop(df, duration_s)
     return df.sort_values("run_id").reset_index(drop=True)
 
 
@@ -132,15 +171,87 @@ def usable_laws(fits: pd.DataFrame, law_order: list[str]) -> dict[str, tuple[str
             for r, law, sc in zip(first["series_id"], first["law"], scale)}
 
 
-def _curve_on(curves: pd.DataFrame, grid: np.ndarray, columns: list[str]) -> pd.DataFrame | None:
-    """A series' curve rows as columns on ``grid``; None when they are absent or were written
-    on another grid."""
-    if curves is None or not len(curves):
-        return None
-    curves = curves.sort_values("n_accelerators")
-    if not np.array_equal(curves["n_accelerators"].to_numpy(float), grid):
-        return None
-    return curves[columns].reset_index(drop=True)
+class _Grouped:
+    """A frame's rows grouped by key columns, stably sorted by ``key + [order]``: each key's
+    rows as a slice of the sorted columns (what a groupby, then a sort per group, gives),
+    found once for all groups."""
+
+    def __init__(self, frame: pd.DataFrame, key: list[str], order: str,
+                 columns: list[str]) -> None:
+        frame = frame.sort_values([*key, order], kind="mergesort")
+        keys = [frame[k].to_numpy(object) for k in key]
+        self.order = frame[order].to_numpy(float)
+        self.columns = {c: frame[c].to_numpy(float) for c in columns}
+        n = len(frame)
+        change = np.zeros(n, bool)
+        if n:
+            change[0] = True
+            for k in keys:
+                change[1:] |= k[1:] != k[:-1]
+        starts = np.flatnonzero(change)
+        stops = np.r_[starts[1:], n].astype(int)
+        labels = zip(*(k[starts] for k in keys)) if len(key) > 1 else keys[0][starts]
+        self.slices = {label: slice(int(a), int(b)) for label, a, b in zip(labels, starts, stops)}
+
+    def on(self, label: Any, grid: np.ndarray) -> dict[str, np.ndarray] | None:
+        """The group's columns on ``grid``; None when the group is absent or was written on
+        another grid."""
+        at = self.slices.get(label)
+        if at is None or not np.array_equal(self.order[at], grid):
+            return None
+        return {c: v[at] for c, v in self.columns.items()}
+
+
+@dataclass
+class _Points:
+    """A series' measured points: median y and median ceiling per N (sorted), and the values
+    its curve rows take from its first measured run."""
+
+    ycol: str
+    n: np.ndarray
+    y: np.ndarray
+    bound: np.ndarray
+    accelerator_family: Any
+    peak: float
+    y_per_flop: float
+
+
+def _measured_points(runs: pd.DataFrame, series: pd.DataFrame,
+                     bound_of: pd.Series) -> dict[str, _Points]:
+    """Every series' measured points (``series_runs``: its finished runs with a finite positive
+    y), grouped in one pass over all runs per y column: per N the median y and the median of
+    the runs' ceilings; a series with no such run is absent."""
+    done = finished(runs)
+    ycols = {sid: y_column(runs, y) for sid, y in zip(series["series_id"], series["y_metric"])}
+    out: dict[str, _Points] = {}
+    for ycol in sorted(set(ycols.values())):
+        wanted = {sid for sid, c in ycols.items() if c == ycol}
+        g = done[done["series_id"].isin(wanted)]
+        g = g[np.isfinite(g[ycol].astype(float)) & (g[ycol] > 0)]
+        g = g.assign(_b=g["run_id"].map(bound_of))
+        med = g.groupby(["series_id", "n_accelerators"])[[ycol, "_b"]].median()
+        sid = med.index.get_level_values(0).to_numpy(object)
+        n = med.index.get_level_values(1).to_numpy(float)
+        y, b = med[ycol].to_numpy(float), med["_b"].to_numpy(float)
+        first = g[~g["series_id"].duplicated()]
+        family = dict(zip(first["series_id"], first["accelerator_family"]))
+        peak = dict(zip(first["series_id"],
+                        first["peak_flops_per_s_per_accelerator"].astype(float)))
+        ratio = None
+        if ycol != "model_flops_per_s":
+            ratio = {k: r for k, r in (g[ycol] / g["model_flops_per_s"]).groupby(
+                g["series_id"], sort=False)}
+        starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]]) if len(sid) else []
+        for a, z in zip(starts, np.r_[starts[1:], len(sid)].astype(int)):
+            key = sid[a]
+            if ratio is None:
+                per_flop = 1.0
+            else:
+                r = ratio[key].dropna()
+                per_flop = float(r.median()) if len(r) else np.nan
+            out[key] = _Points(ycol, n[a:z], y[a:z], b[a:z], family[key], float(peak[key]),
+                               per_flop)
+    return out
 
 
 def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFrame,
@@ -154,105 +265,127 @@ def compare_series(runs: pd.DataFrame, series: pd.DataFrame, per_run: pd.DataFra
     curve the fit stage wrote on the extrapolation grid (``fit_curves.parquet``: predictions
     and intervals), and with the ceiling curve the theory stage wrote on the same grid
     (``theory_curves.parquet``; its efficiency is relative to the ceiling at the series'
-    smallest N). Nothing is refitted or recomputed here.
+    smallest N). Nothing is refitted or recomputed here. The grouping (medians per series
+    and N, each series' curves) is done once over all series; the loop per series handles
+    arrays of a few dozen values.
     """
     default_law = law_order[0]
     laws_of = usable_laws(fits, law_order)
     bound_of = per_run.set_index("run_id")["bound_mfu"]
     series = series[series["series_id"].isin(set(fits["series_id"]))] if len(fits) else series
-    law_curve = {key: g for key, g in fit_curves.groupby(["series_id", "law"], sort=False)}
+    series = series.sort_values("series_id")
+    points = _measured_points(runs, series, bound_of)
+    law_curve = _Grouped(fit_curves, ["series_id", "law"], "n_accelerators",
+                         ["predicted", "pi_low", "pi_high"])
+    theory_curve = _Grouped(theory_curves, ["series_id"], "n_accelerators", ["bound_mfu"])
     # N at the threshold efficiency of each fitted law: the fit stage's root (one answer)
     law_n_at_threshold = dict(zip(zip(fits["series_id"], fits["law"]),
                                   fits["n_at_threshold"].astype(float))) if len(fits) else {}
-    theory_curve = {sid: g for sid, g in theory_curves.groupby("series_id", sort=False)}
-    # each series' runs found once (a mask over all runs per series would cost series x runs)
-    runs_of = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
-    no_runs = runs.iloc[0:0]
-    rows, summary = [], []
+    rows = _Rows()
+    summary = []
+    grids: dict[float, np.ndarray] = {}  # the grid depends on the smallest N alone
     # progress on a terminal only (tqdm disable=None)
-    for s in tqdm(list(series.sort_values("series_id").itertuples()), desc="compare",
-                  unit="series", file=sys.stderr, disable=None, delay=1.0):
-        law = laws_of.get(s.series_id, (None, None))[0]
-        drawn = _draw_series(s, runs_of.get(s.series_id, no_runs), bound_of, law, default_law,
-                             law_curve, theory_curve, cfg,
-                             law_n_at_threshold.get((s.series_id, law), np.nan))
-        if drawn is None:
+    for s in tqdm(list(series.itertuples()), desc="compare", unit="series", file=sys.stderr,
+                  disable=None, delay=1.0):
+        p = points.get(s.series_id)
+        if p is None or len(p.n) < 2:
             continue
-        rows += drawn[0]
-        note = drawn[1].pop("_note")
-        summary.append({**drawn[1], "note": note})
-    if not rows:  # no series: the contract's columns, no rows
+        law = laws_of.get(s.series_id, (None, None))[0]
+        summary.append(_draw_series(s, p, law, default_law, law_curve, theory_curve, cfg,
+                                    law_n_at_threshold.get((s.series_id, law), np.nan),
+                                    rows, grids))
+    if not summary:  # no series: the contract's columns, no rows
         return empty_frame("comparison_curves.parquet"), empty_frame("comparison_series.parquet")
-    curves = pd.DataFrame(rows)
+    curves = rows.frame()
     curves = curves.sort_values(["series_id", "kind", "n_accelerators"]).reset_index(drop=True)
     return curves, pd.DataFrame(summary)
 
 
-def _draw_series(s: Any, runs: pd.DataFrame, bound_of: pd.Series, law: str | None,
-                 default_law: str, law_curve: dict, theory_curve: dict, cfg: CompareSettings,
-                 n_at_threshold_law: float = np.nan
-                 ) -> tuple[list[dict], dict[str, Any]] | None:
-    """One series' curve rows (measured points, then the grid) and its summary row (with its
-    own note under ``_note``), from ``runs`` (those of the series suffice); None when it has
-    fewer than two measured N.
+_BASE = ("series_id", "source", "model", "scaling", "strategy_family", "accelerator",
+         "accelerator_family", "y_metric", "law", "law_is_default")
+_MEASURED = ("y", "efficiency", "efficiency_theory")
+_GRID = ("predicted", "pi_low", "pi_high", "efficiency_law", "efficiency_law_low",
+         "efficiency_law_high", "bound_mfu", "y_ceiling")
+
+
+class _Rows:
+    """compare's curve rows, gathered as column blocks (a series' measured points, then its
+    grid) and made into one frame with the columns in the order the rows name them."""
+
+    def __init__(self) -> None:
+        self.base: list[tuple] = []
+        self.counts: list[int] = []
+        self.kind: list[np.ndarray] = []
+        self.values: dict[str, list[np.ndarray]] = {c: [] for c in
+                                                   ("n_accelerators", *_MEASURED, *_GRID)}
+
+    def add(self, base: tuple, kind: np.ndarray, **values: np.ndarray) -> None:
+        size = len(kind)
+        self.base.append(base)
+        self.counts.append(size)
+        self.kind.append(kind)
+        for c, blocks in self.values.items():
+            blocks.append(values[c] if c in values else np.full(size, np.nan))
+
+    def frame(self) -> pd.DataFrame:
+        counts = np.asarray(self.counts)
+        base = np.empty((len(self.base), len(_BASE)), dtype=object)
+        base[:] = self.base
+        out = {c: np.repeat(base[:, i], counts) for i, c in enumerate(_BASE)}
+        out["law_is_default"] = out["law_is_default"].astype(bool)
+        out["kind"] = np.concatenate(self.kind)
+        out.update({c: np.concatenate(v) for c, v in self.values.items()})
+        return pd.DataFrame(out)
+
+
+def _draw_series(s: Any, p: _Points, law: str | None, default_law: str, law_curve: _Grouped,
+                 theory_curve: _Grouped, cfg: CompareSettings, n_at_threshold_law: float,
+                 rows: _Rows, grids: dict[float, np.ndarray]) -> dict[str, Any]:
+    """One series' curve rows (measured points, then the grid, added to ``rows``) and its
+    summary row, from its measured points ``p`` (at least two N).
     ``n_at_threshold_law`` is the fit stage's N at the threshold efficiency for the series'
     law, quoted when it lies within the grid (up to the largest target)."""
-    ycol = y_column(runs, s.y_metric)
-    g = series_runs(runs, s.series_id, ycol)
-    by_n = g.groupby("n_accelerators")[ycol].median().sort_index()
-    if len(by_n) < 2:
-        return None
-    n_obs, y_obs = by_n.index.to_numpy(float), by_n.to_numpy(float)
+    n_obs, y_obs, theory_obs = p.n, p.y, p.bound
     n0, per0 = n_obs[0], y_obs[0] / n_obs[0]
     targets = sorted(cfg.extrapolate_n)
-    grid = extrapolation_grid(float(n0), targets, cfg.curve_points)
-    theory_obs = g.assign(b=g["run_id"].map(bound_of)).groupby("n_accelerators")["b"].median()
-    theory_obs = theory_obs.reindex(by_n.index).to_numpy(float)
-    base = dict(series_id=s.series_id, source=s.source, model=s.model, scaling=s.scaling,
-                strategy_family=s.strategy_family, accelerator=s.accelerator,
-                accelerator_family=g["accelerator_family"].iloc[0], y_metric=ycol, law=law,
-                law_is_default=law == default_law)
-    rows = [{**base, "kind": "measured", "n_accelerators": n, "y": y,
-             "efficiency": (y / n) / per0, "efficiency_theory": tb / theory_obs[0]}
-            for n, y, tb in zip(n_obs, y_obs, theory_obs)]
-    pred = pd.DataFrame(np.nan, index=range(len(grid)), columns=["predicted", "pi_low", "pi_high"])
+    grid = grids.get(n0)
+    if grid is None:
+        grid = grids[n0] = extrapolation_grid(float(n0), targets, cfg.curve_points)
+    base = (s.series_id, s.source, s.model, s.scaling, s.strategy_family, s.accelerator,
+            p.accelerator_family, p.ycol, law, law == default_law)
+    rows.add(base, np.full(len(n_obs), "measured", dtype=object), n_accelerators=n_obs,
+             y=y_obs, efficiency=(y_obs / n_obs) / per0,
+             efficiency_theory=theory_obs / theory_obs[0])
+    nan = np.full(len(grid), np.nan)
+    pred = {"predicted": nan, "pi_low": nan, "pi_high": nan}
     note = "" if law else "no law could be fitted by the fit stage"
     if law:
-        drawn = _curve_on(law_curve.get((s.series_id, law)), grid,
-                          ["predicted", "pi_low", "pi_high"])
+        drawn = law_curve.on((s.series_id, law), grid)
         if drawn is None:
             note = f"fit failed: the fit stage wrote no {law} curve on this grid"
         else:
             pred = drawn
-    pred0 = float(pred["predicted"].iloc[0]) / n0
-    ceiling = _curve_on(theory_curve.get(s.series_id), grid, ["bound_mfu"])
-    th = ceiling["bound_mfu"].to_numpy(float) if ceiling is not None else np.full(len(grid), np.nan)
-    eff_law = pred["predicted"].to_numpy() / grid / pred0
-    eff_theory = th / th[0] if th[0] > 0 else np.full(len(grid), np.nan)
-    peak = float(g["peak_flops_per_s_per_accelerator"].iloc[0])
-    ratio = (g[ycol] / g["model_flops_per_s"]).dropna()
-    y_per_flop = 1.0 if ycol == "model_flops_per_s" else (
-        float(ratio.median()) if len(ratio) else np.nan)
-    for i, n in enumerate(grid):
-        rows.append({**base, "kind": "target" if n in targets else "curve",
-                     "n_accelerators": n, "y": np.nan, "efficiency": np.nan,
-                     "predicted": pred["predicted"].iloc[i], "pi_low": pred["pi_low"].iloc[i],
-                     "pi_high": pred["pi_high"].iloc[i], "efficiency_law": eff_law[i],
-                     "efficiency_law_low": pred["pi_low"].iloc[i] / n / pred0,
-                     "efficiency_law_high": pred["pi_high"].iloc[i] / n / pred0,
-                     "bound_mfu": th[i], "efficiency_theory": eff_theory[i],
-                     "y_ceiling": th[i] * peak * n * y_per_flop})
+    pred0 = float(pred["predicted"][0]) / n0
+    ceiling = theory_curve.on(s.series_id, grid)
+    th = ceiling["bound_mfu"] if ceiling is not None else nan
+    eff_theory = th / th[0] if th[0] > 0 else nan
+    rows.add(base, np.where(np.isin(grid, targets), "target", "curve").astype(object),
+             n_accelerators=grid, y=nan, efficiency=nan, **pred,
+             efficiency_law=pred["predicted"] / grid / pred0,
+             efficiency_law_low=pred["pi_low"] / grid / pred0,
+             efficiency_law_high=pred["pi_high"] / grid / pred0,
+             bound_mfu=th, efficiency_theory=eff_theory,
+             y_ceiling=th * p.peak * grid * p.y_per_flop)
     eff_obs = (y_obs / n_obs) / per0
     threshold = cfg.efficiency_threshold
-    summary = {**base, "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
-               "efficiency_at_n_max": eff_obs[-1],
-               "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
-               "n_at_threshold_law": (n_at_threshold_law if law and np.isfinite(pred0)
-                                      and n_at_threshold_law <= grid[-1] else np.nan),
-               "n_at_threshold_theory": n_at_efficiency(grid, eff_theory, threshold),
-               "n_at_threshold_measured": n_at_efficiency(n_obs, eff_obs, threshold),
-               "theory_curve": bool(np.isfinite(th).any()), "_note": note}
-    return rows, summary
+    return {**dict(zip(_BASE, base)), "n_min": n0, "n_max": n_obs[-1], "n_distinct": len(n_obs),
+            "efficiency_at_n_max": eff_obs[-1],
+            "theory_efficiency_at_n_max": theory_obs[-1] / theory_obs[0],
+            "n_at_threshold_law": (n_at_threshold_law if law and np.isfinite(pred0)
+                                   and n_at_threshold_law <= grid[-1] else np.nan),
+            "n_at_threshold_theory": n_at_efficiency(grid, eff_theory, threshold),
+            "n_at_threshold_measured": n_at_efficiency(n_obs, eff_obs, threshold),
+            "theory_curve": bool(np.isfinite(th).any()), "note": note}
 
 
 def apply_selected(curves: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
@@ -268,8 +401,9 @@ def apply_selected(curves: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame
         return out
     sel = selected.set_index(["series_id", "n_accelerators"])
     measured = out[out["kind"] == "measured"].sort_values("n_accelerators")
-    per0 = measured.groupby("series_id").apply(
-        lambda g: g["y"].iloc[0] / g["n_accelerators"].iloc[0], include_groups=False)
+    first = measured.drop_duplicates("series_id")  # each series' smallest N
+    per0 = pd.Series((first["y"] / first["n_accelerators"]).to_numpy(),
+                     index=first["series_id"].to_numpy())
     target = out["kind"] == "target"
     keys = list(zip(out.loc[target, "series_id"], out.loc[target, "n_accelerators"].astype(float)))
     hit = np.array([k in sel.index for k in keys], bool)

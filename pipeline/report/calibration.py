@@ -338,8 +338,6 @@ def frontier(d: ReportData, out: Path, scenarios: tuple[str, ...] = ("baseline",
     return save(fig, out / "calibrate_frontier.png")
 
 
-def figures(d: ReportData, out: Path) -> dict[str, Path]:
-    return {"calibrate_predicted_actual": predicted_vs_actual(d, out),
-            "calibrate_frontier": frontier(d, out),
-            "calibrate_efficiency": efficiency_bands(d, out),
-            "calibrate_decomposition": decomposition(d, out)}
+#: the calibration figures: name -> a function of (data, folder) drawing it
+FIGURES = {"calibrate_predicted_actual": predicted_vs_actual, "calibrate_frontier": frontier,
+           "calibrate_efficiency": efficiency_bands, "calibrate_decomposition": decomposition}

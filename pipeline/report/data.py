@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipeline.report.contract import STAGE
@@ -25,12 +26,27 @@ class ReportData:
     frames: dict[str, pd.DataFrame]
     metrics: dict[str, dict[str, Any]]
     missing: list[str] = field(default_factory=list)
+    # (frame name, column) -> (the frame it was built on, value -> row positions)
+    _positions: dict[tuple[str, str], tuple[pd.DataFrame, dict[Any, np.ndarray]]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         try:
             return self.frames[name]
         except KeyError as exc:
             raise AttributeError(name) from exc
+
+    def rows_where(self, name: str, column: str, value: Any) -> pd.DataFrame:
+        """The rows of frame ``name`` whose ``column`` equals ``value``, in frame order (what
+        ``frame[frame[column] == value]`` selects), by positions grouped once per frame: a
+        figure asks for one series at a time, and a mask over every row per series would
+        cost series x rows."""
+        frame = self.frames[name]
+        built = self._positions.get((name, column))
+        if built is None or built[0] is not frame:
+            built = (frame, frame.groupby(column, sort=False).indices if len(frame) else {})
+            self._positions[(name, column)] = built
+        return frame.iloc[built[1].get(value, np.zeros(0, dtype=np.intp))]
 
 
 def finite_or_none(x: Any) -> float | None:

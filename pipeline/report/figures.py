@@ -3,6 +3,7 @@ one PNG and returns its path. Axes carry units; log axes where values span decad
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pipeline.config import ReportSettings
 from pipeline.report.focus import Focus
 from pipeline.report import calibration
 from pipeline.measures import best_per_point
+from pipeline.processes import map_in_order
 from pipeline.report.data import ReportData, select_series, short_label
 from pipeline.report.energy import energy_figure
 from pipeline.report.findings import strategy_runs
@@ -49,8 +51,7 @@ def _series_frames(data: ReportData, sid: str) -> tuple[pd.DataFrame, pd.DataFra
     """(measured points, the law's curve) of one series. The curve is the dense grid only
     (``kind == "curve"``): the extrapolation targets are scored elsewhere and, mixed into the
     grid, drew spikes where another predictor's value sat among the law's."""
-    c = data.comparison_curves
-    c = c[c["series_id"] == sid]
+    c = data.rows_where("comparison_curves", "series_id", sid)
     return c[c["kind"] == "measured"].sort_values("n_accelerators"), \
         c[c["kind"] == "curve"].sort_values("n_accelerators")
 
@@ -96,6 +97,22 @@ def series_label(data: ReportData, sid: str, width: int = 34) -> str:
     return f"{source.split('_')[0]}: {rest} ({fam})"
 
 
+def _context_lines(measured: pd.DataFrame, chosen: set[str]
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(N, y, efficiency) of every series of ``measured`` not in ``chosen`` with at least two
+    points, by series id and each by N: the grey context lines, split from one sort of all
+    rows rather than a frame per series."""
+    m = measured[measured["series_id"].notna()]
+    m = m.sort_values(["series_id", "n_accelerators"], kind="mergesort")
+    sid = m["series_id"].to_numpy(object)
+    n, y = m["n_accelerators"].to_numpy(float), m["y"].to_numpy(float)
+    efficiency = m["efficiency"].to_numpy(float)
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]]) if len(sid) else np.zeros(0, int)
+    stops = np.r_[starts[1:], len(sid)].astype(int)
+    return [(n[a:z], y[a:z], efficiency[a:z]) for a, z in zip(starts, stops)
+            if z - a >= 2 and sid[a] not in chosen]
+
+
 def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             ) -> tuple[Path, Path]:
     """Throughput and efficiency against N, strong and weak scaling apart: every series grey,
@@ -115,15 +132,12 @@ def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             note(ax_e, f"no {kind}-scaling series")
             continue
         meas_all = curves[(curves["kind"] == "measured") & (curves["scaling"] == kind)]
-        for sid, g in meas_all.groupby("series_id", sort=True):
-            if sid in chosen or len(g) < 2:
-                continue
-            g = g.sort_values("n_accelerators")
-            unit = g["y"].iloc[0] / g["n_accelerators"].iloc[0]
-            context(ax_t.plot(g["n_accelerators"], g["y"] / unit, "-", color=CONTEXT_GREY,
-                              lw=0.5, alpha=0.6, zorder=1))
-            context(ax_e.plot(g["n_accelerators"], g["efficiency"], "-", color=CONTEXT_GREY,
-                              lw=0.5, alpha=0.6, zorder=1))
+        for n, y, efficiency in _context_lines(meas_all, set(chosen)):
+            unit = y[0] / n[0]
+            context(ax_t.plot(n, y / unit, "-", color=CONTEXT_GREY, lw=0.5, alpha=0.6,
+                              zorder=1))
+            context(ax_e.plot(n, efficiency, "-", color=CONTEXT_GREY, lw=0.5, alpha=0.6,
+                              zorder=1))
         lo, hi, top = np.inf, 0.0, 1.0
         labels_t, labels_e = [], []
         for i, sid in enumerate(chosen):
@@ -458,17 +472,45 @@ def gap(data: ReportData, out: Path, limit: int, focus_runs: frozenset[str] = fr
     return save(fig, out / "gap.png")
 
 
+def _scaling_figures(data: ReportData, out: Path, cfg: ReportSettings, focus: Focus
+                     ) -> dict[str, Path]:
+    t, e = scaling(data, out, cfg.series_per_panel, focus.series)
+    return {"scaling_throughput": t, "scaling_efficiency": e}
+
+
+def _hardware_figure(data: ReportData, out: Path, cfg: ReportSettings, focus: Focus) -> Path:
+    from pipeline.report.findings import hardware_regression
+    return hardware(data, out, hardware_regression(data.metrics["fit"]))
+
+
+# Each figure from (data, folder, settings, focus): name -> a function drawing it (or, for a
+# dict, several), in the order the report lists them; the costliest first, as the pool
+# hands them out in this order.
+_FIGURES: dict[str, Callable[..., Any]] = {
+    "scaling": _scaling_figures,
+    "laws_holdout": lambda d, out, cfg, focus: laws_holdout(d, out),
+    "strategy": lambda d, out, cfg, focus: strategy(d, out, cfg.strategy_sources,
+                                                    cfg.strategy_models),
+    "hardware": _hardware_figure,
+    "power_cost": lambda d, out, cfg, focus: power_cost(d, out),
+    "energy": lambda d, out, cfg, focus: energy_figure(d, out),
+    "frontier": lambda d, out, cfg, focus: frontier(d, out, cfg.frontier_scenarios, focus.runs),
+    "gap": lambda d, out, cfg, focus: gap(d, out, cfg.gap_runs, focus.runs),
+    **{name: (lambda d, out, cfg, focus, draw=draw: draw(d, out))
+       for name, draw in calibration.FIGURES.items()},
+}
+
+
+def _draw(data: ReportData, out: Path, cfg: ReportSettings, focus: Focus, name: str
+          ) -> dict[str, Path]:
+    drawn = _FIGURES[name](data, out, cfg, focus)
+    return drawn if isinstance(drawn, dict) else {name: drawn}
+
+
 def make_all(data: ReportData, out: Path, cfg: ReportSettings, focus: Focus = Focus()
              ) -> dict[str, Path]:
-    """Draw every figure, the ``focus`` series and runs marked; returns name -> PNG path."""
+    """Draw every figure, the ``focus`` series and runs marked; returns name -> PNG path. The
+    figures are independent: drawn over ``cfg.workers`` processes."""
     out.mkdir(parents=True, exist_ok=True)
-    t, e = scaling(data, out, cfg.series_per_panel, focus.series)
-    from pipeline.report.findings import hardware_regression
-    reg = hardware_regression(data.metrics["fit"])
-    return {"scaling_throughput": t, "scaling_efficiency": e,
-            "laws_holdout": laws_holdout(data, out),
-            "strategy": strategy(data, out, cfg.strategy_sources, cfg.strategy_models),
-            "hardware": hardware(data, out, reg), "power_cost": power_cost(data, out),
-            "energy": energy_figure(data, out),
-            "frontier": frontier(data, out, cfg.frontier_scenarios, focus.runs),
-            "gap": gap(data, out, cfg.gap_runs, focus.runs), **calibration.figures(data, out)}
+    drawn = map_in_order(_draw, list(_FIGURES), cfg.workers, shared=(data, out, cfg, focus))
+    return {name: path for figures in drawn for name, path in figures.items()}

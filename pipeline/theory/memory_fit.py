@@ -31,6 +31,7 @@ import pandas as pd
 
 from pipeline.config import settings
 from pipeline.frameworks import DEFAULT_FAMILY, family_of
+from pipeline.processes import map_in_order
 from pipeline.theory.memory import (MemoryConstants, Overhead, fits_in, naive_state_bytes,
                                     peak_memory)
 from pipeline.theory.memory_inputs import memory_inputs
@@ -121,7 +122,7 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
     fam_all = np.asarray(family, dtype=object)
     names = sorted(set(fam_all.tolist()) | set(fixed_factors) | {default_family})
     fittable = set(names if fitted_families is None else fitted_families) - set(fixed_factors)
-    ok = (fixed + activations > 0) & (measured > 0)
+    ok = fit_rows(fixed, activations, measured)
     counts = {f: int((ok & (fam_all == f)).sum()) for f in names}
     used = ok & np.isin(fam_all, sorted(fittable | set(fixed_factors)))
     fixed, activations, measured, fam = (fixed[used], activations[used], measured[used],
@@ -168,6 +169,13 @@ def fit_overhead(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarra
     return OverheadFit(Overhead(d.activation_factor, float(sol.x[-1] * scale)), d.ci,
                        (float(low[-1] * scale), float(up[-1] * scale)), int(fixed.size),
                        float(np.sqrt(s2)), factors)
+
+
+def fit_rows(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """The rows ``fit_overhead`` can use: a positive predicted and measured peak. Its fit
+    depends on these rows alone (a family without one is never fitted, and a family it has
+    not seen gets the counted factor it would get anyway)."""
+    return (fixed + activations > 0) & (measured > 0)
 
 
 def _fit(fixed, activations, measured, family, cfg) -> OverheadFit:
@@ -232,7 +240,7 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
         "recompute": col("recompute"), "activations": parts.activations, "fixed": fixed,
         "sized": has,
     })
-    metrics = {"overhead": _fit_dict(fit, const), **score(scored, cfg)}
+    metrics = {"overhead": _fit_dict(fit, const), **score(scored, cfg, theory.workers)}
     return out, metrics
 
 
@@ -277,19 +285,51 @@ def _fit_dict(fit: OverheadFit, const: MemoryConstants) -> dict:
                           for f, ff in sorted(fit.by_family.items())}}
 
 
-def score(scored: pd.DataFrame, cfg) -> dict:
+def _held_out_fit(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
+                  family: np.ndarray, model: np.ndarray, cfg, held_out: int) -> OverheadFit:
+    """The overhead fitted on the rows whose ``model`` code is not ``held_out``."""
+    rest = model != held_out
+    return _fit(fixed[rest], activations[rest], measured[rest], family[rest], cfg)
+
+
+def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.ndarray,
+                         measured: np.ndarray, family: np.ndarray, cfg,
+                         workers: int = 1) -> np.ndarray:
+    """Each row's peak predicted by the overhead fitted without its group's rows (one group
+    per model). A fit sees the other groups' fittable rows only (``fit_rows``: the same fit,
+    without a pass over every run per group), and the groups with no fittable row share one
+    fit, that of all fittable rows. The fits are independent: a map over ``workers``
+    processes."""
+    pred = np.full(len(groups), np.nan)
+    code, _ = pd.factorize(groups)
+    usable = np.flatnonzero(fit_rows(fixed, activations, measured))
+    order = np.argsort(code, kind="stable")
+    rows_of = np.split(order, np.flatnonzero(np.diff(code[order])) + 1) if len(order) else []
+    measured_groups = sorted(set(code[usable].tolist()))
+    shared = (fixed[usable], activations[usable], measured[usable], family[usable],
+              code[usable], cfg)
+    fits = dict(zip(measured_groups, map_in_order(_held_out_fit, measured_groups, workers,
+                                                  shared=shared)))
+    for g, mine in enumerate(rows_of):
+        if g not in fits:  # no fittable row of its own: the fit of all fittable rows
+            if -1 not in fits:
+                fits[-1] = _held_out_fit(*shared, -1)
+            g = -1
+        fit = fits[g]
+        pred[mine] = fixed[mine] + fit.factors(family[mine]) * activations[mine] \
+            + fit.overhead.fixed_bytes
+    return pred
+
+
+def score(scored: pd.DataFrame, cfg, workers: int = 1) -> dict:
     """Held-out-by-model APE and balanced accuracy, overall and per model size, with the naive
-    rule beside; the misclassified configurations with the reason."""
+    rule beside; the misclassified configurations with the reason. The held-out fits run
+    over ``workers`` processes."""
     groups = scored["source"].astype(str) + ":" + scored["model"].astype(str)
-    pred = np.full(len(scored), np.nan)
     fixed, act = scored["fixed"].to_numpy(float), scored["activations"].to_numpy(float)
     measured = scored["measured"].to_numpy(float)
-    family = scored["family"].to_numpy(object)
-    for g in groups.unique():
-        mine = (groups == g).to_numpy()
-        fit = _fit(fixed[~mine], act[~mine], measured[~mine], family[~mine], cfg)
-        pred[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
-            + fit.overhead.fixed_bytes
+    pred = held_out_predictions(groups, fixed, act, measured,
+                                scored["family"].to_numpy(object), cfg, workers)
     scored = scored.assign(predicted=pred, group=groups)
     out: dict[str, Any] = {"held_out": "by model (overhead fitted without the model's runs)"}
     peak = scored[np.isfinite(measured) & (measured > 0) & np.isfinite(pred)]

@@ -10,16 +10,15 @@ Reads ``runs.parquet`` and the hardware catalog; writes ``bounds.parquet``, ``fr
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from pipeline.config import Settings, settings
+from pipeline.processes import map_in_order
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.schema import output_column_names
 from pipeline.theory.bounds import compute_bounds
@@ -35,28 +34,33 @@ from pipeline.theory.search import search
 USED_COLUMNS = ["n_layers_used", "d_model_used", "seq_len_used", "micro_batch_used"]
 
 
-def run_frontier(params: Mapping[str, Any], catalog, overhead: Overhead = Overhead()
-                 ) -> tuple[pd.DataFrame, dict]:
+def _scenario_frontier(grid: np.ndarray, fraction: float, rounds: int, points: int,
+                       scn) -> tuple[pd.DataFrame, dict]:
+    """One scenario's frontier over the C grid, and its headline metrics."""
+    front = search(scn, grid)
+    head = headline(scn, front, fraction, rounds, points)
+    return frontier_frame(scn.name, front), {
+        "knee_flop": head.knee_flop, "wall_flop": head.wall_flop,
+        "plateau_utilization": head.plateau_utilization,
+        "knee_utilization": head.knee_utilization,
+        "wall_beyond_grid": head.wall_beyond_grid,
+        "accelerator": scn.accelerator, "precision": scn.precision,
+        "layout_evaluations": front.n_evaluations + head.n_evaluations,
+    }
+
+
+def run_frontier(params: Mapping[str, Any], catalog, overhead: Overhead = Overhead(),
+                 workers: int = 1) -> tuple[pd.DataFrame, dict]:
     """Every scenario's frontier over the C grid, and its knee and wall (layouts sized by the
-    memory model with the fitted ``overhead``)."""
+    memory model with the fitted ``overhead``); the scenarios, independent searches, over
+    ``workers`` processes."""
     cfg = settings(params, "theory").frontier
     grid = flop_grid(cfg.min_flop, cfg.max_flop, cfg.points)
-    fraction, rounds, points = cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points
-    frames, metrics = [], {}
-    for scn in tqdm(load_scenarios(params, catalog), desc="theory frontier", file=sys.stderr,
-                    leave=False, disable=None):
-        scn = replace(scn, memory_overhead=overhead)
-        front = search(scn, grid)
-        head = headline(scn, front, fraction, rounds, points)
-        frames.append(frontier_frame(scn.name, front))
-        metrics[scn.name] = {
-            "knee_flop": head.knee_flop, "wall_flop": head.wall_flop,
-            "plateau_utilization": head.plateau_utilization,
-            "knee_utilization": head.knee_utilization,
-            "wall_beyond_grid": head.wall_beyond_grid,
-            "accelerator": scn.accelerator, "precision": scn.precision,
-            "layout_evaluations": front.n_evaluations + head.n_evaluations,
-        }
+    scenarios = [replace(scn, memory_overhead=overhead) for scn in load_scenarios(params, catalog)]
+    done = map_in_order(_scenario_frontier, scenarios, workers,
+                        shared=(grid, cfg.knee_fraction, cfg.refine_rounds, cfg.refine_points))
+    frames = [frame for frame, _ in done]
+    metrics = {scn.name: head for scn, (_, head) in zip(scenarios, done)}
     frame = pd.concat(frames, ignore_index=True)
     frame = frame.sort_values(["scenario", "training_flop"], kind="mergesort")
     return frame.reset_index(drop=True), metrics
@@ -70,7 +74,7 @@ def compute(inputs: Inputs, s: Settings) -> Result:
     bounds = compute_bounds(runs, catalog, s)
     # the memory model's overhead is fitted first: the frontier searches layouts that fit
     memory, memory_metrics = runs_memory(runs, bounds, catalog, s)
-    frontier, metrics = run_frontier(s, catalog, overhead_of(memory_metrics))
+    frontier, metrics = run_frontier(s, catalog, overhead_of(memory_metrics), s.theory.workers)
     metrics["_memory"] = memory_metrics
     bounds = bounds.drop(columns=USED_COLUMNS).merge(memory, on="run_id", how="left",
                                                      validate="one_to_one")
