@@ -25,7 +25,7 @@ from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.estimate import Data, Fitted, fit_groups, parallel_workers
 from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
-from pipeline.fit.series import SeriesPoints, series_points
+from pipeline.fit.series import SeriesPoints, point_columns, series_points
 from pipeline.processes import map_in_order
 
 COLUMNS = ("run_id", "series_id", "source", "holdout", "predictor", "metric", "n_train_max",
@@ -51,12 +51,14 @@ def series_table(runs: pd.DataFrame, series: pd.DataFrame
                  ) -> list[tuple[pd.Series, SeriesPoints]]:
     """Every series that has runs, in series_id order, with the fit stage's points: worked out
     once for the holdout cases and the targets beyond the data."""
-    by_series = {sid: g for sid, g in runs.groupby("series_id", sort=False)}
+    # the columns the points read: a series' runs are a take of these, not of every column
+    narrow = point_columns(runs, series.get("y_metric", pd.Series(dtype=object)).unique())
+    positions = narrow.groupby("series_id", sort=False).indices
     out = []
     for _, row in series.sort_values("series_id").iterrows():
-        mine = by_series.get(row["series_id"])
-        if mine is not None:
-            out.append((row, series_points(mine, row)))
+        at = positions.get(row["series_id"])
+        if at is not None:
+            out.append((row, series_points(narrow.iloc[at], row)))
     return out
 
 
