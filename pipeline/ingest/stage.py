@@ -98,9 +98,9 @@ def scratch_dir(out_dir: Path) -> Iterator[Path]:
             root.rmdir()  # only when empty (no concurrent ingest)
 
 
-def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
+def _mlperf_records(roots: list[Path], workers: int) -> Iterator[Record]:
     for root in roots:
-        for record in read_tree(root):
+        for record in read_tree(root, workers=workers):
             yield _relative(record)
 
 
@@ -117,8 +117,8 @@ def _relative(record: Record) -> Record:
 
 
 def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> Iterator[Record]:
-    """One record per step log, yielded as the logs are read (the reading starts now, so it
-    overlaps the other sources' records and the normalizing of the logs before); each log's
+    """One record per step log, yielded as the logs are read (the reading starts now and
+    overlaps the normalizing of the records already yielded); each log's
     per-step rows go to ``steps_dir`` (one file per batch of logs, so memory does not grow
     with the number of logs)."""
     if not logs_dir.is_dir():
@@ -284,16 +284,18 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with scratch_dir(out_dir) as scratch, contextlib.closing(
-            _step_logs(logs_dir, params, Path(scratch))) as log_records:
+    with scratch_dir(out_dir) as scratch, contextlib.ExitStack() as stack:
 
         def records() -> Iterator[Record]:
             if published_dir.is_dir():
                 yield from read_published(published_dir)
-            yield from _mlperf_records(mlperf_roots)
-            yield from log_records
+            yield from _mlperf_records(mlperf_roots, options.power_workers)
+            # Started after the MLPerf trees, whose power logs a pool reads: no process is
+            # forked beside another pool's threads.
+            yield from _step_logs(logs_dir, params, Path(scratch))
 
-        stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
+        source = stack.enter_context(contextlib.closing(records()))
+        stream = tqdm(source, desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
                       disable=not sys.stderr.isatty())
         power_rows: list[dict[str, Any]] = []
         runs, rejects, read = convert(stream, catalog, options, power_rows)
