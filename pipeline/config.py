@@ -123,6 +123,8 @@ class IngestSettings(_Group):
     default_precision: Precision
     attention_flops: bool
     mfu_on_assumed_precision: bool
+    # Processes reading the MLPerf power logs (pipeline.processes caps it at the CPUs).
+    power_workers: Annotated[int, Field(ge=1, le=256)] = 1
     logs: LogsSettings
 
 

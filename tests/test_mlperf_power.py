@@ -300,3 +300,25 @@ def test_power_logs_that_are_bad_links_void_the_measurement(tmp_path: Path) -> N
     node.symlink_to(tmp_path / node.name)  # outside the root
     m = power.measure(copy_dir, start, stop, 1, ("smc-ac-power",), root=root)
     assert not m.ok and any("points outside the data folder root/" in p for p in m.problems)
+
+
+def test_power_logs_read_by_worker_processes_give_the_same_records(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """``read_tree(workers=2)`` reads the power folders over a process pool: the records
+    (fields, energy, notes, power rows) are those of one process, in the same order. Two
+    systems of the shipped AC round (20 results, each with its power logs)."""
+    import shutil
+
+    from pipeline.ingest.sources.mlperf.tree import read_tree
+
+    monkeypatch.delenv("SCALEWALL_WORKERS", raising=False)  # the pool, even under xdist
+    sub = ROOT / "v4.0" / "smc-ac-power"
+    dst = tmp_path / "v4.0" / "smc-ac-power"
+    shutil.copytree(sub / "systems", dst / "systems")
+    for system in ("1xSMC-H100-SXM-80GB", "8xSMC-H100-SXM-80GB"):
+        shutil.copytree(sub / "results" / system, dst / "results" / system)
+    one, two = (list(read_tree(tmp_path, workers=w)) for w in (1, 2))
+    assert [(r.path, r.fields, r.reason, r.meta) for r in two] == [
+        (r.path, r.fields, r.reason, r.meta) for r in one]
+    powered = [r for r in one if r.meta.get("power")]
+    assert len(powered) == 20 and all(r.fields["energy_j"] > 0 for r in powered)

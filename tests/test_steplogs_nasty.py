@@ -210,17 +210,30 @@ def test_steps_dir_holds_the_same_rows_one_file_per_log(tmp_path):
     assert set(back.path) == set(files)
 
 
-def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path):
+@pytest.mark.parametrize("slice_rows", [1 << 18, 60])
+def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path, monkeypatch,
+                                                                      slice_rows):
     """The Parquet file written one log slice at a time holds the in-memory rows of every
-    accepted log, with its run id, sorted by (run_id, path, step, segment, rank, line)."""
+    accepted log, with its run id, sorted by (run_id, path, step, segment, rank, line); also
+    with row groups of 60 rows over batch files of 6 logs (a group gathered from many files,
+    a file's logs not side by side in it, as at 10^5 logs)."""
+    import hashlib
+
     import pyarrow as pa
+
+    from pipeline.ingest.sources.steplogs import reader, store
+
+    monkeypatch.setattr(store, "SLICE_ROWS", slice_rows)
+    monkeypatch.setattr(reader, "BATCH_FILES", 6 if slice_rows == 60 else reader.BATCH_FILES)
     import pyarrow.parquet as pq
 
     from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 
     records, frame = read_logs(FIXTURES, PARAMS)
     read_logs(FIXTURES, PARAMS, steps_dir=tmp_path / "steps")
-    run_by_path = {r.path: f"run{len(records) - i:03d}" for i, r in enumerate(records)
+    # run ids in an order unrelated to the paths' (as hashes are): a group's logs scatter over
+    # the batch files
+    run_by_path = {r.path: hashlib.sha1(r.path.encode()).hexdigest()[:12] for r in records
                    if r.reason is None}
     schema = pa.schema([("run_id", pa.string()), ("path", pa.string()), ("step", pa.int64()),
                         ("step_time_s", pa.float64()), ("segment", pa.int64()),
@@ -236,3 +249,5 @@ def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path):
     again = tmp_path / "again.parquet"
     write_steps_parquet(tmp_path / "steps", run_by_path, again, schema)
     assert again.read_bytes() == (tmp_path / "steps.parquet").read_bytes()
+    groups = pq.ParquetFile(tmp_path / "steps.parquet").metadata.num_row_groups
+    assert groups == 1 if slice_rows > len(want) else groups >= 3

@@ -35,7 +35,7 @@ from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
-from pipeline.ingest.sources.steplogs.reader import read_logs
+from pipeline.ingest.sources.steplogs.reader import stream_logs
 from pipeline.io import pid_alive, write_json, write_parquet
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
@@ -98,9 +98,9 @@ def scratch_dir(out_dir: Path) -> Iterator[Path]:
             root.rmdir()  # only when empty (no concurrent ingest)
 
 
-def _mlperf_records(roots: list[Path]) -> Iterator[Record]:
+def _mlperf_records(roots: list[Path], workers: int) -> Iterator[Record]:
     for root in roots:
-        for record in read_tree(root):
+        for record in read_tree(root, workers=workers):
             yield _relative(record)
 
 
@@ -116,22 +116,15 @@ def _relative(record: Record) -> Record:
     return replace(record, path=rel, fields=fields)
 
 
-def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> list[Record]:
-    """One record per step log; each log's per-step rows go to ``steps_dir`` (one file per log,
-    so memory does not grow with the number of logs)."""
+def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> Iterator[Record]:
+    """One record per step log, yielded as the logs are read (the reading starts now and
+    overlaps the normalizing of the records already yielded); each log's
+    per-step rows go to ``steps_dir`` (one file per batch of logs, so memory does not grow
+    with the number of logs)."""
     if not logs_dir.is_dir():
         _warn(f"step logs folder {logs_dir} is absent: no step logs read")
-        return []
-    records, _ = read_logs(logs_dir, params, steps_dir=steps_dir)
-    return records
-
-
-def _drain(records: list[Record]) -> Iterator[Record]:
-    """The records in order, each let go of by the list as it is yielded: 10^5 step logs' records
-    are freed as they become runs, not all held to the end of the stage."""
-    records.reverse()
-    while records:
-        yield records.pop()
+        return (record for record in ())
+    return stream_logs(logs_dir, params, steps_dir)
 
 
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
@@ -291,16 +284,18 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with scratch_dir(out_dir) as scratch:
-        log_records = _step_logs(logs_dir, params, Path(scratch))
+    with scratch_dir(out_dir) as scratch, contextlib.ExitStack() as stack:
 
         def records() -> Iterator[Record]:
             if published_dir.is_dir():
                 yield from read_published(published_dir)
-            yield from _mlperf_records(mlperf_roots)
-            yield from _drain(log_records)
+            yield from _mlperf_records(mlperf_roots, options.power_workers)
+            # Started after the MLPerf trees, whose power logs a pool reads: no process is
+            # forked beside another pool's threads.
+            yield from _step_logs(logs_dir, params, Path(scratch))
 
-        stream = tqdm(records(), desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
+        source = stack.enter_context(contextlib.closing(records()))
+        stream = tqdm(source, desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
                       disable=not sys.stderr.isatty())
         power_rows: list[dict[str, Any]] = []
         runs, rejects, read = convert(stream, catalog, options, power_rows)

@@ -50,6 +50,7 @@ from pipeline.ingest.sources.mlperf import mllog, power
 from pipeline.ingest.sources.mlperf.system import (SystemInfo, finite_number, load_system,
                                           olympic_score_s, read_scaling_factor)
 from pipeline.ingest.records import Record
+from pipeline.processes import map_in_order
 
 # benchmark -> (model name, total parameters in billions); other benchmarks keep their name.
 LLM_MODELS: dict[str, tuple[str, float]] = {
@@ -330,16 +331,27 @@ def _tokens(run: _Run, log_hints: dict[str, set[int]], bench: str) -> tuple[floa
                            f"tokens = samples {trained:.0f} x {origin} {seq}")
 
 
-def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
-                  names: tuple[str, ...], stats: dict[str, int], root: Path) -> None:
-    """Energy columns from ``folder/power/result_<id>/`` when the run has one."""
+def _power_task(run: _Run, folder: Path, sysinfo: SystemInfo, names: tuple[str, ...],
+                root: Path) -> tuple[Any, ...] | None:
+    """``power.measure``'s arguments for the run's ``folder/power/result_<id>/``; None when
+    the run has no power measurement."""
     window = run.meta.get("run_window_ms")
     pdir = folder / "power" / logical_stem(run.path)
     if run.fields is None or window is None or not pdir.is_dir():
-        return
-    stats["power_measurements"] = stats.get("power_measurements", 0) + 1
+        return None
     n_nodes = sysinfo.n_accelerators // sysinfo.per_node if sysinfo.per_node else None
-    m = power.measure(pdir, window[0], window[1], n_nodes, names, root=root)
+    return pdir, window[0], window[1], n_nodes, names, root
+
+
+def _measure(task: tuple[Any, ...]) -> power.Measurement:
+    return power.measure(*task)
+
+
+def _attach_power(run: _Run, m: power.Measurement, bench: str, sysinfo: SystemInfo,
+                  stats: dict[str, int]) -> None:
+    """Energy columns from the run's power measurement ``m``."""
+    window = run.meta["run_window_ms"]
+    stats["power_measurements"] = stats.get("power_measurements", 0) + 1
     ttt_s = (window[1] - window[0]) / 1000.0
     tokens, token_note = _tokens(run, run.meta.pop("hints", {}), bench)
     fields, notes = power.energy_fields(m, sysinfo.n_accelerators, ttt_s, tokens)
@@ -349,7 +361,7 @@ def _attach_power(run: _Run, folder: Path, bench: str, sysinfo: SystemInfo,
         notes.append(f"energy_j_per_token: {token_note}")
     run.notes += notes
     row = power.measurement_row(m, fields, ttt_s, tokens)
-    row["power_folder"] = str(pdir)
+    row["power_folder"] = m.folder
     run.meta["power"] = row
 
 
@@ -379,33 +391,46 @@ def _group_runs(files: list[Path], bench: str, sysinfo: SystemInfo | tuple[str, 
 
 
 def read_tree(root: Path, source: str = "mlperf_logs",
-              stats: dict[str, int] | None = None) -> Iterator[Record]:
+              stats: dict[str, int] | None = None, workers: int = 1) -> Iterator[Record]:
     """One Record per result log under ``root`` (a round or a folder of rounds), sorted by path.
 
-    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs``.
+    ``stats``, when given, is filled with ``result_files``, ``groups``, ``power_logs``. The
+    result logs are read first, then every run's power logs (most of the bytes: a node's log
+    for every result) by ``workers`` processes (``pipeline.processes.map_in_order``: the
+    measurements come back in input order, so the records do not depend on ``workers``).
     """
     counts = stats if stats is not None else {}
     for key in ("result_files", "groups", "power_logs"):
         counts.setdefault(key, 0)
-    for round_dir, version in find_rounds(Path(root)):
+    root = Path(root)
+    groups, tasks = [], []
+    for round_dir, version in find_rounds(root):
         for submitter, system, bench, folder, files in _result_groups(round_dir, counts):
             counts["groups"] += 1
             counts["result_files"] += len(files)
             sysinfo = load_system(round_dir / submitter / "systems" / f"{system}.json", system)
-            runs = _group_runs(files, bench, sysinfo, Path(root))
+            runs = _group_runs(files, bench, sysinfo, root)
+            measured = []
             if isinstance(sysinfo, SystemInfo):
                 for run in runs:
-                    _attach_power(run, folder, bench, sysinfo, (submitter, system), counts,
-                                  Path(root))
-            for run in runs:
-                run.meta.pop("hints", None)
-            factor, factor_note = read_scaling_factor(folder)
-            ok = [r.ttt_s for r in runs if r.fields and r.fields.get("status") == "ok"]
-            score, score_note = (None, factor_note) if factor is None else \
-                olympic_score_s(ok, len(runs), bench, factor)
-            for run in runs:
-                yield _to_record(run, source, version, submitter, system, bench, sysinfo,
-                                 score, score_note, factor)
+                    task = _power_task(run, folder, sysinfo, (submitter, system), root)
+                    if task is not None:
+                        measured.append(run)
+                        tasks.append(task)
+            groups.append((version, submitter, system, bench, folder, sysinfo, runs, measured))
+    measurements = iter(map_in_order(_measure, tasks, workers))
+    for version, submitter, system, bench, folder, sysinfo, runs, measured in groups:
+        for run in measured:
+            _attach_power(run, next(measurements), bench, sysinfo, counts)
+        for run in runs:
+            run.meta.pop("hints", None)
+        factor, factor_note = read_scaling_factor(folder)
+        ok = [r.ttt_s for r in runs if r.fields and r.fields.get("status") == "ok"]
+        score, score_note = (None, factor_note) if factor is None else \
+            olympic_score_s(ok, len(runs), bench, factor)
+        for run in runs:
+            yield _to_record(run, source, version, submitter, system, bench, sysinfo,
+                             score, score_note, factor)
 
 
 def _to_record(run: _Run, source: str, version: str | None, submitter: str, system: str,

@@ -31,12 +31,14 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
 from pipeline.bounded import cap, short
 from pipeline.config import LogsSettings, settings as load_group
+from pipeline.vocab import KERNEL_COLUMNS
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
@@ -56,7 +58,7 @@ from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
-__all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "read_one", "find_logs", "detect_format"]
+__all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "find_logs", "detect_format"]
 
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
                                jsonl)}
@@ -85,7 +87,7 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
             "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel",
-            "framework")
+            "framework", *KERNEL_COLUMNS, "cluster")
 # The software a log format is printed by (its format module's docstring cites the source); a
 # sidecar's ``framework:`` overrides it. The generic JSON Lines format names none. Megatron's
 # format is printed by its forks too: an argument dump with ``zero_stage`` is Megatron-DeepSpeed's
@@ -495,7 +497,40 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     (rejects' too; absent: the log has no step rows), and the DataFrame returned is empty:
     memory then stays that of the largest log or batch, whatever their number. ``paths`` reads
     those logs only (``scalewall validate``), with sidecars and sources as under ``logs_dir``.
+    ``stream_logs`` gives the same Records one by one, as the reading goes.
     """
+    records, tables = [], []
+    for record, steps in _stream(logs_dir, params, steps_dir, paths, started=False):
+        records.append(record)
+        if isinstance(steps, dict):
+            tables.append((record.path, steps))
+    tables.sort(key=lambda pair: pair[0])
+    tables = [t for _, t in tables]  # gather frees each as it copies it
+    return records, gather(tables)
+
+
+def stream_logs(logs_dir: Path, params: dict, steps_dir: Path) -> Iterator[Record]:
+    """``read_logs(logs_dir, params, steps_dir)``'s Records, the same in the same order, yielded
+    as the workers finish their batches: the caller's work on each record (the ingest core's)
+    overlaps the reading of the logs after it, instead of waiting for the last. The logs are
+    found and every batch handed out when this is called, before the first record is asked
+    for; a worker's batch that arrives before the logs ahead of it waits (in path order).
+    Closing the iterator early stops the workers."""
+    stream: Any = _stream(logs_dir, params, steps_dir, None, started=True)
+    next(stream)  # runs up to the pool's start: the reading begins now
+    return _records_of(stream)
+
+
+def _records_of(stream: Iterator[Any]) -> Iterator[Record]:
+    with contextlib.closing(stream):  # closed with this iterator: the pool stops with it
+        for record, _ in stream:
+            yield record
+
+
+def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Path] | None,
+            started: bool) -> Iterator[Any]:
+    """(Record, its step rows, a steps file's name or None) for every log, in path order; with
+    ``started``, first one ``None`` once the batches are handed out."""
     s = load_group(params, "ingest.logs")
     workers = s.workers
     logs_dir = Path(logs_dir)
@@ -515,36 +550,41 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     batches = _batches(list(order), sizes)
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
-    if parallel:
-        with ProcessPoolExecutor(max_workers=min(workers, len(paths)),
-                                 initializer=_fresh_worker) as pool:
-            done = list(pool.map(_read_batch, tasks))
-    else:
-        cache: dict = {}
-        done = [_read_batch(t, cache) for t in tasks]
-    outcomes: list[Any] = [None] * len(paths)
-    for batch, results in zip(batches, done):
-        for i, outcome in zip(batch, results):
-            outcomes[i] = outcome
-    del done
-    records = []
-    folders: dict = {}
-    for path, (result, steps, shown) in zip(paths, outcomes):
-        if isinstance(result, dict):
-            line, fmt = result.pop("_line"), result.pop("_format")
-            meta = {"format": fmt}
-            if isinstance(steps, str):
-                meta["steps_file"] = steps
-            records.append(Record(source=result["source"], path=shown, line=line, fields=result,
-                                  meta=meta))
+    with contextlib.ExitStack() as stack:
+        if parallel:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                max_workers=min(workers, len(paths)), initializer=_fresh_worker))
+            # An early exit (an error downstream, the iterator closed) must not wait for
+            # batches nobody will read.
+            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            done = pool.map(_read_batch, tasks)  # every batch handed out now, results in order
         else:
-            reject = Record.reject(campaign_source(path, logs_dir, folders), shown, 0, shown,
-                                   *result)
-            if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
-                reject = replace(reject, meta={"steps_file": steps})
-            records.append(reject)
-    tables = sorted(((r.path, steps) for r, (_, steps, _) in zip(records, outcomes)
-                     if isinstance(steps, dict)), key=lambda pair: pair[0])
-    outcomes.clear()
-    tables = [t for _, t in tables]  # gather frees each as it copies it
-    return records, gather(tables)
+            cache: dict = {}
+            done = (_read_batch(t, cache) for t in tasks)
+        if started:
+            yield None
+        # Outcomes that came before the logs ahead of them in path order wait here.
+        waiting: dict[int, Any] = {}
+        folders: dict = {}
+        upto = 0
+        for batch, results in zip(batches, done):
+            waiting.update(zip(batch, results))
+            while upto in waiting:
+                path, outcome = paths[upto], waiting.pop(upto)
+                upto += 1
+                yield _record(path, logs_dir, outcome, folders), outcome[1]
+
+
+def _record(path: Path, logs_dir: Path, outcome: tuple[Any, Any, str], folders: dict) -> Record:
+    """A worker's outcome for one log -> its Record (a run's fields, or a reject)."""
+    result, steps, shown = outcome
+    if isinstance(result, dict):
+        line, fmt = result.pop("_line"), result.pop("_format")
+        meta = {"format": fmt}
+        if isinstance(steps, str):
+            meta["steps_file"] = steps
+        return Record(source=result["source"], path=shown, line=line, fields=result, meta=meta)
+    reject = Record.reject(campaign_source(path, logs_dir, folders), shown, 0, shown, *result)
+    if isinstance(steps, str):  # a rejected log's rows are kept too, as in memory
+        reject = replace(reject, meta={"steps_file": steps})
+    return reject

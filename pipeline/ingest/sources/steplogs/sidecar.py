@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from pipeline.bounded import cap, short
-from pipeline.vocab import RECOMPUTE_MODES
+from pipeline.vocab import KERNEL_COLUMNS, RECOMPUTE_MODES
 from pipeline.ingest.contract import PUBLISHED_ENERGY, PUBLISHED_MEASURES
 from pipeline.numbers import NumberError, parse_count, parse_number
 from pipeline.preflight import special_kind
@@ -40,8 +40,11 @@ INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "
             "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
-            "series", "status", "notes", "system", "format", "recompute", "framework")
-BOOL_KEYS = ("sequence_parallel",)
+            "series", "status", "notes", "system", "format", "recompute", "framework",
+            "cluster")
+# The kernel facts (fused attention, TP and DP communication overlapped with compute) the
+# calibrate stage's step model reads per run; a log never prints them.
+BOOL_KEYS = ("sequence_parallel", *KERNEL_COLUMNS)
 ALLOWED_KEYS = frozenset(INT_KEYS + FLOAT_KEYS + STR_KEYS + BOOL_KEYS)
 # Format-v1 columns a sidecar may not set: the measures come from the log, ``derived`` from
 # the pipeline.
