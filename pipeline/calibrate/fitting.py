@@ -214,8 +214,7 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             if mine.size:
                 x1 = x.copy()
                 x1[i] = x[i] + h[i]
-                blocks.append(theta_rows(x1)[mine] if i < P else
-                              _family_theta(x1, unpack, held, (i - P) // P, mine.size))
+                blocks.append(theta_rows(x1)[mine])
         return np.concatenate(blocks) if blocks else np.zeros((0, P))
 
     def jac(x):
@@ -283,17 +282,6 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
         n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
         n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
-
-
-def _family_theta(x: np.ndarray, unpack, held: list[int], family: int, n_rows: int
-                  ) -> np.ndarray:
-    """``n_rows`` copies of one family's natural parameters at ``x`` (held ones at OFF): the
-    rows of ``theta_rows(x)`` that belong to that family."""
-    z_pop, delta, _ = unpack(x)
-    th = np.repeat(to_natural(z_pop[None, :] + delta)[[family]], n_rows, axis=0)
-    for j in held:
-        th[:, j] = OFF[PARAMETERS[j]]
-    return th
 
 
 def _forward_step(x: np.ndarray) -> np.ndarray:
