@@ -321,6 +321,9 @@ class MemorySettings(_Group):
     # a measured peak at or above this fraction of the driver's capacity may be the allocator
     # filling the chip: the scores report the APE without such peaks beside the APE of all
     near_capacity_fraction: Annotated[float, Field(gt=0, le=1)] = 0.95
+    # held-out scores: one fit per model left out, up to this many models; past it, the models
+    # are dealt into this many folds (each still predicted without its own runs): linear cost
+    max_holdout_folds: Annotated[int, Field(ge=2, le=10_000)] = 16
     max_activation_factor: Annotated[float, Field(ge=1, le=100)]
     max_fixed_bytes: Annotated[float, Field(ge=0, le=1e12)]
     # framework family (pipeline/frameworks.py) -> activation factor held at a cited value

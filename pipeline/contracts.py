@@ -67,6 +67,11 @@ class ContractError(ValueError):
     """A stage's output breaks its contract: a bug in the stage, not bad input."""
 
 
+class InsufficientData(ContractError):
+    """A stage's inputs keep their contracts but hold nothing it can compute from (no run that
+    calibrate can fit): the stage stops (exit 1) with a message saying what the data lack."""
+
+
 class Metrics(BaseModel):
     """Base of a metrics JSON model: the keys other stages and the report read; a stage may
     write more."""

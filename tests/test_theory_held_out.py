@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import load_params, settings
-from pipeline.theory.memory_fit import _fit, held_out_predictions
+from pipeline.theory.memory_fit import _fit, fit_rows, group_folds, held_out_predictions
 
 GB = 1e9
 
@@ -60,3 +60,39 @@ def test_held_out_predictions_equal_one_fit_per_group_on_every_other_row() -> No
     pooled = _fit(fixed, act, measured, family, cfg)
     assert not np.array_equal(direct, fixed + pooled.factors(family) * act
                               + pooled.overhead.fixed_bytes)
+
+
+def test_group_folds_deal_the_sorted_groups_past_the_cap() -> None:
+    assert group_folds([4, 1, 2], 3) == [(1,), (2,), (4,)]
+    folds = group_folds(list(range(10))[::-1], 3)
+    assert folds == [(0, 3, 6, 9), (1, 4, 7), (2, 5, 8)]
+    assert sorted(g for fold in group_folds(list(range(112)), 16) for g in fold) == \
+        list(range(112))
+    assert len(group_folds(list(range(112)), 16)) == 16
+
+
+def test_past_the_cap_each_fold_is_fitted_without_all_of_its_groups() -> None:
+    """Six groups with measured peaks, three folds: each row predicted by the fit of the rows
+    outside its fold; rows of groups without a measured peak by the fit of every fittable
+    row. Linear cost (three fits, not six) and still no row predicted from its own group."""
+    cfg = settings(load_params(), "theory").memory.model_copy(update={"max_holdout_folds": 3})
+    rows = _rows()
+    fixed, act = rows["fixed"].to_numpy(float), rows["activations"].to_numpy(float)
+    measured, family = rows["measured"].to_numpy(float), rows["family"].to_numpy(object)
+    code, _ = pd.factorize(rows["group"])
+    fittable = fit_rows(fixed, act, measured)
+    folds = group_folds(sorted(set(code[fittable].tolist())), 3)
+    assert len(folds) == 3 and sum(map(len, folds)) == 6
+    direct = np.full(len(rows), np.nan)
+    everything = _fit(fixed[fittable], act[fittable], measured[fittable], family[fittable], cfg)
+    for mine in (~np.isin(code, [g for fold in folds for g in fold]),
+                 *(np.isin(code, fold) for fold in folds)):
+        fit = everything if not np.isin(code[mine], [g for f in folds for g in f]).any() \
+            else _fit(fixed[~mine & fittable], act[~mine & fittable],
+                      measured[~mine & fittable], family[~mine & fittable], cfg)
+        direct[mine] = fixed[mine] + fit.factors(family[mine]) * act[mine] \
+            + fit.overhead.fixed_bytes
+    pred = held_out_predictions(rows["group"], fixed, act, measured, family, cfg)
+    np.testing.assert_array_equal(pred, direct)
+    # not the one-group-out predictions: the folds are really in force
+    assert not np.array_equal(pred, _direct(rows, cfg))

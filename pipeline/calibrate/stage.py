@@ -34,6 +34,7 @@ from pipeline.calibrate.ranking import ranking_summary, ranking_table
 from pipeline.calibrate.step import StepModel, evaluate, frame_of, theta_of
 from pipeline.calibrate.contract import CALIBRATED_SHARES
 from pipeline.calibrate.targets import selected_targets
+from pipeline.contracts import InsufficientData
 from pipeline.config import CalibrateSettings, FitSettings, Settings, settings
 from pipeline.runner import Inputs, Result, run_stage
 from pipeline.theory.frontier import flop_grid, frontier_frame
@@ -224,6 +225,24 @@ def mfu_above_one(cal_runs: pd.DataFrame, pred: pd.DataFrame) -> dict:
                 calibrated_above_ceiling=above_ceiling)
 
 
+def check_fittable(data: Data) -> None:
+    """Raise InsufficientData, counting what the runs lack, when no production run can be
+    fitted (the fit needs one: a user's step logs without a layout have none)."""
+    if (data.fit & ~data.playbook).any():
+        return
+    runs = data.runs
+    measured = np.isfinite(data.log_t)
+    ok = runs["status"].to_numpy() == "ok"
+    all_three = data.has_layout & measured & ok
+    raise InsufficientData(
+        f"calibrate: no run can be fitted: of the {len(runs):,} runs, "
+        f"{int(data.has_layout.sum()):,} state a layout (tp or pp), {int(measured.sum()):,} "
+        f"have a measured MFU or HFU on hardware the catalog knows, {int(ok.sum()):,} have "
+        f"status ok, and {int((all_three & ~data.playbook).sum()):,} have all three outside "
+        "the Playbook's sweep (fitted on its own). Step logs state a layout in their sidecars "
+        "(tp, pp: data/raw/logs/README.md)")
+
+
 def compute(inputs: Inputs, s: Settings) -> Result:
     """The calibrate stage (declared in pipeline/calibrate/contract.py)."""
     # one BLAS thread: the solves are small and dense; more threads only contend on a shared box
@@ -242,6 +261,7 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
                       s.theory.bounds.aspect_ratio)
 
     data = load_data(runs, base)
+    check_fittable(data)
     fitted = fit_forms(data, {k: list(v) for k, v in cfg.forms.items()}, cfg.criterion,
                        em_rounds=cfg.em_rounds, balance=cfg.balance, workers=cfg.workers)
     points = ho.series_table(runs, series)   # the holdout cases' and the targets'

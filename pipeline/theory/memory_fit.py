@@ -286,19 +286,32 @@ def _fit_dict(fit: OverheadFit, const: MemoryConstants) -> dict:
 
 
 def _held_out_fit(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
-                  family: np.ndarray, model: np.ndarray, cfg, held_out: int) -> OverheadFit:
-    """The overhead fitted on the rows whose ``model`` code is not ``held_out``."""
-    rest = model != held_out
+                  family: np.ndarray, model: np.ndarray, cfg,
+                  held_out: tuple[int, ...]) -> OverheadFit:
+    """The overhead fitted on the rows whose ``model`` code is not in ``held_out``."""
+    rest = ~np.isin(model, held_out)
     return _fit(fixed[rest], activations[rest], measured[rest], family[rest], cfg)
+
+
+def group_folds(groups: list[int], max_folds: int) -> list[tuple[int, ...]]:
+    """The held-out folds: one group each while there are at most ``max_folds`` groups; past
+    that, the sorted groups dealt round-robin into ``max_folds`` folds (group k-fold, as
+    calibrate's ``holdout.source_folds``), so the number of fits stays fixed while each fit's
+    data grow: the cost is linear in the runs, not runs x groups."""
+    groups = sorted(groups)
+    if len(groups) <= max_folds:
+        return [(g,) for g in groups]
+    return [tuple(groups[i::max_folds]) for i in range(max_folds)]
 
 
 def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.ndarray,
                          measured: np.ndarray, family: np.ndarray, cfg,
                          workers: int = 1) -> np.ndarray:
     """Each row's peak predicted by the overhead fitted without its group's rows (one group
-    per model). A fit sees the other groups' fittable rows only (``fit_rows``: the same fit,
-    without a pass over every run per group), and the groups with no fittable row share one
-    fit, that of all fittable rows. The fits are independent: a map over ``workers``
+    per model; past ``cfg.max_holdout_folds`` groups with fittable rows, without its fold's:
+    ``group_folds``). A fit sees the other groups' fittable rows only (``fit_rows``: the same
+    fit, without a pass over every run per group), and the groups with no fittable row share
+    one fit, that of all fittable rows. The fits are independent: a map over ``workers``
     processes."""
     pred = np.full(len(groups), np.nan)
     code, _ = pd.factorize(groups)
@@ -308,12 +321,13 @@ def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.n
     measured_groups = sorted(set(code[usable].tolist()))
     shared = (fixed[usable], activations[usable], measured[usable], family[usable],
               code[usable], cfg)
-    fits = dict(zip(measured_groups, map_in_order(_held_out_fit, measured_groups, workers,
-                                                  shared=shared)))
+    folds = group_folds(measured_groups, cfg.max_holdout_folds)
+    fold_fits = map_in_order(_held_out_fit, folds, workers, shared=shared)
+    fits = {g: fit for fold, fit in zip(folds, fold_fits) for g in fold}
     for g, mine in enumerate(rows_of):
         if g not in fits:  # no fittable row of its own: the fit of all fittable rows
             if -1 not in fits:
-                fits[-1] = _held_out_fit(*shared, -1)
+                fits[-1] = _held_out_fit(*shared, (-1,))
             g = -1
         fit = fits[g]
         pred[mine] = fixed[mine] + fit.factors(family[mine]) * activations[mine] \
