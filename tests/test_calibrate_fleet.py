@@ -72,3 +72,58 @@ def test_thousands_of_sources_are_indexed_in_linear_time(base) -> None:
     assert sum(g.n_runs_source.values()) == log_t.size
     for s, n in g.n_runs_source.items():
         assert n == int((rows.source == s).sum())
+
+
+def _huber_objective(a: np.ndarray, b: np.ndarray, u: float, sig_u: float) -> float:
+    r = np.r_[a - b * u, u / sig_u]
+    k, x = ft.HUBER_K, np.abs(np.r_[a - b * u, u / sig_u])
+    return float(np.sum(np.where(x <= k, 0.5 * r * r, k * x - 0.5 * k * k)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_source_effects_minimise_each_sources_robust_objective(seed) -> None:
+    """Against a bounded scalar minimiser, source by source: outliers (beyond the Huber
+    threshold) included, a source with one run, effects of both signs."""
+    from scipy.optimize import minimize_scalar
+    rng = np.random.default_rng(seed)
+    s_idx = np.repeat(np.arange(6), [1, 3, 5, 8, 2, 13])
+    a = rng.normal(0.0, 2.0, s_idx.size) + np.where(rng.random(s_idx.size) < 0.2, 15.0, 0.0)
+    b = rng.uniform(1.0, 8.0, s_idx.size)
+    u = ft.source_effects(a, b, s_idx, 6, 0.15)
+    for s in range(6):
+        mine = s_idx == s
+        best = minimize_scalar(lambda v: _huber_objective(a[mine], b[mine], v, 0.15),
+                               bounds=(-50, 50), method="bounded", options={"xatol": 1e-12})
+        assert u[s] == pytest.approx(best.x, abs=1e-6)
+        # at least as low as the minimiser's (whose location is good to ~sqrt(eps) only)
+        assert _huber_objective(a[mine], b[mine], u[s], 0.15) <= best.fun + 1e-13
+        # and the bracket was closed: one float either side is no lower
+        for v in (np.nextafter(u[s], -np.inf), np.nextafter(u[s], np.inf)):
+            assert _huber_objective(a[mine], b[mine], u[s], 0.15) <= \
+                _huber_objective(a[mine], b[mine], v, 0.15) + 1e-13
+    assert np.any(u > 0) and np.any(u < 0)
+
+
+def test_profiled_source_effects_reach_the_joint_optimum(base, monkeypatch) -> None:
+    """With the source effects profiled out (many sources) a solve reaches the dense joint
+    solve's optimum: the same family values, source effects, likelihood and covariance, to
+    solver tolerance. (Over several EM rounds the two paths may settle in different local
+    optima of this non-convex problem: the fitting module's docstring.)"""
+    em_rounds = 1
+    runs = simulate_runs(11, base, n_runs=400, n_sources=80, sigma_u=0.1)
+    runs.loc[runs.index % 3 == 1, "strategy"] = "deepspeed"
+    data = load_data(runs, base)
+    rows, log_t = data.subset(data.fit), data.log_t[data.fit]
+    monkeypatch.setattr(ft, "PROFILE_MIN_SOURCES", 10 ** 9)
+    dense = ft.fit_group(rows, log_t, playbook=False, em_rounds=em_rounds)
+    monkeypatch.setattr(ft, "PROFILE_MIN_SOURCES", 2)
+    profiled = ft.fit_group(rows, log_t, playbook=False, em_rounds=em_rounds)
+    assert len(dense.sources) == 80 and len(dense.families) == 2
+    np.testing.assert_allclose(profiled.z_pop, dense.z_pop, atol=1e-5)
+    for f in dense.families:
+        np.testing.assert_allclose(profiled.theta(f), dense.theta(f), rtol=1e-5, atol=1e-9)
+    assert profiled.u == pytest.approx(dense.u, abs=1e-7)
+    assert profiled.loglik == pytest.approx(dense.loglik, rel=1e-8)
+    for f in ("population", *dense.families):   # the Schur complement's inverse is the block
+        cov_d, cov_p = dense.cov_z[f], profiled.cov_z[f]
+        assert np.max(np.abs(cov_p - cov_d)) <= 1e-5 * np.max(np.abs(cov_d))
