@@ -13,10 +13,14 @@ a shared machine; wall time is printed beside.
 The growth exponent of a stage is the least-squares slope of log(CPU-s) on log(k) over the
 scales measured (target <= 1.1); ``4->16`` is the slope between the two largest, where fixed
 costs (imports, the catalog) weigh least. Then ``SMALL_LOGS`` (default 10^5) step logs of ~30
-steps each go through the ingest stage alone (target: < 2 min, < 1 GB).
+steps each go through the ingest stage alone (target: < 2 min, < 1 GB). Last,
+``FLEET_LOGS`` (default 10^4) such logs whose campaigns state a layout go through every stage:
+a fleet's archive alone, one source per campaign, the case where calibrate's source effects
+number in the thousands.
 
 Environment: ``SCALEWALL_BENCH_SCALES`` (``1,4,16``), ``SCALEWALL_BENCH_STAGES`` (all),
-``SCALEWALL_BENCH_SMALL_LOGS`` (100000; 0 skips), ``SCALEWALL_BENCH_STAGE_TIMEOUT_S`` (1800: a
+``SCALEWALL_BENCH_SMALL_LOGS`` (100000; 0 skips), ``SCALEWALL_BENCH_FLEET_LOGS`` (10000; 0
+skips), ``SCALEWALL_BENCH_STAGE_TIMEOUT_S`` (1800: a
 stage still running then is killed and reported as such), ``SCALEWALL_BENCH_DIR`` (keep the
 generated data there instead of a temporary folder), ``SCALEWALL_BENCH_REUSE`` (with
 ``SCALEWALL_BENCH_DIR``: keep the data and stage outputs already there and run only the wanted
@@ -37,13 +41,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.scale_data import copy_shipped, small_logs
+from benchmarks.scale_data import JOB_SIZES, copy_shipped, small_logs
 from pipeline.config import PROJ_ROOT
 
 STAGES = ("ingest", "fit", "theory", "calibrate", "compare", "report")
 SCALES = tuple(int(k) for k in os.environ.get("SCALEWALL_BENCH_SCALES", "1,4,16").split(","))
 WANTED = tuple(os.environ.get("SCALEWALL_BENCH_STAGES", ",".join(STAGES)).split(","))
 SMALL_LOGS = int(os.environ.get("SCALEWALL_BENCH_SMALL_LOGS", 100_000))
+FLEET_LOGS = int(os.environ.get("SCALEWALL_BENCH_FLEET_LOGS", 10_000))
 TIMEOUT_S = float(os.environ.get("SCALEWALL_BENCH_STAGE_TIMEOUT_S", 1800))
 REUSE = bool(os.environ.get("SCALEWALL_BENCH_REUSE") and os.environ.get("SCALEWALL_BENCH_DIR"))
 MAX_EXPONENT = 1.1
@@ -208,11 +213,35 @@ def measure_small_logs(n: int) -> None:
         _cleanup(root)
 
 
+def measure_fleet(n: int) -> None:
+    """Every stage on ``n`` small step logs whose campaigns state a layout: a fleet's job
+    archive alone, ``n / 8`` sources (campaigns) that calibrate fits."""
+    root = _scratch(f"fleet{n}")
+    try:
+        data = small_logs(n, root / "raw", layout=True)
+        done = []
+        for stage in STAGES:
+            cost = run_stage(stage_args(stage, data, root), root / f"{stage}.log")
+            done.append(cost)
+            print(f"scale_fleet_{n}_{stage}: {cost} ({cost.wall_s:.1f} s wall, load average "
+                  f"{os.getloadavg()[0]:.1f})", flush=True)
+            if not cost.ok:
+                print(f"  (log tail: {(root / f'{stage}.log').read_text()[-300:]!r})")
+                break
+        print(f"scale_fleet_{n}: {sum(c.wall_s for c in done):.0f} s wall, "
+              f"{sum(c.cpu_s for c in done):.0f} CPU-s, peak {max(c.rss_mb for c in done):.0f} MB "
+              f"over {len(done)} stages ({n // len(JOB_SIZES)} campaigns)", flush=True)
+    finally:
+        _cleanup(root)
+
+
 def main() -> None:
     if WANTED != ("",):
         summarize(measure_scales())
     if SMALL_LOGS:
         measure_small_logs(SMALL_LOGS)
+    if FLEET_LOGS:
+        measure_fleet(FLEET_LOGS)
 
 
 if __name__ == "__main__":

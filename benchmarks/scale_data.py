@@ -82,10 +82,14 @@ def _copy_mlperf(root: Path, copy: int) -> None:
                                                  mtime=0))
 
 
-def write_params(root: Path, mlperf_root: Path | None) -> Path:
-    """``root/params.yaml``: the project's, with the MLPerf roots pointed at ``mlperf_root``."""
+def write_params(root: Path, mlperf_root: Path | None, own_sources: bool = False) -> Path:
+    """``root/params.yaml``: the project's, with the MLPerf roots pointed at ``mlperf_root``;
+    with ``own_sources`` (data that hold none of the shipped sources) the report names none of
+    them, as a user's own params would."""
     params = yaml.safe_load((PROJ_ROOT / "params.yaml").read_text(encoding="utf-8"))
     params["ingest"]["mlperf_roots"] = [] if mlperf_root is None else [str(mlperf_root)]
+    if own_sources:
+        params["report"].update(strategy_sources=[], strategy_models={}, focus=[])
     params["ingest"]["allow_mlperf_roots_outside_project"] = True
     path = root / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -104,8 +108,10 @@ def copy_shipped(k: int, root: Path) -> dict[str, Path]:
     return {"published": published, "logs": logs, "params": write_params(root, mlperf)}
 
 
-def small_logs(n: int, root: Path) -> dict[str, Path]:
-    """``n`` small step logs under ``root/logs`` (no published tables, no MLPerf trees)."""
+def small_logs(n: int, root: Path, layout: bool = False) -> dict[str, Path]:
+    """``n`` small step logs under ``root/logs`` (no published tables, no MLPerf trees). With
+    ``layout`` each campaign's sidecar also states tp 2 and pp 1, so the runs whose logs give
+    an MFU are fitted by calibrate: a fleet of ``n / 8`` campaigns, each its own source."""
     published, logs = root / "published", root / "logs"
     published.mkdir(parents=True, exist_ok=True)
     writers = list(WRITERS.items())
@@ -118,9 +124,11 @@ def small_logs(n: int, root: Path) -> dict[str, Path]:
         if job == 0:
             (camp_dir / "run.yaml").write_text(
                 "accelerator: H100-SXM5-80GB\nseq_len: 4096\nmodel: llama3-8b\n"
-                f"system: cluster-{campaign % 7}\n", encoding="utf-8")
+                f"system: cluster-{campaign % 7}\n" + ("tp: 2\npp: 1\n" if layout else ""),
+                encoding="utf-8")
         (folder / "run.yaml").write_text(f"n_accelerators: {JOB_SIZES[job]}\n",
                                          encoding="utf-8")
         body = "".join(line(s) for s in range(1, STEPS_PER_LOG + 1))
         (folder / name).write_text(body, encoding="utf-8")
-    return {"published": published, "logs": logs, "params": write_params(root, None)}
+    return {"published": published, "logs": logs,
+            "params": write_params(root, None, own_sources=True)}

@@ -375,6 +375,10 @@ class ReportSettings(_Group):
     # source of step logs); `scalewall report --focus` replaces it for one rendering.
     focus: Annotated[list[Annotated[str, Field(min_length=1, max_length=500)]],
                      Field(max_length=1000)] = []
+    # "Your runs" details this many series (the largest N first) and lists this many runs in
+    # no series and rejected logs; a fleet's others are counted (``--focus`` details any)
+    series_shown: Annotated[int, Field(ge=1, le=10_000)] = 10
+    runs_shown: Annotated[int, Field(ge=1, le=1_000_000)] = 50
 
     @field_validator("strategy_models")
     @classmethod

@@ -58,3 +58,15 @@ def test_caveat_names_the_sources_where_a_naive_rule_wins() -> None:
     assert "0.70-0.95." in text and "within the noise" not in text
     assert "A naive rule predicts better on dgxc; the gain comes from playbook." in text
     assert ratio_ci(_pred(1.0).iloc[0:0], "largest_k1", seed=0) is None
+
+
+def test_caveat_leaves_out_an_undefined_ratio_interval() -> None:
+    """A ratio is null where the naive rule's median error is 0 (a fleet's logs that all print
+    the same numbers): that holdout's interval is left out, the other one is still quoted."""
+    largest = {"largest_k1": {"all": {"ratio": None, "ratio_ci": [None, None]},
+                              "logs/c1": {"ratio": None}, "dgxc": {"ratio": 1.4}},
+               "largest_k2": {"all": {"ratio": 0.9, "ratio_ci": [0.8, 1.1]}}}
+    text = _gain_caveat(largest)
+    assert "k=2 0.80-1.10: the gain is within the noise." in text and "k=1" not in text
+    assert "A naive rule predicts better on dgxc." in text and "logs/c1" not in text
+    assert _gain_caveat({"largest_k1": {"all": {"ratio_ci": [None, None]}}}) == ""

@@ -125,3 +125,58 @@ def test_report_shows_single_runs_and_rejects_by_default_and_under_focus(
     focused = focused_report(chain, "logs/single", tmp_path / "again")
     focused = focused[focused.index("## Your runs"):focused.index("## Key findings")]
     assert "single/train.log" in focused and "Your runs in no scaling series" in focused
+
+
+def _fleet(n_campaigns: int) -> ReportData:
+    """A fleet's archive: each campaign one series of 3 runs (its largest N growing with its
+    number), one lone run, one rejected log; frames as the report reads them."""
+    runs, series, rejects = [], [], []
+    for c in range(n_campaigns):
+        sid = f"logs/c{c:03d}/s"
+        for k, n in enumerate((8, 16, 8 * (c + 3))):
+            runs.append(_run(f"c{c:03d}-{k}", f"logs/c{c:03d}", "log", n, series_id=sid))
+        runs.append(_run(f"c{c:03d}-alone", f"logs/c{c:03d}", "log", 4 + c))
+        series.append({"series_id": sid, "source": f"logs/c{c:03d}", "model": "llama3-8b",
+                       "accelerator": "H100-SXM5-80GB", "scaling": "strong", "n_min": 8,
+                       "n_max": 8 * (c + 3), "n_points": 3})
+        rejects.append({"source": f"logs/c{c:03d}", "path": f"data/raw/logs/c{c:03d}/x.log",
+                        "line": 0, "record": "",
+                        "reason": ("conflict: a" if c % 3 else "too_few_steps: b")})
+    d = _data(runs, rejects=rejects)
+    d.frames["series"] = pd.DataFrame(series)
+    return d
+
+
+def test_a_fleets_your_runs_details_the_largest_and_counts_the_rest() -> None:
+    """Past ``series_shown`` series and ``runs_shown`` runs or rejects, "Your runs" details
+    the series reaching the largest N, lists the lone runs of largest N and the first rejects
+    by path, and counts every one (rejects by reason code): a fleet's archive stays a section
+    to read, and its cost stops growing with the campaigns."""
+    from pipeline.report.your_runs import your_runs_section
+    d = _fleet(30)
+    got = your_runs_section(d, [], series_shown=4, listed_shown=5)
+    assert [e["series_id"] for e in got["series"]] == [f"logs/c{c:03d}/s" for c in range(26, 30)]
+    assert got["n_series"] == 30 and got["n_runs"] == 120
+    assert got["n_singles"] == 30 and [s["run_id"] for s in got["singles"]] == \
+        [f"c{c:03d}-alone" for c in range(25, 30)]
+    assert got["n_rejected"] == 30
+    assert [r["path"] for r in got["rejected"]] == [f"data/raw/logs/c{c:03d}/x.log"
+                                                     for c in range(5)]
+    assert [(c["code"], c["count"]) for c in got["rejected_by_code"]] == \
+        [("conflict", 20), ("too_few_steps", 10)]
+    # under the caps nothing is left out, and nothing is said about it
+    small = your_runs_section(_fleet(3), [], series_shown=4, listed_shown=5)
+    assert len(small["series"]) == small["n_series"] == 3 and len(small["singles"]) == 3
+
+    from pipeline.report.render import environment
+    for markdown in (False, True):
+        env = environment(autoescape=not markdown, markdown=markdown)
+        macros = env.get_template("_your_runs.j2").module
+        text = str(macros.rejected_intro(got))
+        assert "30 in all, by reason: conflict 20" in text and "too_few_steps 10" in text
+        assert "The first 5 by path" in text
+        assert "5 of 30 listed: those of largest N" in str(macros.singles_intro(got))
+        intro = str(env.get_template("_focus.j2").module.intro(got, markdown))
+        assert "30 scaling series" in intro and "the 4 reaching the largest N are detailed" in intro
+        assert "reaching the largest N" not in str(env.get_template("_focus.j2").module
+                                                    .intro(small, markdown))

@@ -86,27 +86,35 @@ def _parameter_rows(d: ReportData) -> list[list[str]]:
 
 
 
+def _interval(ci: Any) -> tuple[float, float] | None:
+    """A (low, high) pair of finite numbers, or None: a ratio is undefined (null) where the
+    naive rule's median error is 0, as on logs that all print the same numbers."""
+    if not ci or len(ci) != 2 or any(not isinstance(c, (int, float)) or not np.isfinite(c)
+                                     for c in ci):
+        return None
+    return float(ci[0]), float(ci[1])
+
+
 def _gain_caveat(largest: dict[str, Any]) -> str:
     """Whether the gain over the naive rules is more than noise (series-bootstrap interval of
     the ratio of median errors) and the sources on which the naive rule predicts better."""
-    parts = []
+    parts, intervals = [], []
     for holdout, label in (("largest_k1", "k=1"), ("largest_k2", "k=2")):
-        ci = largest.get(holdout, {}).get("all", {}).get("ratio_ci")
+        ci = _interval(largest.get(holdout, {}).get("all", {}).get("ratio_ci"))
         if ci:
             parts.append(f"{label} {ci[0]:.2f}-{ci[1]:.2f}")
+            intervals.append(ci)
     text = ""
     if parts:
         text += (" The ratio of its median error to the better naive rule's has a 95% interval"
                  f" (resampling series) of {' and '.join(parts)}")
-        within = any(c[0] <= 1 <= c[1] for c in (largest.get(h, {}).get("all", {})
-                                                  .get("ratio_ci") or [2, 2]
-                                                  for h in ("largest_k1", "largest_k2")))
+        within = any(lo <= 1 <= hi for lo, hi in intervals)
         text += ": the gain is within the noise." if within else "."
-    worse = {s for h in ("largest_k1", "largest_k2")
-             for s, v in largest.get(h, {}).items() if s != "all" and v.get("ratio", 0) > 1}
-    better = sorted({s for h in ("largest_k1", "largest_k2")
-                     for s, v in largest.get(h, {}).items()
-                     if s != "all" and v.get("ratio", 2) < 1} - worse)
+    ratios = [(s, v.get("ratio")) for h in ("largest_k1", "largest_k2")
+              for s, v in largest.get(h, {}).items() if s != "all"]
+    ratios = [(s, r) for s, r in ratios if isinstance(r, (int, float)) and np.isfinite(r)]
+    worse = {s for s, r in ratios if r > 1}
+    better = sorted({s for s, r in ratios if r < 1} - worse)
     if worse:
         text += (" A naive rule predicts better on " + ", ".join(sorted(worse))
                  + (f"; the gain comes from {', '.join(better)}." if better else "."))

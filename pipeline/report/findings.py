@@ -429,4 +429,4 @@ def build(d: ReportData, cfg: ReportSettings, min_success: float) -> dict[str, A
             "theory": theory_section(d, cfg.baseline_scenario), "compare": d.metrics["compare"],
             "calibration": calibration.section(d),
             "missing": d.missing,
-            "mine": your_runs_section(d, cfg.focus)}
+            "mine": your_runs_section(d, cfg.focus, cfg.series_shown, cfg.runs_shown)}

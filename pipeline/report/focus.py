@@ -30,6 +30,10 @@ SIZE_FACTOR = 1.5
 PUBLISHED_SHOWN = 5
 Y_NAMES = {"model_flops_per_s": "model FLOP/s", "tokens_per_s": "tokens/s",
            "inverse_time_to_train_per_s": "1/time-to-train (1/s)"}
+# Series detailed in "Your runs" (``report.series_shown``; each with its table, prediction,
+# plan and figure line): a fleet's thousands of campaigns are no section to read, and each
+# costs a planner search.
+SERIES_SHOWN = 10
 # Shares of the step time below this are left out of the sentence (they round to 0 %).
 MIN_SHARE = 0.005
 
@@ -155,24 +159,37 @@ def _published_alike(d: ReportData, family: str, params: float | None,
             for r in alike.head(PUBLISHED_SHOWN).itertuples()]
 
 
-def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
-    """The section's content: one entry per focus series, plus the runs in no series. The
-    interval is the fit stage's (``fit.interval``, from fit.json)."""
+def shown_series(d: ReportData, series_ids: tuple[str, ...], shown: int) -> tuple[str, ...]:
+    """The focus series detailed in the report: all of them up to ``shown``; past that (a
+    fleet's campaigns), the ``shown`` reaching the largest N (then the most runs, then by id),
+    in id order. ``scalewall report --focus <source>`` details any other."""
+    if len(series_ids) <= shown:
+        return series_ids
+    table = d.series[d.series["series_id"].isin(series_ids)]
+    top = table.sort_values(["n_max", "n_points", "series_id"],
+                            ascending=[False, False, True]).head(shown)
+    return tuple(sorted(top["series_id"]))
+
+
+def focus_section(d: ReportData, focus: list[str],
+                  shown: int = SERIES_SHOWN) -> dict[str, Any]:
+    """The section's content: one entry per focus series shown (``shown_series``), plus the
+    runs in no series. The interval is the fit stage's (``fit.interval``, from fit.json)."""
     interval = d.metrics.get("fit", {}).get("interval", 0.95)
     chosen = focus_ids(d, focus)
     series_ids, run_ids = chosen.series, chosen.runs
     runs = d.runs
+    comp = d.comparison
+    ceiling = dict(zip(comp["run_id"], comp["bound_mfu"])) \
+        if not comp.empty and "bound_mfu" in comp else {}
     entries = []
-    for sid in series_ids:
+    for sid in shown_series(d, series_ids, shown):
         mine = runs[runs["series_id"] == sid].sort_values(["n_accelerators", "run_id"])
         s = d.series[d.series["series_id"] == sid].iloc[0]
         curves = d.comparison_curves
         meas = curves[(curves["series_id"] == sid) & (curves["kind"] == "measured")] \
             if not curves.empty else curves
         eff = dict(zip(meas["n_accelerators"], meas["efficiency"])) if len(meas) else {}
-        comp = d.comparison
-        ceiling = dict(zip(comp["run_id"], comp["bound_mfu"])) \
-            if not comp.empty and "bound_mfu" in comp else {}
         points = [{"n": _num(r.n_accelerators), "step_time_s": _num(r.step_time_s),
                    "tokens_per_s": _num(r.tokens_per_s), "mfu": _num(r.mfu),
                    "ceiling_mfu": _num(ceiling.get(r.run_id)),
@@ -188,8 +205,8 @@ def focus_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
             "decomposition": _decomposition(d, mine["run_id"].iloc[-1]),
             "published": _published_alike(d, family, params if pd.notna(params) else None,
                                           set(series_ids))})
-    return {"focus": list(focus), "series": entries, "n_runs": len(run_ids),
-            "interval": interval, "multiples": list(MULTIPLES)}
+    return {"focus": list(focus), "series": entries, "n_series": len(series_ids),
+            "n_runs": len(run_ids), "interval": interval, "multiples": list(MULTIPLES)}
 
 
 def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:

@@ -22,9 +22,13 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.data import ReportData
-from pipeline.report.focus import SIZE_FACTOR, _decomposition, _num, focus_section
+from pipeline.report.focus import (SERIES_SHOWN, SIZE_FACTOR, _decomposition, _num,
+                                   focus_section)
 
 PUBLISHED_RUNS_SHOWN = 3
+# Runs in no series and rejected logs listed one by one (``report.runs_shown``); past that the
+# largest runs, the first rejects by path, and the count of each reason code.
+LISTED_SHOWN = 50
 # What to do about a log rejected with each code (the reason itself says what was wrong).
 FIXES = {
     "missing_required": "add the missing keys to the log's run.yaml (scalewall validate {path} "
@@ -96,13 +100,18 @@ def closest_published_runs(d: ReportData, family: str | None, params: float | No
             for r in pub.itertuples()]
 
 
-def single_runs(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
-    """Each of your runs in no listed series, with its measures, ceiling, decomposition, the
-    closest published runs and why it is in no series (the ingest's ``logs_without_series``)."""
+def single_runs(d: ReportData, focus: list[str], shown: int = LISTED_SHOWN
+                ) -> list[dict[str, Any]]:
+    """Each of your runs in no listed series (past ``shown`` of them, the ``shown`` of largest
+    N), with its measures, ceiling, decomposition, the closest published runs and why it is
+    in no series (the ingest's ``logs_without_series``)."""
     mine = _mine(d, focus)
     if mine.empty:
         return []
     alone = mine[~in_series(d, mine)].sort_values(["source", "n_accelerators", "run_id"])
+    if len(alone) > shown:   # the largest N first, listed in the usual order
+        alone = alone.sort_values(["n_accelerators", "run_id"], ascending=[False, True]) \
+            .head(shown).sort_values(["source", "n_accelerators", "run_id"])
     why = {e["path"]: e["reason"] for e in
            d.metrics.get("ingest", {}).get("logs_without_series", {}).get("logs", [])}
     comp = d.comparison
@@ -126,15 +135,24 @@ def single_runs(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def rejected_logs(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
-    """Each of your logs that became a reject: path, reason and the fix, by path."""
+def _your_rejects(d: ReportData, focus: list[str]) -> pd.DataFrame:
     rej = d.rejects
     if rej.empty:
-        return []
+        return rej
     mask = rej["source"].isin(focus) if focus else (
         rej["source"].astype(str).str.match(r"^logs(/|$)"))
+    return rej[mask]
+
+
+def rejected_logs(d: ReportData, focus: list[str], shown: int = LISTED_SHOWN
+                  ) -> list[dict[str, Any]]:
+    """Each of your logs that became a reject (the first ``shown`` by path): path, reason and
+    the fix, by path."""
+    rej = _your_rejects(d, focus)
+    if rej.empty:
+        return []
     out = []
-    for r in rej[mask].sort_values(["path", "line"]).itertuples():
+    for r in rej.sort_values(["path", "line"]).head(shown).itertuples():
         reason = str(r.reason)
         code = reason.split(":", 1)[0].strip()
         fix = FIXES.get(code, "see the reason; scalewall validate {path} checks the log")
@@ -143,10 +161,30 @@ def rejected_logs(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def your_runs_section(d: ReportData, focus: list[str]) -> dict[str, Any]:
+def rejected_by_code(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
+    """Your rejected logs counted by reason code (most first), each with its fix."""
+    rej = _your_rejects(d, focus)
+    if rej.empty:
+        return []
+    codes = rej["reason"].astype(str).str.split(":", n=1).str[0].str.strip()
+    counts = codes.value_counts()
+    return [{"code": c, "count": int(n), "fix": FIXES.get(c, "see each reason; scalewall "
+                                                            "validate <log> checks a log")
+             .format(path="<log>")}
+            for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def your_runs_section(d: ReportData, focus: list[str], series_shown: int = SERIES_SHOWN,
+                      listed_shown: int = LISTED_SHOWN) -> dict[str, Any]:
     """The whole "Your runs" section: the series (``focus.focus_section``), then the runs in
-    no series and the rejected logs, for the default focus and for ``--focus`` alike."""
-    section = focus_section(d, focus)
-    section["singles"] = single_runs(d, focus)
-    section["rejected"] = rejected_logs(d, focus)
+    no series and the rejected logs, for the default focus and for ``--focus`` alike; past
+    ``series_shown`` series and ``listed_shown`` runs or rejects (a fleet's archive), the
+    largest are detailed and the counts say how many there are."""
+    section = focus_section(d, focus, series_shown)
+    mine = _mine(d, focus)
+    section["n_singles"] = 0 if mine.empty else int((~in_series(d, mine)).sum())
+    section["singles"] = single_runs(d, focus, listed_shown)
+    section["n_rejected"] = len(_your_rejects(d, focus))
+    section["rejected"] = rejected_logs(d, focus, listed_shown)
+    section["rejected_by_code"] = rejected_by_code(d, focus)
     return section
