@@ -217,8 +217,6 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             parts.append(u / sig_u)
         return np.concatenate(parts)
 
-    # each source's runs in ascending order (as np.flatnonzero(s_idx == i)), from one sort
-    by_source = np.split(np.argsort(s_idx, kind="stable"), np.cumsum(n_src)[:-1])
     n = log_t.size
     # The runs each family column moves: all for a population value, the family's own for a
     # deviation, none for a held parameter (held at OFF whatever its z). Their step times at
@@ -288,7 +286,8 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
                               S, sig_u)
 
     def full(theta_x):
-        return np.concatenate([theta_x, effects(log_step_time(rows, theta_rows(theta_x)))])
+        # ``modelled`` reads the family values only: its memo then serves ``resid`` on the result
+        return np.concatenate([theta_x, effects(modelled(theta_x))])
 
     def presid(theta_x):
         return resid(full(theta_x))
@@ -373,7 +372,7 @@ def source_effects(a: np.ndarray, b: np.ndarray, s_idx: np.ndarray, n_sources: i
     hi = np.maximum(np.maximum.reduceat(ratio, starts), 0.0)
     for _ in range(1100):   # halvings from a bracket of ~1e308 to adjacent floats at ~1e-308
         mid = 0.5 * (lo + hi)
-        if np.all((mid == lo) | (mid == hi)):   # no float left between the ends
+        if np.all((mid == lo) | (mid == hi) | np.isnan(mid)):   # no float left between ends
             break
         psi = np.clip(a - b * mid[s_idx], -HUBER_K, HUBER_K)
         g = np.clip(mid / sig_u, -HUBER_K, HUBER_K) / sig_u \
