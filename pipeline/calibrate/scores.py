@@ -20,16 +20,35 @@ def common_cases(pred: pd.DataFrame, predictors: list[str]) -> pd.DataFrame:
 
 
 def table(pred: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """n, median_ape, p90_ape, coverage (of rows with an interval) per group."""
-    def agg(g: pd.DataFrame) -> pd.Series:
-        with_pi = g["pi_low"].notna()
-        return pd.Series(dict(n=int(len(g)), median_ape=float(g["ape"].median()),
-                              p90_ape=float(g["ape"].quantile(0.9)),
-                              coverage=float(g.loc[with_pi, "covered"].mean()) if with_pi.any()
-                              else np.nan))
+    """n, median_ape, p90_ape, coverage (of rows with an interval) per group, groups in sorted
+    order. The statistics are numpy's on each group's values (NaN APEs left out, as pandas'
+    ``median`` and ``quantile`` do): the numbers of a pandas ``groupby().apply`` per group, bit
+    for bit, without a frame and a Series per group (a fleet's thousands of sources made
+    ~10^5 groups: minutes)."""
+    columns = by + ["n", "median_ape", "p90_ape", "coverage"]
     if pred.empty:
-        return pd.DataFrame(columns=by + ["n", "median_ape", "p90_ape", "coverage"])
-    return pred.groupby(by).apply(agg, include_groups=False).reset_index()
+        return pd.DataFrame(columns=columns)
+    grouped = pred.groupby(by, sort=True)
+    code = grouped.ngroup().to_numpy()
+    keys = grouped.size().index   # group number i is keys[i]
+    valid = code >= 0             # rows with a missing key belong to no group (as apply)
+    order = np.flatnonzero(valid)[np.argsort(code[valid], kind="stable")]
+    bounds = np.cumsum(np.bincount(code[valid], minlength=len(keys)))[:-1]
+    ape = pred["ape"].to_numpy(float)
+    with_pi = pred["pi_low"].notna().to_numpy()
+    covered = pred["covered"].to_numpy(float)
+    stats = np.full((len(keys), 4), np.nan)
+    for g, rows in enumerate(np.split(order, bounds)):
+        values = ape[rows]
+        values = values[~np.isnan(values)]
+        hit = covered[rows[with_pi[rows]]]
+        hit = hit[~np.isnan(hit)]
+        stats[g] = (rows.size, np.median(values) if values.size else np.nan,
+                    np.percentile(values, 90.0) if values.size else np.nan,
+                    hit.sum(dtype=float) / hit.size if hit.size else np.nan)
+    out = keys.to_frame(index=False) if isinstance(keys, pd.MultiIndex) else \
+        pd.DataFrame({by[0]: keys.to_numpy()})
+    return out.assign(**{name: stats[:, j] for j, name in enumerate(columns[len(by):])})
 
 
 def predictor_table(pred: pd.DataFrame) -> pd.DataFrame:

@@ -295,6 +295,11 @@ def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
     return save(fig, out / "calibrate_efficiency.png")
 
 
+# Sources drawn in the decomposition figure (two bars each); past that (a fleet's campaigns,
+# one source each) those with most series, the title says so; the table lists them all.
+SOURCES_DRAWN = 12
+
+
 def decomposition(d: ReportData, out: Path) -> Path:
     """Stacked lost shares per source at the smallest and largest N (medians over series)."""
     fig, ax = new_figure(1, 4.0)
@@ -302,7 +307,14 @@ def decomposition(d: ReportData, out: Path) -> Path:
     if t.empty:
         note(ax, "no series with two or more N")
         return save(fig, out / "calibrate_decomposition.png")
-    t = t[t["end"] != "change"].iloc[::-1]
+    t = t[t["end"] != "change"]
+    n_sources = t["source"].nunique()
+    if n_sources > SOURCES_DRAWN:   # a fleet's campaigns: the sources with most series
+        most = (t.drop_duplicates("source").sort_values(["n_series", "source"],
+                                                        ascending=[False, True])
+                .head(SOURCES_DRAWN)["source"])
+        t = t[t["source"].isin(set(most))]
+    t = t.iloc[::-1]
     labels = [f"{r.source}: {r.end} N ≈ {num(r.n_accelerators)}" for r in t.itertuples()]
     left = t["measured_mfu"].to_numpy(float).copy()
     ax.barh(range(len(t)), left, color="#1b7837", label="useful (MFU)", edgecolor="white", lw=0.3)
@@ -314,7 +326,9 @@ def decomposition(d: ReportData, out: Path) -> Path:
         left += v
     ax.set_yticks(range(len(t)), labels, fontsize=7)
     ax.set(xlabel="share of the measured step time (negative residuals not drawn)",
-           title="where the step time goes: smallest and largest N per source")
+           title="where the step time goes: smallest and largest N per source" + (
+               f"\n(the {SOURCES_DRAWN} of {n_sources:,} sources with most series)"
+               if n_sources > SOURCES_DRAWN else ""))
     ax.legend(frameon=False, ncol=4, fontsize=6.5, loc="upper center",
               bbox_to_anchor=(0.5, -0.15))
     return save(fig, out / "calibrate_decomposition.png")
