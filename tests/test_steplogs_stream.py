@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.ingest.sources.common import shown_path
 from pipeline.ingest.sources.steplogs import reader
@@ -68,3 +70,22 @@ def test_closing_the_stream_early_stops_the_workers(tmp_path, monkeypatch):
     assert first.path.endswith(find_logs(FIXTURES)[0].name)
     stream.close()
     assert list(stream) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "a.b", "a-b", "a0", "B", "a b", "é"]),
+                         min_size=1, max_size=3), min_size=1, max_size=12))
+def test_find_logs_lists_in_path_order(tmp_path_factory, folders) -> None:
+    """The logs come in the order of sorted Paths (component by component: ``a/x.log`` before
+    ``a-b/x.log`` and ``a.b/x.log``, though '-' and '.' sort before '/' as text), from the
+    texts of the listing."""
+    root = tmp_path_factory.mktemp("order")
+    made = set()
+    for parts in folders:
+        folder = root.joinpath(*parts)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("x.log", "y.txt.gz", "README.md", "run.yaml"):
+            (folder / name).write_bytes(b"")
+        made.update({folder / "x.log", folder / "y.txt.gz"})
+    got = find_logs(root)
+    assert got == sorted(made) and all(isinstance(p, Path) for p in got)

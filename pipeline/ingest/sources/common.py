@@ -48,6 +48,8 @@ _TEXT_CONTROLS = bytes([8, 9, 10, 12, 13, 27])
 _CONTROLS = bytes(b for b in range(32) if b not in _TEXT_CONTROLS) + b"\x7f"
 _KEEP_ONLY_CONTROLS = bytes(b for b in range(256) if b not in _CONTROLS)
 
+_KNOWN_COMPRESSION = COMPRESSED_SUFFIXES + OTHER_COMPRESSION
+
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _zstd.ZstdError)
 
 
@@ -55,9 +57,11 @@ def logical_name(path: str | Path) -> str:
     """The file name less a compression suffix: ``result_0.txt.gz`` -> ``result_0.txt``."""
     # A bare name (a folder listing's) is its own name: no Path built for it.
     name = path if isinstance(path, str) and "/" not in path and path != "." else Path(path).name
-    for suffix in COMPRESSED_SUFFIXES + OTHER_COMPRESSION:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
+    lower = name.lower()
+    if lower.endswith(_KNOWN_COMPRESSION):   # one test for the usual name (no compression)
+        for suffix in _KNOWN_COMPRESSION:
+            if lower.endswith(suffix):
+                return name[: -len(suffix)]
     return name
 
 

@@ -111,13 +111,15 @@ def find_logs(logs_dir: Path) -> list[Path]:
             with os.scandir(folders.pop()) as entries:
                 for entry in entries:
                     if is_log_name(entry.name):
-                        found.append(Path(entry.path))
+                        found.append(entry.path)
                     with contextlib.suppress(OSError):
                         if entry.is_dir(follow_symlinks=False):
                             folders.append(entry.path)
         except PermissionError:
             continue
-    return sorted(found)
+    # Path order (component by component, as ``sorted`` of Paths), from the texts: comparing
+    # 10^5 Path objects cost more than listing them
+    return [Path(p) for p in sorted(found, key=lambda p: p.split(os.sep))]
 
 
 def is_log_name(name: str) -> bool:
