@@ -4,9 +4,9 @@ numpy and OpenBLAS pick their SIMD kernels for the processor they load on: on a 
 AVX-512, numpy's ``exp``/``log``/reductions and OpenBLAS's matrix kernels (``SkylakeX``) round
 differently in the last bits from the AVX2 kernels (``Haswell``) of a machine without it. Those
 bits reach the outputs: on the shipped data, an AVX-512 machine (2026-12-05, AMD EPYC) rewrote
-11 of the committed outputs of ``dvc repro``, and fit.json's count of series whose best law by
-AICc is ``usl`` went from 63 to 65 (two near-ties broken the other way). So ``dvc repro`` churned
-on every machine unlike the one that last ran it.
+28 of the 46 outputs of ``dvc repro``, and fit.json's counts of series by their best law by
+AICc changed (amdahl 59 -> 58, comm 18 -> 19, usl 63 -> 65). So ``dvc repro`` churned on every
+machine unlike the one that last ran it.
 
 ``pin()`` runs when ``pipeline`` is first imported, before numpy is: it asks both libraries
 for the AVX2 kernels (``OPENBLAS_CORETYPE=Haswell``, read by numpy's and scipy's OpenBLAS when
