@@ -69,7 +69,8 @@ class ContractError(ValueError):
 
 class InsufficientData(ContractError):
     """A stage's inputs keep their contracts but hold nothing it can compute from (no run that
-    calibrate can fit): the stage stops (exit 1) with a message saying what the data lack."""
+    calibrate can fit): not a bug but the data, reported as a ContractError is (``error: ...``,
+    exit 1), with a message saying what the data lack."""
 
 
 class Metrics(BaseModel):

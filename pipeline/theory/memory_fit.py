@@ -345,7 +345,11 @@ def score(scored: pd.DataFrame, cfg, workers: int = 1) -> dict:
     pred = held_out_predictions(groups, fixed, act, measured,
                                 scored["family"].to_numpy(object), cfg, workers)
     scored = scored.assign(predicted=pred, group=groups)
-    out: dict[str, Any] = {"held_out": "by model (overhead fitted without the model's runs)"}
+    n_models = groups[fit_rows(fixed, act, measured)].nunique()
+    out: dict[str, Any] = {"held_out": "by model (overhead fitted without the model's runs)"
+                           if n_models <= cfg.max_holdout_folds else
+                           f"by model, in {cfg.max_holdout_folds} folds of the {n_models} models "
+                           "with a measured peak (overhead fitted without the fold's runs)"}
     peak = scored[np.isfinite(measured) & (measured > 0) & np.isfinite(pred)]
     out["peak_memory"] = {"overall": _ape(peak, "predicted"),
                           "naive_overall": _ape(peak, "naive"),
