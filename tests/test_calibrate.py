@@ -340,7 +340,7 @@ def test_parameters_stay_in_their_physical_ranges() -> None:
 
 
 def test_source_folds_hold_every_source_out_once_and_cap_the_refits() -> None:
-    from pipeline.calibrate.holdout import source_folds
+    from pipeline.folds import group_folds as source_folds
 
     few = [f"s{i:02d}" for i in range(7)]
     assert source_folds(few, 16) == [[s] for s in few]

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from pipeline.config import load_params, settings
-from pipeline.theory.memory_fit import _fit, fit_rows, group_folds, held_out_predictions
+from pipeline.folds import group_folds
+from pipeline.theory.memory_fit import _fit, fit_rows, held_out_predictions
 
 GB = 1e9
 
@@ -60,15 +61,6 @@ def test_held_out_predictions_equal_one_fit_per_group_on_every_other_row() -> No
     pooled = _fit(fixed, act, measured, family, cfg)
     assert not np.array_equal(direct, fixed + pooled.factors(family) * act
                               + pooled.overhead.fixed_bytes)
-
-
-def test_group_folds_deal_the_sorted_groups_past_the_cap() -> None:
-    assert group_folds([4, 1, 2], 3) == [(1,), (2,), (4,)]
-    folds = group_folds(list(range(10))[::-1], 3)
-    assert folds == [(0, 3, 6, 9), (1, 4, 7), (2, 5, 8)]
-    assert sorted(g for fold in group_folds(list(range(112)), 16) for g in fold) == \
-        list(range(112))
-    assert len(group_folds(list(range(112)), 16)) == 16
 
 
 def test_past_the_cap_each_fold_is_fitted_without_all_of_its_groups() -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from pipeline.folds import group_folds
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate.estimate import Data, Fitted, fit_groups, parallel_workers
@@ -148,7 +149,8 @@ def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: Ca
     The model is refitted once per (source, k) without the held-out runs of every case of that
     source at that k (warm start, residual sds of the full fit), then each case is anchored on
     its own training runs: y_model = MFU x N x peak, up to a series constant. Past
-    ``max_holdout_folds`` sources at one k, the sources share refits (``source_folds``).
+    ``max_holdout_folds`` sources at one k, the sources share refits
+    (``pipeline.folds.group_folds``).
     """
     rows: list[dict] = []
     sd_within = within_series_sd(data, predicted_log_time(data, fitted, data.fit))
@@ -160,7 +162,7 @@ def largest_k_predictions(cases: list[Case], data: Data, fitted: Fitted, cfg: Ca
     groups: dict[tuple[str, int], list[Case]] = {}
     for k in sorted({k for _, k in by_key}):
         sources = sorted(s for s, kk in by_key if kk == k)
-        for fold in source_folds(sources, cfg.max_holdout_folds):
+        for fold in group_folds(sources, cfg.max_holdout_folds):
             groups[(fold[0], k)] = [c for s in fold for c in by_key[(s, k)]]
     run_ids = data.runs["run_id"].astype(str)
     keeps = []
@@ -223,15 +225,6 @@ def conformal_by_source(scores: np.ndarray, sources: np.ndarray, production: np.
     return out
 
 
-def source_folds(sources: list[str], max_folds: int) -> list[list[str]]:
-    """The held-out groups: one source each while there are at most ``max_folds`` sources;
-    past that, the sorted sources dealt round-robin into ``max_folds`` folds (group k-fold), so
-    the number of refits, each on data that grows with the sources, stays fixed."""
-    if len(sources) <= max_folds:
-        return [[s] for s in sources]
-    return [sources[i::max_folds] for i in range(max_folds)]
-
-
 def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, interval: float
                        ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Leave-one-source-out: every source with >= ``min_source_runs`` fitted runs is left out of
@@ -244,7 +237,7 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, inter
     counts = pd.Series(source[data.fit]).value_counts()
     held_out = sorted(counts[counts >= cfg.min_source_runs].index)
     log_pred = np.full(source.size, np.nan)
-    folds = [np.isin(source, fold) for fold in source_folds(held_out, cfg.max_holdout_folds)]
+    folds = [np.isin(source, fold) for fold in group_folds(held_out, cfg.max_holdout_folds)]
     fold_fits = refits(data, fitted, cfg, [(data.fit & ~out_of_fold, dict(em_rounds=2))
                                            for out_of_fold in folds])
     for out_of_fold, refit in zip(folds, fold_fits):

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline.folds import group_folds
 from pipeline.config import settings
 from pipeline.frameworks import DEFAULT_FAMILY, family_of
 from pipeline.processes import map_in_order
@@ -287,21 +288,10 @@ def _fit_dict(fit: OverheadFit, const: MemoryConstants) -> dict:
 
 def _held_out_fit(fixed: np.ndarray, activations: np.ndarray, measured: np.ndarray,
                   family: np.ndarray, model: np.ndarray, cfg,
-                  held_out: tuple[int, ...]) -> OverheadFit:
+                  held_out: list[int]) -> OverheadFit:
     """The overhead fitted on the rows whose ``model`` code is not in ``held_out``."""
     rest = ~np.isin(model, held_out)
     return _fit(fixed[rest], activations[rest], measured[rest], family[rest], cfg)
-
-
-def group_folds(groups: list[int], max_folds: int) -> list[tuple[int, ...]]:
-    """The held-out folds: one group each while there are at most ``max_folds`` groups; past
-    that, the sorted groups dealt round-robin into ``max_folds`` folds (group k-fold, as
-    calibrate's ``holdout.source_folds``), so the number of fits stays fixed while each fit's
-    data grow: the cost is linear in the runs, not runs x groups."""
-    groups = sorted(groups)
-    if len(groups) <= max_folds:
-        return [(g,) for g in groups]
-    return [tuple(groups[i::max_folds]) for i in range(max_folds)]
 
 
 def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.ndarray,
@@ -309,9 +299,9 @@ def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.n
                          workers: int = 1) -> np.ndarray:
     """Each row's peak predicted by the overhead fitted without its group's rows (one group
     per model; past ``cfg.max_holdout_folds`` groups with fittable rows, without its fold's:
-    ``group_folds``). A fit sees the other groups' fittable rows only (``fit_rows``: the same
-    fit, without a pass over every run per group), and the groups with no fittable row share
-    one fit, that of all fittable rows. The fits are independent: a map over ``workers``
+    ``pipeline.folds.group_folds``). A fit sees the other groups' fittable rows only
+    (``fit_rows``: the same fit, without a pass over every run per group), and the groups with
+    no fittable row share one fit, that of all fittable rows. The fits are independent: a map over ``workers``
     processes."""
     pred = np.full(len(groups), np.nan)
     code, _ = pd.factorize(groups)
@@ -327,7 +317,7 @@ def held_out_predictions(groups: pd.Series, fixed: np.ndarray, activations: np.n
     for g, mine in enumerate(rows_of):
         if g not in fits:  # no fittable row of its own: the fit of all fittable rows
             if -1 not in fits:
-                fits[-1] = _held_out_fit(*shared, (-1,))
+                fits[-1] = _held_out_fit(*shared, [-1])
             g = -1
         fit = fits[g]
         pred[mine] = fixed[mine] + fit.factors(family[mine]) * activations[mine] \
