@@ -164,6 +164,9 @@ def test_a_fleets_your_runs_details_the_largest_and_counts_the_rest() -> None:
                                                      for c in range(5)]
     assert [(c["code"], c["count"]) for c in got["rejected_by_code"]] == \
         [("conflict", 20), ("too_few_steps", 10)]
+    # without caps (callers other than the report stage) every one is detailed
+    every = your_runs_section(d, [])
+    assert len(every["series"]) == 30 and len(every["singles"]) == len(every["rejected"]) == 30
     # under the caps nothing is left out, and nothing is said about it
     small = your_runs_section(_fleet(3), [], series_shown=4, listed_shown=5)
     assert len(small["series"]) == small["n_series"] == 3 and len(small["singles"]) == 3

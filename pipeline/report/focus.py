@@ -30,10 +30,6 @@ SIZE_FACTOR = 1.5
 PUBLISHED_SHOWN = 5
 Y_NAMES = {"model_flops_per_s": "model FLOP/s", "tokens_per_s": "tokens/s",
            "inverse_time_to_train_per_s": "1/time-to-train (1/s)"}
-# Series detailed in "Your runs" (``report.series_shown``; each with its table, prediction,
-# plan and figure line): a fleet's thousands of campaigns are no section to read, and each
-# costs a planner search.
-SERIES_SHOWN = 10
 # Shares of the step time below this are left out of the sentence (they round to 0 %).
 MIN_SHARE = 0.005
 
@@ -159,11 +155,13 @@ def _published_alike(d: ReportData, family: str, params: float | None,
             for r in alike.head(PUBLISHED_SHOWN).itertuples()]
 
 
-def shown_series(d: ReportData, series_ids: tuple[str, ...], shown: int) -> tuple[str, ...]:
-    """The focus series detailed in the report: all of them up to ``shown``; past that (a
-    fleet's campaigns), the ``shown`` reaching the largest N (then the most runs, then by id),
-    in id order. ``scalewall report --focus <source>`` details any other."""
-    if len(series_ids) <= shown:
+def shown_series(d: ReportData, series_ids: tuple[str, ...],
+                 shown: int | None) -> tuple[str, ...]:
+    """The focus series detailed in the report (``report.series_shown``; each costs a table, a
+    prediction, a planner search and a figure line): all of them up to ``shown`` (None: all);
+    past that (a fleet's campaigns), the ``shown`` reaching the largest N (then the most runs,
+    then by id), in id order. ``scalewall report --focus <source>`` details any other."""
+    if shown is None or len(series_ids) <= shown:
         return series_ids
     table = d.series[d.series["series_id"].isin(series_ids)]
     top = table.sort_values(["n_max", "n_points", "series_id"],
@@ -172,7 +170,7 @@ def shown_series(d: ReportData, series_ids: tuple[str, ...], shown: int) -> tupl
 
 
 def focus_section(d: ReportData, focus: list[str],
-                  shown: int = SERIES_SHOWN) -> dict[str, Any]:
+                  shown: int | None = None) -> dict[str, Any]:
     """The section's content: one entry per focus series shown (``shown_series``), plus the
     runs in no series. The interval is the fit stage's (``fit.interval``, from fit.json)."""
     interval = d.metrics.get("fit", {}).get("interval", 0.95)

@@ -22,13 +22,9 @@ import numpy as np
 import pandas as pd
 
 from pipeline.report.data import ReportData
-from pipeline.report.focus import (SERIES_SHOWN, SIZE_FACTOR, _decomposition, _num,
-                                   focus_section)
+from pipeline.report.focus import SIZE_FACTOR, _decomposition, _num, focus_section
 
 PUBLISHED_RUNS_SHOWN = 3
-# Runs in no series and rejected logs listed one by one (``report.runs_shown``); past that the
-# largest runs, the first rejects by path, and the count of each reason code.
-LISTED_SHOWN = 50
 # What to do about a log rejected with each code (the reason itself says what was wrong).
 FIXES = {
     "missing_required": "add the missing keys to the log's run.yaml (scalewall validate {path} "
@@ -100,16 +96,16 @@ def closest_published_runs(d: ReportData, family: str | None, params: float | No
             for r in pub.itertuples()]
 
 
-def single_runs(d: ReportData, focus: list[str], shown: int = LISTED_SHOWN
+def single_runs(d: ReportData, focus: list[str], shown: int | None = None
                 ) -> list[dict[str, Any]]:
-    """Each of your runs in no listed series (past ``shown`` of them, the ``shown`` of largest
-    N), with its measures, ceiling, decomposition, the closest published runs and why it is
+    """Each of your runs in no listed series (past ``shown`` of them, ``report.runs_shown``,
+    the ``shown`` of largest N; None: all), with its measures, ceiling, decomposition, the closest published runs and why it is
     in no series (the ingest's ``logs_without_series``)."""
     mine = _mine(d, focus)
     if mine.empty:
         return []
     alone = mine[~in_series(d, mine)].sort_values(["source", "n_accelerators", "run_id"])
-    if len(alone) > shown:   # the largest N first, listed in the usual order
+    if shown is not None and len(alone) > shown:   # the largest N, in the usual order
         alone = alone.sort_values(["n_accelerators", "run_id"], ascending=[False, True]) \
             .head(shown).sort_values(["source", "n_accelerators", "run_id"])
     why = {e["path"]: e["reason"] for e in
@@ -144,15 +140,16 @@ def _your_rejects(d: ReportData, focus: list[str]) -> pd.DataFrame:
     return rej[mask]
 
 
-def rejected_logs(d: ReportData, focus: list[str], shown: int = LISTED_SHOWN
+def rejected_logs(d: ReportData, focus: list[str], shown: int | None = None
                   ) -> list[dict[str, Any]]:
-    """Each of your logs that became a reject (the first ``shown`` by path): path, reason and
-    the fix, by path."""
+    """Each of your logs that became a reject (the first ``shown`` by path; None: all): path,
+    reason and the fix, by path."""
     rej = _your_rejects(d, focus)
     if rej.empty:
         return []
     out = []
-    for r in rej.sort_values(["path", "line"]).head(shown).itertuples():
+    rej = rej.sort_values(["path", "line"])
+    for r in (rej if shown is None else rej.head(shown)).itertuples():
         reason = str(r.reason)
         code = reason.split(":", 1)[0].strip()
         fix = FIXES.get(code, "see the reason; scalewall validate {path} checks the log")
@@ -174,8 +171,8 @@ def rejected_by_code(d: ReportData, focus: list[str]) -> list[dict[str, Any]]:
             for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def your_runs_section(d: ReportData, focus: list[str], series_shown: int = SERIES_SHOWN,
-                      listed_shown: int = LISTED_SHOWN) -> dict[str, Any]:
+def your_runs_section(d: ReportData, focus: list[str], series_shown: int | None = None,
+                      listed_shown: int | None = None) -> dict[str, Any]:
     """The whole "Your runs" section: the series (``focus.focus_section``), then the runs in
     no series and the rejected logs, for the default focus and for ``--focus`` alike; past
     ``series_shown`` series and ``listed_shown`` runs or rejects (a fleet's archive), the
