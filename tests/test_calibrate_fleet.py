@@ -61,7 +61,7 @@ def test_a_failed_svd_is_solved_again_with_the_jacobians_scaling(base, monkeypat
     assert retried.u == pytest.approx(plain.u, abs=1e-4)
 
 
-def test_thousands_of_sources_are_indexed_in_linear_time(base) -> None:
+def test_each_source_is_indexed_to_its_own_runs(base) -> None:
     """The sources' positions and runs come from a dict and one sort (list.index over
     thousands of campaigns cost runs x sources): each source's count is its runs'."""
     runs = simulate_runs(7, base, n_runs=90, n_sources=30, sigma_u=0.1)

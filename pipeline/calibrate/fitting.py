@@ -208,8 +208,12 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         return last["lst"]
 
     def resid(x):
+        return residuals(x, modelled(x))
+
+    def residuals(x, lst):
+        """The residual vector at ``x`` with the runs' modelled log step times ``lst``."""
         z_pop, delta, u = unpack(x)
-        r = weight * (log_t - modelled(x) - u[s_idx]) / sig[s_idx]
+        r = weight * (log_t - lst - u[s_idx]) / sig[s_idx]
         parts = [r, (z_pop - prior) / PRIOR_SD_Z]
         if use_delta:
             parts.append(delta.ravel() / FAMILY_SD)
@@ -304,11 +308,7 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
             lst1 = lst0.copy()
             lst1[mine] = lst
             x1[off:] = effects(lst1)
-            z_pop, delta, u = unpack(x1)
-            parts = [weight * (log_t - lst1 - u[s_idx]) / sig[s_idx],
-                     (z_pop - prior) / PRIOR_SD_Z, delta.ravel() / FAMILY_SD, u / sig_u]
-            jt[i] = (np.concatenate(parts if use_delta else parts[:2] + parts[3:]) - f0) \
-                / (x1[i] - x[i])
+            jt[i] = (residuals(x1, lst1) - f0) / (x1[i] - x[i])
         return jt.T
 
     x = _start_vector(prior, fams, sources, start, use_delta, use_u)
