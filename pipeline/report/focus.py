@@ -236,7 +236,7 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
                             alpha=0.15, lw=0)
     ax.set(xscale="log", xlabel="accelerators N", ylabel="scaling efficiency",
            title=f"your series; dashed: law to {max(MULTIPLES)}x N, band {section['interval']:.0%}")
-    ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     labels, left = [], np.zeros(len(entries))
     # the calibrated model's parts where calibrate covered the run, else the theory's
     for key, colour in COMPONENT_COLOURS.items():
@@ -255,5 +255,5 @@ def focus_figure(d: ReportData, section: dict[str, Any], out: Path) -> Path:
     bx.set(xlim=(0, max(1.0, float(left.max()))), ylim=(-0.75, len(entries) - 0.25),
            xlabel="share of the step time",
            title="where the step time goes (largest N)")
-    bx.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    bx.legend(frameon=False, ncol=3, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     return save(fig, out / "focus.png")
