@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from pipeline.io import write_text
+from pipeline.report.markdown import md_escape
 
 # Tables with more rows than this leave the body for the appendix (their CSV stays linked).
 BODY_ROWS = 10
@@ -37,8 +38,6 @@ def vega_script(page: Path = VEGA_PAGE) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    from pipeline.report.render import md_escape  # render imports this module
-
     return str(md_escape(value))
 
 

@@ -113,6 +113,46 @@ def _context_lines(measured: pd.DataFrame, chosen: set[str]
             if z - a >= 2 and sid[a] not in chosen]
 
 
+def _chosen_series(data: ReportData, ax_t: Any, ax_e: Any, chosen: list[str],
+                   focus: tuple[str, ...]) -> tuple[float, float, float, list, list]:
+    """Draw each chosen series on the throughput and efficiency panels (points, law, band);
+    returns the N range drawn, the highest efficiency and each panel's line-end labels."""
+    lo, hi, top = np.inf, 0.0, 1.0
+    labels_t, labels_e = [], []
+    for i, sid in enumerate(chosen):
+        meas, curve = _series_frames(data, sid)
+        colour, marker = family_colour(meas["accelerator_family"].iloc[0]), MARKERS[i]
+        unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
+        n_max = float(meas["n_accelerators"].max())
+        bold = {"ms": 7, "mec": "k", "mew": 1.0} if sid in focus else {"ms": 5}
+        tag(ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour,
+                      zorder=3, **bold), sid)
+        tag(ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
+                      zorder=3, **bold), sid)
+        law = law_domain(curve, n_max) if curve["predicted"].notna().any() else curve.iloc[0:0]
+        inside, past = law[law["n_accelerators"] <= n_max], law[law["n_accelerators"] >= n_max]
+        for part, ls in ((inside, "-"), (past, "--")):
+            if len(part) > 1:
+                tag(ax_t.plot(part["n_accelerators"], part["predicted"] / unit, ls,
+                              color=colour, lw=1), sid)
+                tag(ax_e.plot(part["n_accelerators"], part["efficiency_law"], ls,
+                              color=colour, lw=1), sid)
+        if len(law) > 1:
+            band(ax_t, law["n_accelerators"], law["pi_low"] / unit, law["pi_high"] / unit,
+                 colour, sid, upper=None)
+        top = max(top, float(meas["efficiency"].max()))
+        x_end = float(law["n_accelerators"].max()) if len(law) else n_max
+        end = law.iloc[-1] if len(law) else meas.iloc[-1]
+        y_t = float((end["predicted"] if len(law) else end["y"]) / unit)
+        y_e = float(end["efficiency_law"] if len(law) else end["efficiency"])
+        text = ("★ " if sid in focus else "") + series_label(data, sid)
+        labels_t.append((x_end, y_t, text, sid, colour))
+        labels_e.append((x_end, y_e, text, sid, colour))
+        lo = min(lo, float(meas["n_accelerators"].min()))
+        hi = max(hi, x_end)
+    return lo, hi, top, labels_t, labels_e
+
+
 def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             ) -> tuple[Path, Path]:
     """Throughput and efficiency against N, strong and weak scaling apart: every series grey,
@@ -138,39 +178,7 @@ def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
                               zorder=1))
             context(ax_e.plot(n, efficiency, "-", color=CONTEXT_GREY, lw=0.5, alpha=0.6,
                               zorder=1))
-        lo, hi, top = np.inf, 0.0, 1.0
-        labels_t, labels_e = [], []
-        for i, sid in enumerate(chosen):
-            meas, curve = _series_frames(data, sid)
-            colour, marker = family_colour(meas["accelerator_family"].iloc[0]), MARKERS[i]
-            unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
-            n_max = float(meas["n_accelerators"].max())
-            bold = {"ms": 7, "mec": "k", "mew": 1.0} if sid in focus else {"ms": 5}
-            tag(ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour,
-                          zorder=3, **bold), sid)
-            tag(ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
-                          zorder=3, **bold), sid)
-            law = law_domain(curve, n_max) if curve["predicted"].notna().any() else curve.iloc[0:0]
-            inside, past = law[law["n_accelerators"] <= n_max], law[law["n_accelerators"] >= n_max]
-            for part, ls in ((inside, "-"), (past, "--")):
-                if len(part) > 1:
-                    tag(ax_t.plot(part["n_accelerators"], part["predicted"] / unit, ls,
-                                  color=colour, lw=1), sid)
-                    tag(ax_e.plot(part["n_accelerators"], part["efficiency_law"], ls,
-                                  color=colour, lw=1), sid)
-            if len(law) > 1:
-                band(ax_t, law["n_accelerators"], law["pi_low"] / unit, law["pi_high"] / unit,
-                     colour, sid, upper=None)
-            top = max(top, float(meas["efficiency"].max()))
-            x_end = float(law["n_accelerators"].max()) if len(law) else n_max
-            end = law.iloc[-1] if len(law) else meas.iloc[-1]
-            y_t = float((end["predicted"] if len(law) else end["y"]) / unit)
-            y_e = float(end["efficiency_law"] if len(law) else end["efficiency"])
-            text = ("★ " if sid in focus else "") + series_label(data, sid)
-            labels_t.append((x_end, y_t, text, sid, colour))
-            labels_e.append((x_end, y_e, text, sid, colour))
-            lo = min(lo, float(meas["n_accelerators"].min()))
-            hi = max(hi, x_end)
+        lo, hi, top, labels_t, labels_e = _chosen_series(data, ax_t, ax_e, chosen, focus)
         ideal = np.array([lo, hi])
         context(ax_t.plot(ideal, ideal, "k--", lw=0.8))
         ax_t.set(xscale="log", yscale="log", xlabel="accelerators N",

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from pipeline.io import write_text
 from pipeline.report import books
+from pipeline.report.markdown import md_escape
 from pipeline.report.sections import SECTIONS
 from pipeline.report.style import BAND_SPAN, STRATEGY_NAMES
 from pipeline.text import escape_invisible
@@ -72,22 +73,6 @@ def band(low: Any, high: Any, fmt: Any = pct, why: str = "") -> str:
 def strategy(family: Any) -> str:
     """'fsdp' -> 'FSDP/ZeRO-3'; an unlisted family is shown as it is."""
     return STRATEGY_NAMES.get(str(family), str(family))
-
-
-# Characters that are Markdown syntax anywhere in a line (GFM tables: "|"), and "_" where it
-# can open or close emphasis (not between two letters or digits: "tp_pp" stays as it is).
-_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|~&]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^[#+\-=]")
-_LINE_BREAKS = re.compile(r"\s*[\r\n\u2028\u2029]+\s*")
-
-
-def md_escape(value: Any) -> Markup:
-    """``value`` as literal Markdown text: syntax characters backslash-escaped, line breaks
-    (which would end a table row or a paragraph) joined with a space. Text already marked
-    safe (template output, macro results) is returned as it is."""
-    if isinstance(value, Markup):
-        return value
-    text = _LINE_BREAKS.sub(" ", str(value))
-    return Markup(_MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text))
 
 
 def _md_join(value: Any, d: str = "", attribute: Any = None) -> Markup:
