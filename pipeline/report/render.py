@@ -18,7 +18,7 @@ from markupsafe import Markup
 from pipeline.io import write_text
 from pipeline.report import books
 from pipeline.report.markdown import md_escape
-from pipeline.report.sections import SECTIONS
+from pipeline.report.sections import SECTIONS, has_user_runs
 from pipeline.report.style import BAND_SPAN, STRATEGY_NAMES
 from pipeline.text import escape_invisible
 
@@ -123,6 +123,7 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path,
     md_figs = {k: Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
                else Path(p).as_posix() for k, p in figures.items()}
     sections = [s for s in SECTIONS if s.shown(context)]
+    context = {**context, "has_user_runs": has_user_runs(context)}
     html_book = books.FigureBook(html_figs, markdown=False, charts=charts, audits=audits)
     html_tables = books.TableBook(markdown=False)
     html = environment(True).get_template("report.html.j2").render(
