@@ -256,8 +256,24 @@ def audit(fig: plt.Figure) -> list[dict[str, object]]:
         if series or n_context or widest:
             panels.append({"title": ax.get_title(), "series": len(series),
                            "labelled": sum(series.values()), "context": n_context,
-                           "widest_band": round(widest, 3)})
+                           "widest_band": round(widest, 3),
+                           "labels_outside": _labels_outside(ax)})
     return panels
+
+
+def _labels_outside(ax: object) -> int:
+    """Line-end labels (``end_label``) of ``ax`` that reach past its axes box."""
+    texts = [t for t in ax.texts if (t.get_gid() or "").startswith("label:")]
+    if not texts:
+        return 0
+    renderer = ax.figure.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    outside = 0
+    for t in texts:
+        e = t.get_window_extent(renderer)
+        outside += e.x0 < box.x0 - 0.5 or e.x1 > box.x1 + 0.5 or e.y0 < box.y0 - 0.5 \
+            or e.y1 > box.y1 + 0.5
+    return int(outside)
 
 
 def end_labels(ax: object, items: list[tuple[float, float, str, str, str]],
