@@ -16,6 +16,8 @@ def test_a_line_splits_into_figure_measured_and_target():
         Figure("ingest_stage_s", "2.50 (2.5 CPU-s in this process)", "< 20")
     assert parse_line("plan search: 0.18 s wall (3 rows; target: < 2 s)") == \
         Figure("plan search", "0.18 s wall (3 rows)", "< 2 s")
+    assert parse_line("ranking: Spearman 0.66 (targets >= 0.75, <= 10%: missed)") == \
+        Figure("ranking", "Spearman 0.66", ">= 0.75, <= 10%: missed")
     assert parse_line("mlperf_reference_mlp_parser_MB_per_s: 7.2") == \
         Figure("mlperf_reference_mlp_parser_MB_per_s", "7.2", "")
 
