@@ -307,6 +307,45 @@ def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
     return c.elementwise_bytes_per_microbatch / _f(mach.hbm_bytes_per_s)
 
 
+def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
+                layers_stage: np.ndarray, degrees: tuple[np.ndarray, ...]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed data-parallel communication s per step, local parameters per rank): the ZeRO
+    stage decides the collectives, sent in buckets, hidden behind the step's compute
+    ``t_comp`` (``m`` microbatches) by ``dp_overlap``."""
+    tp, pp, cp, dp, ep = degrees
+    w = c.bytes_per_value
+    dense = _f(c.active_params) * (1.0 - _f(c.expert_fraction))
+    local = dense / (tp * pp) + (_f(c.params) - dense) / (tp * pp * ep)
+    grad = local * w
+    zero = _f(c.zero_stage)
+    per_layer = grad / np.maximum(layers_stage, 1.0)
+    reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
+                           per_layer)
+    gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
+                           per_layer)
+    n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
+    n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
+    stride = tp * cp
+    t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
+    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
+    t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
+    phi = _f(th.dp_overlap)
+    if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
+        phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
+    last_bwd = BACKWARD_SHARE * t_comp / m
+    first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
+    dp_exposed = np.select(
+        [zero >= 3, zero >= 1],
+        # ZeRO-3: gathers prefetched and gradients reduced layer by layer within the step
+        [np.maximum(0.0, 2.0 * t_ag + t_rs - phi * t_comp),
+         # ZeRO-1/2: the reduce-scatter behind the last backward, the parameter all-gather
+         # behind the next step's first forward
+         np.maximum(0.0, t_rs - phi * last_bwd) + np.maximum(0.0, t_ag - phi * first_fwd)],
+        np.maximum(0.0, t_ar - phi * last_bwd))
+    return dp_exposed, local
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -360,35 +399,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 
-    # Data parallel (ZeRO stage decides the collectives), in buckets.
-    dense = _f(c.active_params) * (1.0 - _f(c.expert_fraction))
-    local = dense / (tp * pp) + (_f(c.params) - dense) / (tp * pp * ep)
-    grad = local * w
     zero = _f(c.zero_stage)
-    per_layer = grad / np.maximum(layers_stage, 1.0)
-    reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
-                           per_layer)
-    gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
-                           per_layer)
-    n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
-    n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
-    stride = tp * cp
-    t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
-    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
-    t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
-    phi = _f(th.dp_overlap)
-    if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
-        phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
-    last_bwd = BACKWARD_SHARE * t_comp / m
-    first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
-    dp_exposed = np.select(
-        [zero >= 3, zero >= 1],
-        # ZeRO-3: gathers prefetched and gradients reduced layer by layer within the step
-        [np.maximum(0.0, 2.0 * t_ag + t_rs - phi * t_comp),
-         # ZeRO-1/2: the reduce-scatter behind the last backward, the parameter all-gather
-         # behind the next step's first forward
-         np.maximum(0.0, t_rs - phi * last_bwd) + np.maximum(0.0, t_ag - phi * first_fwd)],
-        np.maximum(0.0, t_ar - phi * last_bwd))
+    dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage, (tp, pp, cp, dp, ep))
 
     shard = np.where(zero >= 1, local / dp, local)
     t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)

@@ -36,7 +36,7 @@ FIXES = {
     "too_few_steps": "log more steps past warm-up, or lower ingest.logs.min_steady_steps",
     "truncated_log": "the log is cut short or empty: use the complete file",
     "not_a_run": "no step lines of a known format: set format in run.yaml, or convert the log "
-                 "to the generic JSONL format (data/raw/logs/README.md)",
+                 "to the generic JSONL format (docs/your-logs.md)",
     "no_measure": "the log prints no step time or throughput the ingest can read",
     "bad_value": "a sidecar value has the wrong type or an unknown key: see the reason",
     "malformed_row": "the file could not be read as a log or its sidecar as YAML: see the reason",

@@ -322,6 +322,36 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     return merged_facts(state, side)
 
 
+def _open(path: Path, logs_dir: Path, cache: dict, display: Any
+          ) -> tuple[str, str] | tuple[Any, str, bool, Any]:
+    """A log's sidecar and format: (sidecar, format, whole, encoding), or the reject (code,
+    detail) of an entry that is no readable text log of a known format."""
+    problem = entry_problem(path, logs_dir)
+    if problem:
+        return problem
+    try:
+        side = load_sidecar(path, logs_dir, cache, display=display)
+        kind, fmt, whole, encoding = sniff(path)
+    except SidecarError as exc:
+        return exc.code, exc.detail
+    except READ_ERRORS as exc:
+        return "unreadable", f"{display(path)}: {read_error(exc)}"
+    if kind == "empty":
+        return "truncated_log", "empty file (0 bytes)"
+    if kind == "binary":
+        return "binary_file", fmt or ("NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
+                                      "a text log")
+    if "format" in side.values:
+        fmt = side.values["format"]
+        if fmt not in FORMATS:
+            return "bad_value", (f"sidecar {side.origin['format']}: format '{fmt}' is not one "
+                                 f"of {', '.join(FORMATS)}")
+    if fmt is None:
+        return "not_a_run", ("no step lines of a known format (" + ", ".join(FORMATS)
+                             + "); set 'format:' in a sidecar to force one")
+    return side, fmt, whole, encoding
+
+
 def read_one(path: Path, logs_dir: Path, s: LogsSettings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
@@ -329,29 +359,10 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
         return shown_path(p, folders=cache)
 
     shown = display(path)
-    problem = entry_problem(path, logs_dir)
-    if problem:
-        return problem, None
-    try:
-        side = load_sidecar(path, logs_dir, cache, display=display)
-        kind, fmt, whole, encoding = sniff(path)
-    except SidecarError as exc:
-        return (exc.code, exc.detail), None
-    except READ_ERRORS as exc:
-        return ("unreadable", f"{shown}: {read_error(exc)}"), None
-    if kind == "empty":
-        return ("truncated_log", "empty file (0 bytes)"), None
-    if kind == "binary":
-        return ("binary_file", fmt or "NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
-                                      "a text log"), None
-    if "format" in side.values:
-        fmt = side.values["format"]
-        if fmt not in FORMATS:
-            return ("bad_value", f"sidecar {side.origin['format']}: format '{fmt}' is not one "
-                                 f"of {', '.join(FORMATS)}"), None
-    if fmt is None:
-        return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
-                + "); set 'format:' in a sidecar to force one"), None
+    opened = _open(path, logs_dir, cache, display)
+    if isinstance(opened, tuple) and len(opened) == 2:
+        return opened, None
+    side, fmt, whole, encoding = opened
     try:
         state, _, cut = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:

@@ -160,15 +160,41 @@ def reduce_steps(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Redu
 
 
 def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
-    """The body of ``reduce``. Over 80 lines on purpose: its masks (rank, segments, warm-up,
-    NaN loss, clock jumps) are views of the same step arrays, kept in one scope so that a
-    million-step log is never copied per step of the reduction."""
+    """The body of ``reduce``: the steps of one rank, their step times, then the steady state.
+    The helpers index the same step arrays through ``sel`` (a slice, a view, where one rank
+    logged), so a million-step log is never copied per step of the reduction."""
     step = _arr(st.step, "int64")
-    rank = _arr(st.rank, "int32")
     cols = {name: _arr(col, "float64") for name, col in st.cols.items()}
     nan_loss = (_arr(st.flags, "int8") & FLAG_NAN_LOSS) > 0
+    rank = _arr(st.rank, "int32")
     red = Reduced(columns={})
-    notes = red.notes
+    used = _one_rank(step, rank, red.notes)
+    # One rank (the usual log): index with a slice, a view, not a copy of every column.
+    sel: Any = slice(None) if used.all() else used
+    seg = np.zeros(len(step), dtype=np.int64)
+    seg[sel] = _segments(step[sel])
+    n_restarts = int(seg.max()) if len(seg) else 0
+    if n_restarts:
+        back = np.flatnonzero(np.diff(seg[sel]) > 0) + 1
+        where = ", ".join(f"line {int(_arr(st.line, 'int64')[sel][i])} (step "
+                          f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
+        red.notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
+    t, batch = _step_times(st, facts, cols, step, seg, sel, red)
+    steady, warm = _steady_steps(st, s, cols, t, batch, seg, sel, used, nan_loss, red)
+    red.columns = {"step": step, "rank": rank, "segment": seg,
+                   "line": _arr(st.line, "int64"), **cols, "step_time_s": t, "is_warmup": warm,
+                   "is_nan_loss": nan_loss, "used": steady}
+    if not red.n_steady:
+        return red
+    lines = red.columns["line"][steady]
+    red.first_line, red.last_line = int(lines.min()), int(lines.max())
+    _measures(red, cols, t, batch, steady, facts)
+    return red
+
+
+def _one_rank(step: np.ndarray, rank: np.ndarray, notes: list[str]) -> np.ndarray:
+    """The mask of the steps kept: the most frequent rank's where ranks interleave, without the
+    repeats of one step that ranks printing without a launcher prefix leave."""
     used = np.ones(len(step), dtype=bool)
     if len(step) and rank.min() != rank.max():
         ranks, counts = np.unique(rank, return_counts=True)
@@ -184,17 +210,15 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
         used[repeats] = False
         notes.append(f"{len(repeats)} repeated line(s) of the same step (ranks printing without "
                      "a prefix) set aside")
-    # One rank (the usual log): index with a slice, a view, not a copy of every column.
-    sel: Any = slice(None) if used.all() else used
-    seg = np.zeros(len(step), dtype=np.int64)
-    seg[sel] = _segments(step[sel])
-    n_restarts = int(seg.max()) if len(seg) else 0
-    if n_restarts:
-        back = np.flatnonzero(np.diff(seg[sel]) > 0) + 1
-        where = ", ".join(f"line {int(_arr(st.line, 'int64')[sel][i])} (step "
-                          f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
-        notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
+    return used
 
+
+def _step_times(st: ParseState, facts: dict[str, Any], cols: dict[str, np.ndarray],
+                step: np.ndarray, seg: np.ndarray, sel: Any,
+                red: Reduced) -> tuple[np.ndarray, np.ndarray]:
+    """(step time s, global batch samples) per step: the printed times, else from the log's
+    time stamps or batch / samples per second (named in ``red.derived``); clock jumps noted."""
+    notes = red.notes
     t = cols["step_time_s"].copy()  # filled in below where the format prints no time
     wall = cols["wall_s"]
     batch = cols["batch_samples"]
@@ -222,14 +246,23 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
         notes.append(f"{jumps} clock jump(s) or pause(s) in the time stamps (going back, or "
                      f"ahead of the printed step times by {CLOCK_JUMP_FACTOR:g}x + 60 s); "
                      "timing uses the printed step times")
+    return t, batch
 
+
+def _steady_steps(st: ParseState, s: LogsSettings, cols: dict[str, np.ndarray], t: np.ndarray,
+                  batch: np.ndarray, seg: np.ndarray, sel: Any, used: np.ndarray,
+                  nan_loss: np.ndarray, red: Reduced) -> tuple[np.ndarray, np.ndarray]:
+    """(steady, warm-up) masks: each segment's warm-up dropped, steps with a NaN loss or an
+    impossible step time left out, the final batch phase kept; ``red.n_steady`` and the summary
+    note set."""
+    notes = red.notes
     # The series that warm-up detection and the steady-state test look at.
     x = t.copy()
     for name in ("tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s"):
         if np.isfinite(x).any():
             break
         x = 1.0 / cols[name]
-    warm = np.zeros(len(step), dtype=bool)
+    warm = np.zeros(len(t), dtype=bool)
     n_warm = 0
     used_idx = None if isinstance(sel, slice) else np.flatnonzero(used)
     for part in _runs(seg[sel]):
@@ -259,15 +292,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
                     f"{red.n_steady} steady")
     if n_nan:
         notes.append(f"{n_nan} step(s) with NaN/inf loss left out")
-    red.columns = {"step": step, "rank": rank, "segment": seg, "line": _arr(st.line, "int64"),
-                   **cols, "step_time_s": t, "is_warmup": warm, "is_nan_loss": nan_loss,
-                   "used": steady}
-    if not red.n_steady:
-        return red
-    lines = red.columns["line"][steady]
-    red.first_line, red.last_line = int(lines.min()), int(lines.max())
-    _measures(red, cols, t, batch, steady, facts)
-    return red
+    return steady, warm
 
 
 def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: np.ndarray,
