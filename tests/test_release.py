@@ -181,3 +181,26 @@ def test_citation_and_licence_files_agree_with_the_project() -> None:
     assert cff["references"][0]["license"] == DATASET_LICENCE
     assert "Apache License" in (PROJ_ROOT / "LICENSE").read_text().splitlines()[1]
     assert "Version 2.0" in (PROJ_ROOT / "LICENSE").read_text()[:300]
+
+
+def test_docs_schema_names_only_released_columns() -> None:
+    import re
+    text = (PROJ_ROOT / "docs" / "dataset.md").read_text(encoding="utf-8")
+    schema = text.split("## Schema", 1)[1].split("## Sources", 1)[0]
+    rows = [line for line in schema.splitlines() if line.startswith("| ") and "`" in line]
+    named = {n for line in rows for n in re.findall(r"`([a-z_0-9]+)`", line.split("|")[2])}
+    released = {n for n, _, _ in RUN_COLUMNS} | {n for n, _, _ in ADDED_COLUMNS}
+    assert named and named <= released, sorted(named - released)
+    assert released <= named, sorted(released - named)
+
+
+def test_the_contribution_template_validates() -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.__main__ import app
+    result = CliRunner().invoke(app, [
+        "validate", str(PROJ_ROOT / "docs" / "templates" / "published_table.csv"),
+        "--catalog", str(PROJ_ROOT / "data" / "catalog"),
+        "--params", str(PROJ_ROOT / "params.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "2 records -> 2 runs, 0 rejects" in result.output
