@@ -29,10 +29,10 @@ pytestmark = pytest.mark.slow
 SECTIONS = ("Your runs", "Key findings", "Scaling with N", "Parallelism strategy at scale",
             "Against the data-movement ceiling", "What limits measured scaling",
             "Memory per accelerator", "How well the laws predict", "Hardware generations", "Power, energy and cost", "Data",
-            "Method and caveats", "Appendix: tables")
+            "What the data cover", "Method and caveats", "Appendix: tables")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
            "energy", "power_cost", "frontier", "gap", "calibrate_predicted_actual",
-           "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier")
+           "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier", "coverage")
 
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:

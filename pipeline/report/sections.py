@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipeline.config import ReportSettings
+from pipeline.report.coverage import section as coverage_section
 from pipeline.report.memory import memory_section
 
 
@@ -41,6 +42,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("hardware", "Hardware generations"),
     Section("power", "Power, energy and cost"),
     Section("data", "Data"),
+    Section("coverage", "What the data cover", lambda data, cfg: coverage_section(data.runs)),
     Section("method", "Method and caveats"),
     Section("appendix", "Appendix: tables"),
 )
