@@ -20,8 +20,13 @@ duckdb.sql("SELECT source, count(*) AS runs, max(n_accelerators) AS n_max "
 
 
 def document(v: dict[str, Any]) -> str:
-    """The card. ``v``: version, date_tag, runs, sources, rejects, coverage (tables),
-    biases (list), cite_as, sources_list."""
+    """The card. ``v``: version, date_tag, runs, sources, rejects, coverage (the tables),
+    biases (the list), cite_as (BibTeX)."""
+    return _composition(v) + _use(v)
+
+
+def _composition(v: dict[str, Any]) -> str:
+    """Title, version, motivation, composition and coverage."""
     return f"""# scalewall runs: measured training throughput of large models
 
 Version **{v['version']}**: year and month of the newest source's publication
@@ -54,7 +59,12 @@ Sources: `sources.csv` (citation, URL, licence or terms, runs, rejects, what was
 
 ![Runs per accelerator family and job size](coverage.png)
 
-## Collection and transcription
+"""
+
+
+def _use(v: dict[str, Any]) -> str:
+    """Collection, biases, uses, loading, licence, citation, maintenance."""
+    return f"""## Collection and transcription
 
 Each published table was transcribed by hand from its source into the project's published-table
 format (`data/raw/published/README.md` of the scalewall repository says, per file, what was
