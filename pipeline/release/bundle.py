@@ -45,15 +45,19 @@ def derived_summary(derived: pd.Series) -> str:
 
 def sources_table(runs: pd.DataFrame, rejects: pd.DataFrame, sources: pd.DataFrame
                   ) -> pd.DataFrame:
-    """One row per released source (sorted by id): the catalog columns, then runs, rejects,
-    accelerator families, smallest and largest N, and the derived columns."""
+    """One row per released source (sorted by id): a citation line (publisher, date, title,
+    URL), the catalog columns, then runs, rejects, accelerator families, smallest and largest
+    N, and the derived columns."""
     rows = []
     reject_counts = rejects["source"].value_counts()
     for source, group in runs.groupby("source", sort=True):
         meta = sources.loc[source]
         families = sorted(group["accelerator_family"].dropna().unique())
         rows.append({
-            "source": source, "title": meta["title"], "publisher": meta["publisher"],
+            "source": source,
+            "citation": f"{meta['publisher']} ({meta['published']}). {meta['title']}. "
+                        f"{meta['url']}",
+            "title": meta["title"], "publisher": meta["publisher"],
             "published": meta["published"], "url": meta["url"], "kind": meta["kind"],
             "licence": meta["licence"], "terms": meta["terms"], "runs": len(group),
             "rejects": int(reject_counts.get(source, 0)),

@@ -68,9 +68,9 @@ def biases(runs: pd.DataFrame) -> str:
                       .sum())
     failed = int((runs["status"] != "ok").sum())
     return "\n".join([
-        f"- **Two layout sweeps dominate the counts.** The Ultra-Scale Playbook's sweep is "
-        f"{share('ultrascale_playbook2025')} (one team, one H100 cluster, nanotron) and vTrain's "
-        f"Megatron-DeepSpeed sweep {share('vtrain2024')} (A100, mostly one node). Weight by "
+        f"- **Two layout sweeps dominate the counts.** The Ultra-Scale Playbook's sweep (one "
+        f"team, one H100 cluster, nanotron) is {share('ultrascale_playbook2025')}, vTrain's "
+        f"Megatron-DeepSpeed sweep (A100, mostly one node) {share('vtrain2024')}. Weight by "
         "source, not by run, when a finding should hold across labs.",
         f"- **MLPerf runs state no layout.** {no_layout:,} of {len(mlperf):,} MLPerf Training "
         "runs have no data/tensor parallel degrees: their results give time to train, not the "

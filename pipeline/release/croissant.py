@@ -53,6 +53,7 @@ UNITS = {
     "year": "year",
 }
 SOURCE_FIELDS = (("source", "sc:Text", "source id, as in runs"),
+                 ("citation", "sc:Text", "how to cite it: publisher (date). title. URL"),
                  ("title", "sc:Text", "title of the publication or file"),
                  ("url", "sc:URL", "where it can be read"),
                  ("licence", "sc:Text", "its licence, or that none is stated"),
