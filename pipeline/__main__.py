@@ -182,6 +182,23 @@ def _stage_commands() -> typer.Typer:
 
 
 @app.command()
+def release(
+    processed: Path = PROCESSED,
+    sources: Path = typer.Option(Path("data/catalog/sources.csv"), help="the sources catalog: "
+                                 "citation, URL, licence or terms per source"),
+    out: Path = typer.Option(Path("data/release"), help="folder of the bundle"),
+    metrics: Path = typer.Option(Path("reports/metrics/release.json")),
+    headline: Path | None = HEADLINE,
+    params: Path = PARAMS,
+) -> None:
+    """A versioned dataset bundle: runs (Parquet, CSV), sources with licences, rejects summary,
+    coverage, Croissant metadata and a data card (docs/dataset.md)."""
+    _run_stage("pipeline.release.stage", params, headline=("release", headline),
+               processed_dir=processed, sources_path=sources, out_dir=out,
+               metrics_path=metrics)
+
+
+@app.command()
 def report(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,

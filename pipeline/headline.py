@@ -54,8 +54,12 @@ def _calibrate(m: dict[str, Any]) -> dict[str, Any]:
     return {"sel_ape": row.get("median_ape"), "sel_cov": row.get("coverage")}
 
 
+def _release(m: dict[str, Any]) -> dict[str, Any]:
+    return {"runs": m.get("runs"), "sources": m.get("sources")}
+
+
 PICK = {"ingest": _ingest, "fit": _fit, "theory": _theory, "compare": _compare,
-        "calibrate": _calibrate}
+        "calibrate": _calibrate, "release": _release}
 # What each headline key means: ``scalewall metrics`` prints it under the table, since DVC's
 # column names must stay short for ``dvc metrics show`` to fit a terminal.
 LEGEND = {
@@ -76,6 +80,8 @@ LEGEND = {
     "calibrate": {"sel_ape": "median absolute relative error of the selected predictor's MFU "
                              "on each series' largest N held out (0.5 = 50 %)",
                   "sel_cov": "share of those held-out runs inside its 95% interval"},
+    "release": {"runs": "runs in the dataset release (data/release: runs.parquet, runs.csv)",
+                "sources": "sources released, each with its licence or terms (sources.csv)"},
 }
 
 
@@ -101,6 +107,9 @@ def write_headline(stage: str, metrics_path: Path, out: Path) -> dict[str, Any]:
 
 def summary_line(stage: str, m: dict[str, Any]) -> str | None:
     """The one line a stage prints when it ends (ingest prints its own, with rejects)."""
+    if stage == "release":
+        return (f"release: {m.get('version')}: {m.get('runs')} runs from {m.get('sources')} "
+                f"sources in data/release")
     if stage == "fit":
         return (f"fit: {m.get('n_series_fitted')} of {m.get('n_series')} series fitted "
                 f"(others: too few distinct N or no law converged), "

@@ -21,12 +21,14 @@ from pipeline.compare import contract as compare_contract
 from pipeline.contracts import ContractError, arrow_schema, check_frame, frame_schema
 from pipeline.fit import contract as fit_contract
 from pipeline.ingest import contract as ingest_contract
+from pipeline.release import contract as release_contract
 from pipeline.theory import contract as theory_contract
 
 # The stage that writes each file, and its contract module, in the order dvc repro runs them
 # (pipeline/runner.py takes its stage list from here).
 PRODUCERS = {"ingest": ingest_contract, "fit": fit_contract, "theory": theory_contract,
-             "calibrate": calibrate_contract, "compare": compare_contract}
+             "calibrate": calibrate_contract, "compare": compare_contract,
+             "release": release_contract}
 
 OUTPUT_COLUMNS: dict[str, tuple[tuple, ...]] = {
     name: cols for c in PRODUCERS.values() for name, cols in c.OUTPUTS.items()}

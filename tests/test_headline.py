@@ -67,7 +67,7 @@ def test_headline_contracts_refuse_extra_keys_and_impossible_values() -> None:
     import pytest
 
     from pipeline.schema import HEADLINES, ContractError, check_headline
-    assert set(HEADLINES) == {"ingest", "fit", "theory", "compare", "calibrate"}
+    assert set(HEADLINES) == {"ingest", "fit", "theory", "compare", "calibrate", "release"}
     with pytest.raises(ContractError, match=r"(?s)headline/calibrate\.json.*sel_cov"):
         check_headline("calibrate", {"sel_ape": 0.5, "sel_cov": 1.5})
     with pytest.raises(ContractError, match=r"(?s)headline/fit\.json.*extra"):

@@ -64,7 +64,9 @@ def f(text: str) -> float | None:
 def test_expected_sources_present():
     expected = {"fernandez2024", "megatron2021", "llama3", "palm2022", "opt2022", "bloom2022",
                 "torchtitan2024", "nvidia_dgxc2024", "ultrascale_playbook2025_all_configs",
-                "ultrascale_playbook2025", "mlperf_training"}
+                "ultrascale_playbook2025", "mlperf_training", "megascale2024", "mtnlg2022",
+                "kempnerforge2026", "maxtext_tpu", "vtrain2024", "vtrain2024_single",
+                "fmsfsdp2024", "semianalysis2025"}
     assert expected <= {Path(n).stem for n in FILES}
 
 

@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 # The synthetic upstream has no step logs of a user: "Your runs" is not shown (a pointer is).
 SECTIONS = ("Key findings", "Scaling with N", "Parallelism strategy at scale",
             "Against the data-movement ceiling", "What limits measured scaling",
-            "Memory per accelerator", "How well the laws predict", "Hardware generations", "Power, energy and cost", "Appendix: data",
+            "Memory per accelerator", "How well the laws predict", "Hardware generations", "Power, energy and cost", "What the data cover", "Appendix: data",
             "Appendix: method and caveats", "Appendix: tables")
 FIGURES = ("scaling_throughput", "scaling_efficiency", "laws_holdout", "strategy", "hardware",
            "energy", "power_cost", "frontier", "gap", "calibrate_predicted_actual",
-           "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier")
+           "calibrate_efficiency", "calibrate_decomposition", "calibrate_frontier", "coverage")
 
 
 def _render_only(processed: Path, metrics: Path, out_dir: Path, figures_from: Path) -> str:
@@ -190,7 +190,7 @@ def test_power_section_states_the_measured_energy_once(out: dict) -> None:
     power per accelerator per doubling, time to train x2^-0.8) come out as built, and the
     section's lead does not repeat the measured series the MLPerf paragraph states."""
     md = (out["reports"] / "report.md").read_text(encoding="utf-8")
-    sec = md[md.index("## Power, energy and cost"):md.index("## Appendix: data")]
+    sec = md[md.index("## Power, energy and cost"):md.index("## What the data cover")]
     assert "energy per token is 0.5 J at N=8, 0.666 J at N=64, 0.886 J at N=512" in sec
     assert "is 800 W, 686 W, 588 W" in sec
     # 64 -> 512: 8^0.8 = 5.28 times faster, 1.1^3 = 1.33 times the energy

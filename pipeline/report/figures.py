@@ -13,7 +13,7 @@ from matplotlib.ticker import FuncFormatter
 
 from pipeline.config import ReportSettings
 from pipeline.report.focus import Focus
-from pipeline.report import calibration
+from pipeline.report import calibration, coverage
 from pipeline.measures import best_per_point
 from pipeline.processes import map_in_order
 from pipeline.report.data import ReportData, select_series, short_label
@@ -529,6 +529,7 @@ _FIGURES: dict[str, Callable[..., Any]] = {
     "energy": lambda d, out, cfg, focus: energy_figure(d, out),
     "frontier": lambda d, out, cfg, focus: frontier(d, out, cfg.frontier_scenarios, focus.runs),
     "gap": lambda d, out, cfg, focus: gap(d, out, cfg.gap_runs, focus.runs),
+    "coverage": lambda d, out, cfg, focus: coverage.figure(d, out),
     **{name: (lambda d, out, cfg, focus, draw=draw: draw(d, out))
        for name, draw in calibration.FIGURES.items()},
 }

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pipeline.config import ReportSettings
+from pipeline.report.coverage import section as coverage_section
 from pipeline.report.memory import memory_section
 
 
@@ -62,6 +63,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("laws", "How well the laws predict"),
     Section("hardware", "Hardware generations"),
     Section("power", "Power, energy and cost"),
+    Section("coverage", "What the data cover", lambda data, cfg: coverage_section(data.runs)),
     Section("data", "Appendix: data"),
     Section("method", "Appendix: method and caveats"),
     Section("appendix", "Appendix: tables"),
