@@ -167,9 +167,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 36 fixture logs (15 excerpts of real output), 23 of
+    # the comparison is over real work: 36 fixture logs (15 excerpts of real output), 24 of
     # them runs, 206 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 23, 206)
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 24, 206)
 
 
 def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):
@@ -251,3 +251,15 @@ def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path, 
     assert again.read_bytes() == (tmp_path / "steps.parquet").read_bytes()
     groups = pq.ParquetFile(tmp_path / "steps.parquet").metadata.num_row_groups
     assert groups == 1 if slice_rows > len(want) else groups >= 3
+
+
+def test_warmup_only_where_training_starts():
+    """A log opening mid-run (first step above WARMUP_HORIZON_STEPS) drops only steps at least
+    MID_RUN_SLOW_FACTOR times the steady median; the last step is never warm-up."""
+    s = LogsSettings()
+    x = np.array([45.0, 41.2, 39.4])
+    assert warmup_count(x, s) == 1                      # from step 1: the 12 % settles
+    assert warmup_count(x, s, mid_run=True) == 0        # iterations 991-993: steady
+    assert warmup_count(np.array([90.0, 41.2, 39.4, 40.0]), s, mid_run=True) == 1
+    assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s, mid_run=True) == 0
+    assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s) == 0
