@@ -53,7 +53,7 @@ from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encodi
                                             unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F401
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
-from pipeline.ingest.sources.steplogs.base import ParseState
+from pipeline.ingest.sources.steplogs.base import ANSI_RE, ParseState
 from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
@@ -250,9 +250,22 @@ def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseS
         lineno -= 1
     parser.finish()
     if carry and len(state) and state.line[-1] == lineno:
-        state.drop_last()  # its last number may be cut short (12936.1 -> 129)
-        counts["cut_step_line"] += 1
+        if _complete(fmt, carry):  # ends as the format's lines end: every number terminated
+            counts["unterminated_step_line"] += 1
+        else:
+            state.drop_last()  # its last number may be cut short (12936.1 -> 129)
+            counts["cut_step_line"] += 1
     return state, lineno, bool(carry)
+
+
+def _complete(fmt: str, last: bytes) -> bool:
+    """Whether a last line without a newline ends the way every step line of ``fmt`` ends
+    (the format module's ``LINE_END_RE``, e.g. DeepSpeed's ``MaxMemAllocated=0.97GB``): the
+    numbers read from it were all followed by more text, so none was cut short. A log pasted
+    into an issue thread loses its final newline, not its last line."""
+    end = getattr(FORMATS[fmt], "LINE_END_RE", None)
+    return end is not None and end.search(ANSI_RE.sub("", last.decode("utf-8", "replace")))
+
 
 
 def _count_notes(state: ParseState, cut: bool) -> list[str]:
@@ -264,6 +277,8 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
               "garbled_step_lines": "step line(s) garbled by interleaved output skipped",
               "unparsed_step_lines": "step-like line(s) that did not parse skipped",
               "cut_step_line": "last step line cut mid-line (no newline) skipped",
+              "unterminated_step_line": "last step line has no newline but ends as the "
+                                        "format's lines end: kept",
               "progress_bar_redraws": "progress-bar redraw(s) of the same step collapsed",
               "validation_lines": "validation line(s) ignored",
               "progress_bar_rate_steps": "step(s) timed by the progress bar's rate (s/it, a "
@@ -272,7 +287,8 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     notes = [f"{state.counts[k]} {label}" for k, label in labels.items() if state.counts.get(k)]
     notes += [f"log states {k.split(':', 1)[1]} more than once with different values; first "
               "kept" for k in sorted(state.counts) if k.startswith("fact_changed:")]
-    if cut and not state.counts.get("cut_step_line"):
+    if cut and not state.counts.get("cut_step_line") and not state.counts.get(
+            "unterminated_step_line"):
         notes.append("log ends without a final newline")
     return notes
 

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from pipeline.config import LogsSettings
 
 NAME = "hf_trainer"
+# How a complete step line ends (a logged dict ends with its closing brace): a last line without a newline that
+# ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"\}\s*$")
 _BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
 _STEPS_RE = re.compile(r"Total optimization steps = ([\d,]+)")
 _PARAMS_RE = re.compile(r"Number of trainable parameters = ([\d,]+)")
