@@ -167,9 +167,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 36 fixture logs (15 excerpts of real output), 24 of
-    # them runs, 206 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 24, 206)
+    # the comparison is over real work: 39 fixture logs (18 excerpts of real output), 26 of
+    # them runs, 222 step rows
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (39, 26, 222)
 
 
 def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):

@@ -42,6 +42,7 @@ from pipeline.vocab import KERNEL_COLUMNS
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
+from pipeline.ingest.sources.steplogs.formats import maxtext
 from pipeline.ingest.sources.steplogs.formats import megatron
 from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
@@ -61,7 +62,7 @@ from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_r
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "find_logs", "detect_format"]
 
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
-                               jsonl)}
+                               maxtext, jsonl)}
 LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
 DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
@@ -94,7 +95,7 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
 # (Megatron-LM has no such argument); other forks (gpt-neox, ...) need the sidecar's word.
 FORMAT_FRAMEWORK = {"megatron": "Megatron-LM", "nemo": "NeMo", "deepspeed": "DeepSpeed",
                     "nanotron": "nanotron", "torchtitan": "torchtitan",
-                    "hf_trainer": "Hugging Face Trainer"}
+                    "hf_trainer": "Hugging Face Trainer", "maxtext": "MaxText"}
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
