@@ -270,7 +270,9 @@ def normalize(record: Record, catalog: CatalogCache, options: IngestSettings) ->
     # otherwise `precision` stays empty as the source left it, and the peak columns say which
     # precision their (assumed) peak is at.
     if assumed and from_peak:
-        precision = options.default_precision
+        # the precision whose peak was used: fp16 on a chip without bf16 units (V100, T4),
+        # never a format the chip does not have
+        precision = row["peak_precision"] or options.default_precision
         derived.append("precision")
     elif assumed and peak is not None:
         derived.append("peak_precision")
@@ -444,6 +446,10 @@ def _chip(f: dict[str, Any], row: dict[str, Any], acc_name: str, catalog: Catalo
     peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak
     row["peak_precision"] = peak_precision if peak is not None else None
+    if precision is not None and peak is not None and peak_precision != precision:
+        row["notes"] = _note(row["notes"], f"precision {precision} stated, but the catalog lists "
+                                           f"no {precision} peak for {acc_id}: rated at its "
+                                           f"{peak_precision} peak")
     # The chip's compute-to-bandwidth ratios (Fernandez et al. 2024: faster chips on the same
     # memory and network expose communication); the fit stage regresses MFU on them.
     hbm, scaleout = catalog.bandwidths(acc_id)
