@@ -167,9 +167,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 39 fixture logs (18 excerpts of real output), 26 of
-    # them runs, 222 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (39, 26, 222)
+    # the comparison is over real work: 40 files (39 logs, 18 of them excerpts of real
+    # output, and _generate.py, a not_a_run), 26 of them runs, 222 step rows
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (40, 26, 222)
 
 
 def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):
@@ -263,3 +263,29 @@ def test_warmup_only_where_training_starts():
     assert warmup_count(np.array([90.0, 41.2, 39.4, 40.0]), s, mid_run=True) == 1
     assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s, mid_run=True) == 0
     assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s) == 0
+
+
+def test_every_file_under_the_logs_folder_is_a_run_or_a_reject(tmp_path):
+    """Rotated logs are read (each part a log of its own); any other file is a not_a_run reject
+    stating the naming rule; sidecars, READMEs and hidden files are not listed; a folder
+    named like a log is a special_file reject and its files are read."""
+    src = (Path(__file__).parent / "fixtures" / "logs" / "megatron" / "gpt_n64.log").read_bytes()
+    camp = tmp_path / "c"
+    (camp / "job.log").mkdir(parents=True)
+    (camp / "job.log" / "train.log").write_bytes(src)
+    (camp / "train.log.1").write_bytes(src)
+    import gzip
+    (camp / "train.log.2.gz").write_bytes(gzip.compress(src))
+    (camp / "notes.md").write_text("my notes\n")
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
+    (camp / "README.md").write_text("about\n")
+    (camp / ".hidden").write_text("x\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    by_name = {Path(r.path).name: r for r in records}
+    assert sorted(by_name) == ["job.log", "notes.md", "train.log", "train.log.1",
+                               "train.log.2.gz"]
+    assert by_name["train.log.1"].fields["step_time_s"] == by_name["train.log"].fields[
+        "step_time_s"] == by_name["train.log.2.gz"].fields["step_time_s"]
+    assert by_name["notes.md"].reason.startswith("not_a_run: not read as a step log: step logs "
+                                                 "are files named *.log")
+    assert by_name["job.log"].reason.startswith("special_file")

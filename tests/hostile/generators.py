@@ -58,6 +58,12 @@ class _Writer:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        folder_sidecar = path.parent / "run.yaml"
+        if rel.startswith("logs/") and rel.endswith((".log", ".jsonl", ".txt", ".out")) and not (
+                folder_sidecar.is_file() and "system:" in folder_sidecar.read_text("utf-8")):
+            # Each case is a configuration of its own (a system named after its file): cases
+            # that share a sidecar are not repeats of one configuration (ingest.core.conflicts).
+            (self.root / f"{rel}.yaml").write_text(f"system: {rel[5:].replace('/', '-')}\n")
 
 
 def numbers(root: Path) -> dict[str, Expect]:

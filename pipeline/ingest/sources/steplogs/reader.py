@@ -3,7 +3,10 @@
 Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``,
 each also gzipped (``.gz``) or zstd-compressed (``.zst``), decompressed as it is streamed
 (``pipeline.ingest.sources.common.open_binary``; a corrupt or cut stream is an ``unreadable``
-reject) (``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
+reject), and rotated ones (``train.log.1``, ``train.log.2.gz``: each part is a log of its own;
+parts that agree are one measurement, ``ingest.core.conflicts``). ``README*`` files, hidden
+files and YAML sidecars are not logs; every other file is a ``not_a_run`` reject stating the
+naming rule, so nothing under the logs folder goes unsaid. Each log is streamed once in binary, in
 4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
 its lines in a block with C-level searches, so lines of other output cost almost nothing; a
 block of nothing but step lines is matched whole by one pattern and turned into numpy columns
@@ -28,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -64,6 +68,9 @@ __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "f
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
                                maxtext, jsonl)}
 LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
+# A rotated log's number (logrotate, Python's RotatingFileHandler): ``train.log.1``.
+ROTATED_RE = re.compile(r"\.\d{1,6}$")
+SIDECAR_SUFFIXES = (".yaml", ".yml")
 DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
 BUFFER_BYTES = 1 << 20
@@ -100,7 +107,8 @@ FORMAT_FRAMEWORK = {"megatron": "Megatron-LM", "nemo": "NeMo", "deepspeed": "Dee
 
 def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted: every entry named like a log, links, special files
-    and folders so named included (``read_one`` rejects those, saying why). Listed as
+    and folders so named included (``read_one`` rejects those, saying why), and every other
+    file but sidecars, READMEs and hidden ones (``is_listed``: a ``not_a_run`` reject each). Listed as
     ``Path.rglob`` lists (links to folders not followed, unreadable folders skipped), but by
     ``os.scandir``, whose entries know their type: no ``stat`` per file, and the name is
     checked before anything else (a fleet's archive holds more sidecars than logs)."""
@@ -111,11 +119,13 @@ def find_logs(logs_dir: Path) -> list[Path]:
         try:
             with os.scandir(folders.pop()) as entries:
                 for entry in entries:
-                    if is_log_name(entry.name):
-                        found.append(entry.path)
+                    is_dir = False
                     with contextlib.suppress(OSError):
-                        if entry.is_dir(follow_symlinks=False):
-                            folders.append(entry.path)
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    if is_dir:
+                        folders.append(entry.path)
+                    if is_log_name(entry.name) or (not is_dir and is_listed(entry.name)):
+                        found.append(entry.path)
         except PermissionError:
             continue
     # Path order (component by component, as ``sorted`` of Paths), from the texts: comparing
@@ -124,9 +134,27 @@ def find_logs(logs_dir: Path) -> list[Path]:
 
 
 def is_log_name(name: str) -> bool:
-    """Whether a file of this name is read as a step log (``LOG_SUFFIXES``, maybe compressed;
-    not hidden, not a README)."""
-    return not name.startswith((".", "README")) and logical_suffix(name) in LOG_SUFFIXES
+    """Whether a file of this name is read as a step log (``LOG_SUFFIXES``, maybe compressed,
+    maybe rotated: ``train.log.1``, ``train.log.2.gz``; not hidden, not a README)."""
+    if name.startswith((".", "README")):
+        return False
+    if logical_suffix(name) in LOG_SUFFIXES:
+        return True
+    base = logical_name(name)
+    rotated = ROTATED_RE.search(base)
+    return rotated is not None and logical_suffix(base[:rotated.start()]) in LOG_SUFFIXES
+
+
+def is_listed(name: str) -> bool:
+    """Whether ``find_logs`` lists a file of this name: every file but hidden ones, READMEs
+    and YAML sidecars. Those not named like a log (``is_log_name``) become ``not_a_run``
+    rejects that state the naming rule, so that no file under the logs folder goes unsaid."""
+    return not name.startswith((".", "README")) and not name.lower().endswith(SIDECAR_SUFFIXES)
+
+
+NAMING_RULE = ("step logs are files named *.log, *.txt, *.out or *.jsonl, maybe compressed "
+               "(.gz, .zst) and maybe rotated (train.log.1, train.log.2.gz); YAML files are "
+               "sidecars; hidden files and README* are not read")
 
 
 def campaign_source(path: Path, logs_dir: Path, cache: dict | None = None) -> str:
@@ -349,6 +377,9 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
     problem = entry_problem(path, logs_dir)
     if problem:
         return problem, None
+    if not is_log_name(path.name):
+        return ("not_a_run", f"not read as a step log: {NAMING_RULE} (rename it, or move it "
+                             "out of the logs folder)"), None
     try:
         side = load_sidecar(path, logs_dir, cache, display=display)
         kind, fmt, whole, encoding = sniff(path)
