@@ -289,3 +289,27 @@ def test_every_file_under_the_logs_folder_is_a_run_or_a_reject(tmp_path):
     assert by_name["notes.md"].reason.startswith("not_a_run: not read as a step log: step logs "
                                                  "are files named *.log")
     assert by_name["job.log"].reason.startswith("special_file")
+
+
+def test_text_step_values_are_a_reject_quoting_them(tmp_path):
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "s.jsonl").write_text("".join(
+        f'{{"step": {i}, "step_time_s": "1.0s", "tokens_per_s": 1000}}\n' for i in range(1, 11)))
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    reason = records[0].reason
+    assert reason.startswith('bad_value: step_time_s = \'"1.0s"\' at line 1 is not a number '
+                             "(10 line(s))")
+
+
+def test_negative_step_times_are_named_negative(tmp_path):
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "s.jsonl").write_text("".join(
+        f'{{"step": {i}, "step_time_s": {-1.0 if i % 2 else 1.0}, "tokens_per_s": 1000}}\n'
+        for i in range(1, 21)))
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    assert "10 step(s) with a step time <= 0 or above 1e+06 s left out (10 negative; lines 1" \
+        in records[0].fields["notes"]

@@ -224,6 +224,9 @@ class ParseState:
     # The latest value of each fact, and each change of one (see ``fact``).
     latest: dict[str, Any] = field(default_factory=dict)
     changes: list[tuple[str, Any, Any, int]] = field(default_factory=list)
+    # Per-step values that are not numbers ("1.0s", true, [..]): (key, value, line), the first
+    # few; the reader rejects such a log as ``bad_value`` quoting them (never a silent drop).
+    bad_values: list[tuple[str, Any, int]] = field(default_factory=list)
 
     def add(self, step: int, line: int, rank: int = -1, *, nan_loss: bool = False,
             step_time_s: float = NAN, tokens_per_s: float = NAN,

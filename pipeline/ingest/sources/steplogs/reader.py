@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -407,6 +408,13 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
     changed = phase_change(state.changes, shown)
     if changed:
         return ("phase_change", changed), None
+    if state.bad_values:
+        return ("bad_value", "; ".join(
+            f"{key} = {short(json.dumps(value, default=str), 60)} at line {line} is not a "
+            f"number ({state.counts[f'non_number:{key}']} line(s))"
+            for key, value, line in state.bad_values)
+            + " (per-step values are JSON numbers in the unit of their key's name: "
+              "\"step_time_s\": 1.0, not \"1.0s\")"), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:

@@ -263,9 +263,14 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     if bad_time.any():
         lines = _arr(st.line, "int64")[bad_time][:5]
         steady &= ~bad_time
+        kinds = [(int((bad_time & (t < 0)).sum()), "negative"),
+                 (int((bad_time & (t == 0)).sum()), "zero"),
+                 (int((bad_time & (t > MAX_STEP_TIME_S)).sum()),
+                  f"above {MAX_STEP_TIME_S:g} s (infinite included)")]
+        which = ", ".join(f"{k} {name}" for k, name in kinds if k)
         notes.append(f"{int(bad_time.sum())} step(s) with a step time <= 0 or above "
-                     f"{MAX_STEP_TIME_S:g} s left out (lines {', '.join(map(str, lines))}"
-                     f"{', ...' if bad_time.sum() > 5 else ''})")
+                     f"{MAX_STEP_TIME_S:g} s left out ({which}; lines "
+                     f"{', '.join(map(str, lines))}{', ...' if bad_time.sum() > 5 else ''})")
     steady, batch_note, red.phase_reject = final_batch_phase(batch, steady, s.min_steady_steps)
     if batch_note:
         notes.append(batch_note)

@@ -201,6 +201,12 @@ class Parser:
             st.counts["unparsed_step_lines"] += 1
             return
         get = obj.get
+        for key in STEP_KEYS + ("time",):
+            value = get(key)
+            if value is not None and value.__class__ not in (int, float):
+                st.counts[f"non_number:{key}"] += 1
+                if st.counts[f"non_number:{key}"] == 1:
+                    st.bad_values.append((key, value, lineno))
         rank = get("rank")
         loss_given = get("loss") is not None
         loss = _num(get("loss"))
