@@ -311,5 +311,5 @@ def test_negative_step_times_are_named_negative(tmp_path):
         for i in range(1, 21)))
     (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
     records, _ = read_logs(tmp_path, PARAMS)
-    assert "10 step(s) with a step time <= 0 or above 1e+06 s left out (10 negative; lines 1" \
+    assert "10 step(s) with a step time <= 0 or above 1e+06 s left out (10 negative: lines 1" \
         in records[0].fields["notes"]

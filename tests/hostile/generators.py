@@ -106,14 +106,14 @@ def numbers(root: Path) -> dict[str, Expect]:
                    f'"tokens_per_s": 100000}}\n' for i in range(1, 41)))
     out["logs/num_negative/steps.jsonl"] = Expect(
         run={"step_time_s": 1.0},
-        notes=("20 step(s) with a step time <= 0 or above 1e+06 s left out (20 negative; lines "
+        notes=("20 step(s) with a step time <= 0 or above 1e+06 s left out (20 negative: lines "
                "1, 3, 5, 7, 9, ...)",))
     w.text("logs/num_inf/run.yaml", SIDECAR)
     w.text("logs/num_inf/steps.log", "\n".join(_megatron_lines(20) + [
         MEGATRON.format(i=i, s=64 * i, ms="1e400") for i in (21, 22)]) + "\n")
     out["logs/num_inf/steps.log"] = Expect(
         run={"step_time_s": 1.0}, notes=("2 step(s) with a step time <= 0 or above 1e+06 s "
-                                         "left out (2 above 1e+06 s (infinite included); "
+                                         "left out (2 above 1e+06 s (infinite included): "
                                          "lines 21, 22)",))
     w.text("logs/num_zero/run.yaml", SIDECAR)
     w.text("logs/num_zero/steps.jsonl", _jsonl(20) + _jsonl(5, t=0.0, start=21))

@@ -269,7 +269,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
                   f"above {MAX_STEP_TIME_S:g} s (infinite included)")]
         which = ", ".join(f"{k} {name}" for k, name in kinds if k)
         notes.append(f"{int(bad_time.sum())} step(s) with a step time <= 0 or above "
-                     f"{MAX_STEP_TIME_S:g} s left out ({which}; lines "
+                     f"{MAX_STEP_TIME_S:g} s left out ({which}: lines "
                      f"{', '.join(map(str, lines))}{', ...' if bad_time.sum() > 5 else ''})")
     steady, batch_note, red.phase_reject = final_batch_phase(batch, steady, s.min_steady_steps)
     if batch_note:
