@@ -175,15 +175,8 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
         if header is None and _excel_sep(row) == ",":
             continue  # Excel's delimiter line before the header: a directive, not a record
         if header is None:
-            # Column names as format v1 spells them: lower case, no surrounding spaces
-            # (a spreadsheet's "MODEL" or "params_b " is the same column)
-            header = [h.strip().lower() for h in row]
+            header, bad = _header(row, raw)
             source_col = header.index("source") if "source" in header else None
-            sep = _excel_sep(row)
-            bad = _has_bad_chars(raw) or (
-                f"Excel's 'sep={sep}' line: the table is delimited by {sep!r}; format v1 is "
-                "comma-separated (export as CSV with commas)" if sep is not None
-                else _header_problem(header))
             if bad:
                 # Without a usable header no row of this file can be read: one reject for
                 # the header, and every data row below is rejected against it.
@@ -209,6 +202,18 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
             continue
         fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
         yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
+
+
+def _header(row: list[str], raw: str) -> tuple[list[str], str | None]:
+    """Column names as format v1 spells them (lower case, no surrounding spaces: a
+    spreadsheet's "MODEL" or "params_b " is the same column) and why the header cannot be
+    read (None: it can)."""
+    header = [h.strip().lower() for h in row]
+    sep = _excel_sep(row)
+    return header, _has_bad_chars(raw) or (
+        f"Excel's 'sep={sep}' line: the table is delimited by {sep!r}; format v1 is "
+        "comma-separated (export as CSV with commas)" if sep is not None
+        else _header_problem(header))
 
 
 def _excel_sep(row: list[str]) -> str | None:

@@ -288,6 +288,16 @@ def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseS
     return state, lineno, bool(carry)
 
 
+def _bad_values(state: ParseState) -> str:
+    """The reject detail of a log whose per-step values are not numbers: each key's first such
+    value with its line and how many lines hold one."""
+    return "; ".join(
+        f"{key} = {short(json.dumps(value, default=str), 60)} at line {line} is not a number "
+        f"({state.counts[f'non_number:{key}']} line(s))" for key, value, line in state.bad_values
+    ) + (" (per-step values are JSON numbers in the unit of their key's name: "
+         "\"step_time_s\": 1.0, not \"1.0s\")")
+
+
 def _complete(fmt: str, last: bytes) -> bool:
     """Whether a last line without a newline ends the way every step line of ``fmt`` ends
     (the format module's ``LINE_END_RE``, e.g. DeepSpeed's ``MaxMemAllocated=0.97GB``): the
@@ -409,12 +419,7 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
     if changed:
         return ("phase_change", changed), None
     if state.bad_values:
-        return ("bad_value", "; ".join(
-            f"{key} = {short(json.dumps(value, default=str), 60)} at line {line} is not a "
-            f"number ({state.counts[f'non_number:{key}']} line(s))"
-            for key, value, line in state.bad_values)
-            + " (per-step values are JSON numbers in the unit of their key's name: "
-              "\"step_time_s\": 1.0, not \"1.0s\")"), None
+        return ("bad_value", _bad_values(state)), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:

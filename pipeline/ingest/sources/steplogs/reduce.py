@@ -111,6 +111,11 @@ def _segments(step: np.ndarray) -> np.ndarray:
     return np.cumsum(back)
 
 
+def _opens_mid_run(step: np.ndarray) -> bool:
+    """Whether a log's first segment starts after ``WARMUP_HORIZON_STEPS`` (module docstring)."""
+    return bool(len(step)) and int(step[0]) > WARMUP_HORIZON_STEPS
+
+
 def warmup_count(x: np.ndarray, s: LogsSettings, mid_run: bool = False) -> int:
     """Logged steps of one segment to drop as warm-up (see module docstring, item 4).
     ``mid_run``: the log opens in the middle of a run (module docstring: only steps at least
@@ -133,6 +138,18 @@ def warmup_count(x: np.ndarray, s: LogsSettings, mid_run: bool = False) -> int:
         if inside[i] and (i + 1 == n or inside[i + 1]):
             return min(i, cap)
     return cap
+
+
+def _bad_time_note(t: np.ndarray, bad_time: np.ndarray, lines: np.ndarray) -> str:
+    """The note on printed step times left out, by kind (negative, zero, too long)."""
+    kinds = [(int((bad_time & (t < 0)).sum()), "negative"),
+             (int((bad_time & (t == 0)).sum()), "zero"),
+             (int((bad_time & (t > MAX_STEP_TIME_S)).sum()),
+              f"above {MAX_STEP_TIME_S:g} s (infinite included)")]
+    which = ", ".join(f"{k} {name}" for k, name in kinds if k)
+    return (f"{int(bad_time.sum())} step(s) with a step time <= 0 or above {MAX_STEP_TIME_S:g} s"
+            f" left out ({which}: lines {', '.join(map(str, lines))}"
+            f"{', ...' if bad_time.sum() > 5 else ''})")
 
 
 def _wall_step_time(step: np.ndarray, wall: np.ndarray, seg: np.ndarray) -> tuple[np.ndarray, int]:
@@ -250,8 +267,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     used_idx = None if isinstance(sel, slice) else np.flatnonzero(used)
     for i, part in enumerate(_runs(seg[sel])):
         idx = part if used_idx is None else used_idx[part]
-        first = step[idx][0] if len(step[idx]) else 0
-        w = warmup_count(x[idx], s, mid_run=i == 0 and first > WARMUP_HORIZON_STEPS)
+        w = warmup_count(x[idx], s, mid_run=i == 0 and _opens_mid_run(step[idx]))
         if used_idx is None:
             warm[part.start:part.start + w] = True
         else:
@@ -263,14 +279,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     if bad_time.any():
         lines = _arr(st.line, "int64")[bad_time][:5]
         steady &= ~bad_time
-        kinds = [(int((bad_time & (t < 0)).sum()), "negative"),
-                 (int((bad_time & (t == 0)).sum()), "zero"),
-                 (int((bad_time & (t > MAX_STEP_TIME_S)).sum()),
-                  f"above {MAX_STEP_TIME_S:g} s (infinite included)")]
-        which = ", ".join(f"{k} {name}" for k, name in kinds if k)
-        notes.append(f"{int(bad_time.sum())} step(s) with a step time <= 0 or above "
-                     f"{MAX_STEP_TIME_S:g} s left out ({which}: lines "
-                     f"{', '.join(map(str, lines))}{', ...' if bad_time.sum() > 5 else ''})")
+        notes.append(_bad_time_note(t, bad_time, lines))
     steady, batch_note, red.phase_reject = final_batch_phase(batch, steady, s.min_steady_steps)
     if batch_note:
         notes.append(batch_note)
