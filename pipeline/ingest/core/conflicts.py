@@ -25,6 +25,7 @@ step) is a different configuration or a wrong value.
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import itemgetter
 from typing import Any
 
 REPEAT_RTOL = 0.10
@@ -38,6 +39,9 @@ CONFIGURATION = (
 )
 MEASURES = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "model_flops_per_s",
             "mfu", "time_to_train_s")
+
+
+_KEY = itemgetter(*CONFIGURATION)
 
 
 def _measure(group: list[dict[str, Any]]) -> str | None:
@@ -55,7 +59,11 @@ def one_per_configuration(runs: list[dict[str, Any]]
     for row in runs:
         if row.get("source_kind") != "mlperf" and row.get("benchmark") is None \
                 and row.get("mlperf_version") is None:
-            groups[tuple(row.get(c) for c in CONFIGURATION)].append(row)
+            try:
+                key = _KEY(row)  # a run row holds every column: one C call
+            except KeyError:
+                key = tuple(row.get(c) for c in CONFIGURATION)
+            groups[key].append(row)
     dropped: dict[int, str] = {}
     for group in groups.values():
         if len(group) < 2:
