@@ -167,9 +167,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 40 files (39 logs, 18 of them excerpts of real
-    # output, and _generate.py, a not_a_run), 26 of them runs, 222 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (40, 26, 222)
+    # the comparison is over real work: 42 files (41 logs, 20 of them excerpts of real
+    # output, and _generate.py, a not_a_run), 27 of them runs, 235 step rows
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (42, 27, 235)
 
 
 def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):

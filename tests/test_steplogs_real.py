@@ -58,6 +58,11 @@ ORIGINS = {
         "elisions and comment lines left out)",
     "maxtext/absl_prefix.log": "AI-Hypercomputer/maxtext#4847 (2025-08-11, absl prefix, "
         "lm_loss and perplexity after the loss; profiler lines after the steps left out)",
+    "torchtune/codellama_7b.log": "meta-pytorch/torchtune#1358 (2024-08-16, CodeLlama 7B full "
+        "fine-tune; the thread's first 12 complete step lines)",
+    "composer/mpt30b_two_nodes.log": "ROCm/rocm-blogs, the blog on fine-tuning MPT-30B with "
+        "MosaicML Composer on AMD GPUs (SLURM, 2 nodes, composer 0.21.3, 2024-09-30; the blog's "
+        "'.' elision lines left out)",
     "maxtext/v3_2023.log": "AI-Hypercomputer/maxtext#8 (2023-04-28, v3-8, 'TFLOP/s:' before "
         "'/device'; the fourth line, cut in the thread, left out)",
 }
@@ -218,6 +223,21 @@ def test_maxtext_three_generations(real):
     assert old["tflops_per_accelerator"] == pytest.approx(36.739)
     # step 1 (0.63 s) is warm-up: two steady steps are too few, and the reason says so
     assert real["maxtext/absl_prefix.log"].reason.startswith("too_few_steps: 2 ")
+
+
+def test_torchtune_tokens_per_second_per_gpu(real):
+    """Step 1 (57.8 tokens/s per GPU) is warm-up; the median of steps 2-12 is 417.5."""
+    f = real["torchtune/codellama_7b.log"].fields
+    assert f["tokens_per_s"] == pytest.approx(417.49818620797487)  # x N = 1
+    assert f["precision"] == "bf16" and f["framework"] == "torchtune"
+
+
+def test_composer_block_reads_and_one_block_is_too_few(real):
+    """One SpeedMonitor block (1 / 0.0027 batches/s = 370 s a step) on 2 x 8 GPUs: a single
+    step is too few, and the reject says how many were steady."""
+    r = real["composer/mpt30b_two_nodes.log"]
+    assert r.reason.startswith("too_few_steps: 1 steady-state steps < min_steady_steps 3")
+    assert "step time median 370.37 s" in r.reason
 
 
 # Round trips: lines written in each layout above from random numbers parse back to them.

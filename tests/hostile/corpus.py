@@ -102,7 +102,7 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     write("logs/nest/only_deep.jsonl", _nested_json(100_000))
     expected["logs/nest/only_deep.jsonl"] = (
         "not_a_run: no step lines of a known format (megatron, torchtitan, nanotron, nemo, "
-        "deepspeed, hf_trainer, maxtext, jsonl); set 'format:' in a sidecar to force one")
+        "deepspeed, hf_trainer, maxtext, torchtune, composer, jsonl); set 'format:' in a sidecar to force one")
     write("logs/nest/deep_then_steps.jsonl", _nested_json(100_000) + JSONL_STEPS)
     expected["logs/nest/deep_then_steps.jsonl"] = None  # the deep line is step 1 (no values)
     write("logs/nest/deep_line_in.jsonl", JSONL_STEPS[:200] + '{"x": ' + "[" * 100_000

@@ -47,7 +47,9 @@ from pipeline.vocab import KERNEL_COLUMNS
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
+from pipeline.ingest.sources.steplogs.formats import composer
 from pipeline.ingest.sources.steplogs.formats import maxtext
+from pipeline.ingest.sources.steplogs.formats import torchtune
 from pipeline.ingest.sources.steplogs.formats import megatron
 from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
@@ -67,7 +69,7 @@ from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_r
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "find_logs", "detect_format"]
 
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
-                               maxtext, jsonl)}
+                               maxtext, torchtune, composer, jsonl)}
 LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
 # A rotated log's number (logrotate, Python's RotatingFileHandler): ``train.log.1``.
 ROTATED_RE = re.compile(r"\.\d{1,6}$")
@@ -103,7 +105,8 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
 # (Megatron-LM has no such argument); other forks (gpt-neox, ...) need the sidecar's word.
 FORMAT_FRAMEWORK = {"megatron": "Megatron-LM", "nemo": "NeMo", "deepspeed": "DeepSpeed",
                     "nanotron": "nanotron", "torchtitan": "torchtitan",
-                    "hf_trainer": "Hugging Face Trainer", "maxtext": "MaxText"}
+                    "hf_trainer": "Hugging Face Trainer", "maxtext": "MaxText", "torchtune": "torchtune",
+                    "composer": "Composer"}
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
