@@ -119,7 +119,8 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 _BATCH_SAYS = {"strong": "every run of its group has the same global batch",
                "weak": "the global batch grows with N in its group",
-               "split": "its group mixes global batches at one N"}
+               "split": "the global batch of its group neither stays fixed nor only grows "
+                        "with N"}
 
 
 def _note_contradiction(row: dict[str, Any], inferred: str) -> None:
