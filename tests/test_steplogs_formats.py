@@ -175,3 +175,26 @@ def test_megatron_deepspeed_layout(tmp_path):
 def test_jsonl_with_loss_first_is_not_taken_for_a_trainer_log():
     text = "".join(f'{{"loss": 2.{i}, "step": {i}, "step_time_s": 1.5}}\n' for i in range(5))
     assert detect_format(text) == "jsonl"
+
+
+def test_composer_blocks_in_the_console_loggers_layout(tmp_path):
+    """Blocks as composer/loggers/console_logger.py writes them (header, then '\\t Train
+    name: value' lines, four decimals), not pasted output: five blocks, step time 1 /
+    batches_per_sec, N and the batch from the Config dump."""
+    from pipeline.ingest.sources.steplogs.reader import read_logs
+    head = ("******************************\nConfig:\nglobal_train_batch_size: 256\n"
+            "max_seq_len: 2048\nnum_gpus_per_node: 8\nnum_nodes: 4\n"
+            "******************************\n")
+    blocks = "".join(
+        f"[batch={b}/5]:\n\t Train time/batch: {b - 1}\n\t Train loss/train/total: 2.0000\n"
+        f"\t Train throughput/batches_per_sec: 0.5000\n\t Train throughput/tokens_per_sec: "
+        f"262144.0000\n\t Train throughput/device/tokens_per_sec: 8192.0000\n"
+        for b in range(1, 6))
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "train.log").write_text(head + blocks)
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
+    record = read_logs(tmp_path, PARAMS)[0][0]
+    f = record.fields
+    assert f["step_time_s"] == 2.0 and f["tokens_per_s"] == 262144.0
+    assert (f["n_accelerators"], f["seq_len"], f["global_batch_tokens"]) == (32, 2048, 524288)

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from pipeline.bounded import cap, short
 from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_relative,
                              settings, strip_project_root)
+from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
@@ -176,15 +177,17 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
 
 
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
-            power_rows: list[dict[str, Any]] | None = None
+            power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
     """Normalize every record: (run rows, reject rows, records read per (source, path)).
 
-    A run read twice keeps its first row; a power measurement read with the second copy (an
+    Runs of one configuration are one measurement (``core.conflicts``: a repeat keeps the
+    first, a disagreement rejects them all as ``conflict``). A run read twice keeps its first row; a power measurement read with the second copy (an
     MLPerf tree with power logs, whose runs the published table already holds) is attached to
     the first when that has none. Each power measurement becomes a row of ``power_rows``.
+    ``plausibility=False`` skips the MFU rule (``scripts/mfu_ceilings.py`` finds the records).
     """
-    cache = CatalogCache(catalog)
+    cache = CatalogCache(catalog, plausibility)
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
@@ -219,11 +222,20 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
                 power_rows.append(_power_row(owner, record, row, used))
             continue
         seen.update((k, len(runs)) for k in keys)
-        row["_path"] = record.path
+        row["_path"], row["_line"] = record.path, record.line
         runs.append(row)
         if record.meta.get("power"):
             power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
+    runs, dropped = one_per_configuration(runs)
+    rejects += [{"source": r["source"], "path": r["_path"], "line": r["_line"],
+                 "record": cap(strip_project_root(_shown(r)), 500),
+                 "reason": cap(strip_project_root(reason))} for r, reason in dropped]
     return runs, rejects, read
+
+
+def _shown(row: dict[str, Any]) -> str:
+    """What a run dropped after normalization shows as its record: where it was read."""
+    return str(row["provenance"] or row["_path"])
 
 
 def check_accounting(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, Any]]
