@@ -128,7 +128,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
 @app.command()
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
-    logs: Path = typer.Option(Path("data/raw/logs"), help="folder of training step logs"),
+    logs: str = typer.Option("data/raw/logs", help="folder of training step logs (a path or "
+                             "a file:// URL)"),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),

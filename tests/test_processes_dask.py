@@ -19,7 +19,7 @@ from pipeline.config import ExecutorSettings, load_params
 
 pytest.importorskip("distributed")
 
-from test_e2e_logs import megatron_log  # noqa: E402
+from test_e2e_logs import STEP_TIME_MS, megatron_log  # noqa: E402
 
 CLUSTER = ExecutorSettings(kind="local-cluster", cluster_workers=2,
                            worker_memory_bytes=2**30)
@@ -96,8 +96,8 @@ def test_step_logs_read_on_the_cluster_are_the_local_records(client, tmp_path: P
     logs = tmp_path / "logs" / "sweep"
     logs.mkdir(parents=True)
     (logs / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
-    for n in (8, 16, 32, 64):
-        (logs / f"n{n}.log").write_text(megatron_log(n, 20000.0 / n))
+    for n, ms in STEP_TIME_MS.items():
+        (logs / f"n{n}.log").write_text(megatron_log(n, ms))
     (logs / "cut.log").write_bytes(b"\x00\x01garbage\xff" * 50)
     params = load_params()
     params["ingest"]["logs"]["workers"] = 2
@@ -106,5 +106,6 @@ def test_step_logs_read_on_the_cluster_are_the_local_records(client, tmp_path: P
         local, steps_local = read_logs(tmp_path / "logs", params)
     assert on_cluster == local
     assert steps_cluster.equals(steps_local)
+    assert sum(r.reason is None for r in on_cluster) == len(STEP_TIME_MS)
     rejects = [r for r in on_cluster if r.path.endswith("cut.log")]
     assert len(rejects) == 1 and rejects[0].reason
