@@ -469,7 +469,7 @@ class ExecutorSettings(_Group):
 
     kind: ExecutorKind = "local"
     # scheduler of a running Dask cluster (kind dask), e.g. tcp://10.0.0.5:8786
-    address: Annotated[str, Field(max_length=500)] = ""
+    address: Annotated[str, Field(max_length=500, validate_default=True)] = ""
     connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     # reruns of a task that raised (a transient read error); a worker's death is the
     # scheduler's allowed-failures, not this
