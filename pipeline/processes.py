@@ -19,8 +19,10 @@ length of a stage by ``using(settings)`` (the CLI does it for the stages in ``MA
   processes (one thread each, ``executor.worker_memory_bytes`` each) started for the stage.
 
 Under Dask the shared data are scattered to every worker once; the items go in chunks (at most
-``CHUNKS_PER_WORKER`` per worker, like the local pool's ``chunksize``), so the scheduler's cost
-(about a millisecond a task) is paid per chunk, not per item. A worker that dies mid-map (killed,
+``CHUNKS_PER_WORKER`` per worker, like the local pool's ``chunksize``; a stream's tasks up to
+``STREAM_GROUP`` at a time), so a Dask task's cost (~5 ms of a worker's CPU and as much of
+this process's, measured) is paid per chunk, not per item; each chunk's results come back as
+one pickled bytes object. A worker that dies mid-map (killed,
 out of memory) costs its chunks a rerun on another worker (the scheduler's
 ``distributed.scheduler.allowed-failures``, 3 by default); an exception raised by a task is
 retried ``executor.retries`` times (a transient read error of an object store), then stops the
