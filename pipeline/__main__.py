@@ -81,6 +81,7 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     (``paths["metrics_path"]``) to ``path``."""
     from pipeline.contracts import ContractError
     from pipeline.interrupts import exit_status, handled_signals, write_failure
+    from pipeline.processes import stage_executor
     from pipeline.runner import STAGES, run_stage
     from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
     from pipeline.threads import stage_threads
@@ -88,8 +89,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     try:
         with handled_signals():
             params = load_params(params_path)
-            load_settings(params)  # the whole file, so any broken field stops any stage
-            with stage_threads(name):
+            valid = load_settings(params)  # the whole file: any broken field stops any stage
+            with stage_threads(name), stage_executor(name, valid.executor):
                 if module in STAGES and STAGES[module].compute:
                     run_stage(module, params, **paths)
                 else:
@@ -127,7 +128,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
 @app.command()
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
-    logs: Path = typer.Option(Path("data/raw/logs"), help="folder of training step logs"),
+    logs: str = typer.Option("data/raw/logs", help="folder of training step logs (a path or "
+                             "a file:// URL)"),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),

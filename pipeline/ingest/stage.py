@@ -36,6 +36,7 @@ from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
+from pipeline.ingest.roots import local_root
 from pipeline.ingest.sources.steplogs.reader import stream_logs
 from pipeline.io import pid_alive, write_json, write_parquet
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
@@ -56,7 +57,8 @@ def read_options(params: dict[str, Any]) -> tuple[IngestSettings, list[Path]]:
     cfg = settings(params, "ingest")
     paths = []
     for i, root in enumerate(cfg.mlperf_roots):
-        path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
+        path = local_root(root, f"params: field 'ingest.mlperf_roots.{i}'")
+        path = path if path.is_absolute() else PROJ_ROOT / path
         if not path.is_dir():
             raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {short(root)} "
                               f"does not exist")
@@ -287,12 +289,13 @@ def _power_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "not_used_by_code": dict(sorted(not_used.items()))}
 
 
-def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_dir: Path,
+def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     """Run the ingest stage; return the metrics written to ``metrics_path``."""
     options, mlperf_roots = read_options(params)
     catalog = load_catalog(Path(catalog_dir))
-    published_dir, logs_dir, out_dir = Path(published_dir), Path(logs_dir), Path(out_dir)
+    published_dir, out_dir = Path(published_dir), Path(out_dir)
+    logs_dir = local_root(logs_dir, "--logs")
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)

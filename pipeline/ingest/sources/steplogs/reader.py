@@ -33,7 +33,6 @@ import io
 import json
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ import pandas as pd
 
 from pipeline.bounded import cap, short
 from pipeline.config import LogsSettings, settings as load_group
+from pipeline.processes import stream_in_order
 from pipeline.vocab import KERNEL_COLUMNS
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
@@ -627,17 +627,11 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
     batches = _batches(list(order), sizes)
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
-    with contextlib.ExitStack() as stack:
-        if parallel:
-            pool = stack.enter_context(ProcessPoolExecutor(
-                max_workers=min(workers, len(paths)), initializer=_fresh_worker))
-            # An early exit (an error downstream, the iterator closed) must not wait for
-            # batches nobody will read.
-            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            done = pool.map(_read_batch, tasks)  # every batch handed out now, results in order
-        else:
-            cache: dict = {}
-            done = (_read_batch(t, cache) for t in tasks)
+    # Over the stage's executor (pipeline.processes: this machine's pool or a Dask cluster),
+    # results in order; an early exit (an error downstream, the iterator closed) cancels the
+    # batches nobody will read.
+    with stream_in_order(_read_batch, tasks, workers if parallel else 1,
+                         initializer=_fresh_worker) as done:
         if started:
             yield None
         # Outcomes that came before the logs ahead of them in path order wait here.
