@@ -213,7 +213,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
                           f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
         red.notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
     t, batch = _step_times(st, facts, cols, step, seg, sel, red)
-    steady, warm = _steady_steps(st, s, cols, t, batch, seg, sel, used, nan_loss, red)
+    steady, warm = _steady_steps(st, s, cols, t, batch, step, seg, sel, used, nan_loss, red)
     red.columns = {"step": step, "rank": rank, "segment": seg,
                    "line": _arr(st.line, "int64"), **cols, "step_time_s": t, "is_warmup": warm,
                    "is_nan_loss": nan_loss, "used": steady}
@@ -283,7 +283,7 @@ def _step_times(st: ParseState, facts: dict[str, Any], cols: dict[str, np.ndarra
 
 
 def _steady_steps(st: ParseState, s: LogsSettings, cols: dict[str, np.ndarray], t: np.ndarray,
-                  batch: np.ndarray, seg: np.ndarray, sel: Any, used: np.ndarray,
+                  batch: np.ndarray, step: np.ndarray, seg: np.ndarray, sel: Any, used: np.ndarray,
                   nan_loss: np.ndarray, red: Reduced) -> tuple[np.ndarray, np.ndarray]:
     """(steady, warm-up) masks: each segment's warm-up dropped, steps with a NaN loss or an
     impossible step time left out, the final batch phase kept; ``red.n_steady`` and the summary
