@@ -10,6 +10,8 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.ingest.sources.steplogs.reader import detect_format, read_logs
 
@@ -198,3 +200,36 @@ def test_composer_blocks_in_the_console_loggers_layout(tmp_path):
     f = record.fields
     assert f["step_time_s"] == 2.0 and f["tokens_per_s"] == 262144.0
     assert (f["n_accelerators"], f["seq_len"], f["global_batch_tokens"]) == (32, 2048, 524288)
+
+
+_SECONDS = st.floats(0.001, 1e4, allow_nan=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(times=st.lists(_SECONDS, min_size=1, max_size=8),
+       tokens=st.floats(1.0, 1e7, allow_nan=False), absl=st.booleans())
+def test_maxtext_lines_round_trip(tmp_path_factory, times, tokens, absl):
+    """Lines in metric_logger.py's layout (three decimals) read back to the printed values."""
+    from pipeline.ingest.sources.steplogs.reader import parse_file
+    prefix = "I0811 21:54:55.531340 138304841739136 metric_logger.py:226] " if absl else ""
+    text = "".join(f"{prefix}completed step: {i}, seconds: {t:.3f}, TFLOP/s/device: 1.000, "
+                   f"Tokens/s/device: {tokens:.3f}, total_weights: 8192, loss: 2.000\n"
+                   for i, t in enumerate(times))
+    log = tmp_path_factory.mktemp("mx") / "train.log"
+    log.write_text(text)
+    state, _, _ = parse_file(log, "maxtext")
+    assert list(state.cols["step_time_s"]) == [float(f"{t:.3f}") for t in times]
+    assert set(state.cols["tokens_per_s_per_accelerator"]) == {float(f"{tokens:.3f}")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(1e-3, 1e6, allow_nan=False), min_size=1, max_size=8))
+def test_torchtune_lines_round_trip(tmp_path_factory, values):
+    """Lines in metric_logging.py's layout (repr of the float) read back exactly."""
+    from pipeline.ingest.sources.steplogs.reader import parse_file
+    text = "".join(f"Step {i} | loss:2.5 lr:2e-05 tokens_per_second_per_gpu:{v!r} \n"
+                   for i, v in enumerate(values, 1))
+    log = tmp_path_factory.mktemp("tt") / "train.log"
+    log.write_text(text)
+    state, _, _ = parse_file(log, "torchtune")
+    assert list(state.cols["tokens_per_s_per_accelerator"]) == values

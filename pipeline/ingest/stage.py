@@ -178,6 +178,17 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
+class RunRow(dict):
+    """A run row that holds only its given values: a column it lacks reads as None. A row of
+    all ``RUN_COLUMNS`` (~70, most of them empty) as a plain dict costs ~4.7 kB; the values
+    alone ~1 kB, which keeps a 10^6-row table's runs in memory at a quarter of the size."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
@@ -224,6 +235,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
                 power_rows.append(_power_row(owner, record, row, used))
             continue
         seen.update((k, len(runs)) for k in keys)
+        row = RunRow((k, v) for k, v in row.items() if v is not None)
         row["_path"], row["_line"] = record.path, record.line
         runs.append(row)
         if record.meta.get("power"):
