@@ -53,6 +53,7 @@ from functools import cached_property
 
 import numpy as np
 
+from pipeline.calibrate import moe
 from pipeline.calibrate.hardware import Network, gemm_efficiency, wave_efficiency
 
 COMPONENTS = ("compute", "kernel_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
@@ -123,6 +124,14 @@ class Config:
     # the attention core is fused, no s x s tensors in HBM (None: every row's is)
     fused_attention: np.ndarray | None = None
     head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
+    # MoE (pipeline/calibrate/moe.py; None: the expert_fraction / top_k estimate alone)
+    n_experts: np.ndarray | None = None
+    expert_ffn_size: np.ndarray | None = None   # one routed expert's width (NaN: from counts)
+    moe_layers: np.ndarray | None = None        # layers with routed experts
+    etp: np.ndarray | None = None               # expert tensor parallel
+    capacity_factor: np.ndarray | None = None   # NaN: dropless
+    moe_imbalance: np.ndarray | None = None     # stated busiest/mean expert load (NaN: none)
+    moe_a2a_overlap: np.ndarray | None = None   # dispatch overlapped with compute
 
     @cached_property
     def score_bytes_per_token(self) -> np.ndarray | None:
@@ -307,6 +316,53 @@ def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
     return c.elementwise_bytes_per_microbatch / _f(mach.hbm_bytes_per_s)
 
 
+def _moe_linear_scale(c: Config, mach: Machine) -> np.ndarray | float:
+    """Factor on the linear layers' time for the routed experts' GEMMs at their token count and
+    the load imbalance (``moe.linear_time_scale``); 1 without the MoE columns."""
+    if c.n_experts is None:
+        return 1.0
+    n = np.shape(c.tp)
+    routed = moe.routed_params(c.n_experts, c.top_k, c.expert_ffn_size, c.moe_layers,
+                               c.d_model, c.params, c.active_params)
+    share = routed / np.maximum(_f(c.active_params), 1.0)
+    if mach.ideal:
+        return moe.linear_time_scale(share, np.ones(n), np.ones(n))
+    sms = (np.full(n, np.nan) if mach.sm_count is None else _f(mach.sm_count))
+    ratio = moe.expert_rate_ratio(
+        c.microbatch_tokens, c.ep, c.n_experts, c.top_k, c.expert_ffn_size,
+        np.ones(n) if c.etp is None else c.etp, c.d_model, _gemm_rate(c, mach),
+        mach.gemm_max_efficiency, mach.peak_flops_per_s, mach.hbm_bytes_per_s, sms,
+        c.bytes_per_value, mach.launch_s)
+    u = moe.imbalance(np.full(n, np.nan) if c.capacity_factor is None else c.capacity_factor,
+                      np.full(n, np.nan) if c.moe_imbalance is None else c.moe_imbalance)
+    return moe.linear_time_scale(share, u, ratio)
+
+
+def _ep_time(c: Config, mach: Machine, layers_stage: np.ndarray, hide: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(all-to-all seconds per microbatch on a stage, the share of it exposed). Without the MoE
+    columns: 4 ring all-to-alls of top_k x tokens x d x w / tp per layer (the estimate the
+    theory's frontier shares); with them, ``moe.a2a_time`` per tier on the MoE layers."""
+    tp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.tp, c.cp, c.ep))
+    msg = _f(c.microbatch_tokens) * _f(c.d_model) * c.bytes_per_value
+    if c.n_experts is None:
+        t = np.where(_f(c.expert_fraction) > 0, layers_stage * ring_time(
+            mach, "all_to_all", _f(c.top_k) * msg / tp, ep, tp * cp, 4.0), 0.0)
+        return t, hide
+    nbytes = moe.dispatch_bytes(c.microbatch_tokens, c.top_k, c.d_model, tp, c.bytes_per_value)
+    e_up = _eff_up(mach, "all_to_all")
+    lat = 0.0 if mach.ideal else mach.scaleup_latency_s
+    e_out = 1.0 if mach.ideal else moe.SCALEOUT_A2A_EFFICIENCY
+    one = moe.a2a_time(nbytes, ep, tp * cp, mach.domain, mach.scaleup_bytes_per_s,
+                       mach.scaleout_bytes_per_s, e_up, lat, e_out)
+    moe_stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
+    moe_rows = (_f(c.n_experts) > 1) & (ep > 1)
+    t = np.where(moe_rows, moe_stage * moe.a2a_count(c.recompute) * one, 0.0)
+    overlap = (np.zeros(np.shape(tp), bool) if c.moe_a2a_overlap is None
+               else np.asarray(c.moe_a2a_overlap, dtype=bool))
+    return np.nan_to_num(t), np.where(overlap, hide, 1.0)
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -327,7 +383,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     linear_hw = linear * np.where(rec >= 2, 4.0 / 3.0, 1.0)
     attn_hw = attn * np.where(rec >= 1, 4.0 / 3.0, 1.0)
     rate = _gemm_rate(c, mach) * _f(th.compute_efficiency)
-    t_linear = linear_hw / (_f(mach.peak_flops_per_s) * rate)
+    t_linear = linear_hw / (_f(mach.peak_flops_per_s) * rate) * _moe_linear_scale(c, mach)
     t_attn = attn_hw / (_f(mach.attention_peak_flops_per_s) * rate
                         * _f(th.attention_efficiency))
     t_comp = t_linear + t_attn
@@ -343,13 +399,11 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     # Context parallel: K and V chunks around the ring, forward once and backward twice.
     kv = 2.0 * t_mb * d * w / tp
     t_cp_mb = layers_stage * ring_time(mach, "all_gather", kv * cp, cp, tp, 3.0)
-    # Expert parallel: dispatch + combine, forward and backward.
-    moe = _f(c.expert_fraction) > 0
-    t_ep_mb = np.where(moe, layers_stage * ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp,
-                                                     ep, tp * cp, 4.0), 0.0)
     hide = 1.0 - _f(th.tp_overlap)
     if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
         hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
+    # Expert parallel: dispatch + combine, forward and backward (pipeline/calibrate/moe.py).
+    t_ep_mb, ep_hide = _ep_time(c, mach, layers_stage, hide)
     # Pipeline: activation forward and gradient backward at each of v chunk boundaries.
     stage_stride = tp * cp * dp
     pair = np.full(pp.shape, 2.0)
@@ -357,7 +411,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
                      0.0)
     overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
                 + _elementwise_time(c, mach))
-    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
+    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 
     # Data parallel (ZeRO stage decides the collectives), in buckets.
@@ -396,7 +450,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
 
     parts = {
         "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * hide * t_tp_mb, "cp_comm": m * hide * t_cp_mb,
-        "ep_comm": m * hide * t_ep_mb, "pp_p2p": m * t_p2p, "bubble": bubble,
+        "ep_comm": m * ep_hide * t_ep_mb, "pp_p2p": m * t_p2p, "bubble": bubble,
         "dp_comm": dp_exposed, "optimizer": t_opt, "fixed": fixed,
     }
     total = sum(parts.values())

@@ -148,6 +148,37 @@ def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
 
 
+# MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
+_MOE_CATALOG = ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers")
+
+
+def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
+                 ) -> dict[str, np.ndarray]:
+    """Config's MoE fields (pipeline/calibrate/moe.py): stated, else the catalog's by
+    ``model_id``; moe_layers = n_layers - leading dense layers; top_k 2 where nothing says
+    (the estimate's default); moe_a2a_overlap false unless stated true."""
+    ids = _text(frame, "model_id")
+    models = catalog.models
+    out = {}
+    for name in _MOE_CATALOG:
+        known = {m: pd.to_numeric(models.at[m, name], errors="coerce") if name in models.columns
+                 else np.nan for m in set(i for i in ids if isinstance(i, str)
+                                          and i in models.index)}
+        cat = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids],
+                       dtype=float)
+        out[name] = np.where(np.isfinite(_num(frame, name)), _num(frame, name), cat)
+    dense = out.pop("moe_dense_layers")
+    dense = np.where(np.isfinite(dense), dense, 0.0)
+    out["moe_layers"] = np.maximum(layers - dense, 1.0)
+    out["top_k"] = np.where(out["top_k"] >= 1, out["top_k"], 2.0)
+    out["etp"] = np.maximum(_num(frame, "etp", 1.0), 1.0)
+    out["capacity_factor"] = _num(frame, "capacity_factor")
+    out["moe_imbalance"] = _num(frame, "moe_imbalance")
+    overlap = _text(frame, "moe_a2a_overlap")
+    out["moe_a2a_overlap"] = np.array([o is True or str(o).lower() == "true" for o in overlap])
+    return out
+
+
 def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     """Step-function inputs of runs.parquet-style rows (module docstring for the columns)."""
     n_rows = len(layouts)
@@ -176,8 +207,9 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
     fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts)
     cluster, unknown_clusters = fam.cluster_of(layouts, model.network.clusters)
+    moe_cols = _moe_columns(layouts, model.catalog, layers)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
-                 top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
+                 n_layers=layers, d_model=d, batch_tokens=batch, **moe_cols,
                  microbatch_tokens=micro * seq / cp, microbatches=m,
                  flop_per_token=flop_per_token, counted_attention_flop_per_token=counted,
                  attention_flop_per_token=attn, dp=dp, tp=tp,
