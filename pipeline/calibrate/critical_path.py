@@ -59,7 +59,7 @@ from pipeline.calibrate.hardware import Network, gemm_efficiency, wave_efficienc
 COMPONENTS = ("compute", "kernel_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
               "dp_comm", "optimizer", "fixed")
 PARAMETERS = ("compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s", "layer_overhead_s",
-              "attention_efficiency")
+              "attention_efficiency", "expert_overhead_s")
 # Adam with fp32 master weights: read weight, gradient, m and v (4 x 4 B), write weight, m, v
 # (3 x 4 B) and the bf16 copy (2 B) = 30 B per parameter of the shard.
 OPTIMIZER_BYTES = 30.0
@@ -226,11 +226,14 @@ class Theta:
     fixed_s: np.ndarray
     layer_overhead_s: np.ndarray
     attention_efficiency: np.ndarray
+    # seconds per local expert, MoE layer and microbatch outside the GEMM rate and the
+    # all-to-all (routing, token permutation, per-expert launches, host syncs of token counts)
+    expert_overhead_s: np.ndarray | float = 0.0
 
     @staticmethod
     def ideal(n: int) -> "Theta":
         one, zero = np.ones(n), np.zeros(n)
-        return Theta(one, one, one, zero, zero, one)
+        return Theta(one, one, one, zero, zero, one, zero)
 
 
 def _f(x) -> np.ndarray:
@@ -338,6 +341,18 @@ def _moe_linear_scale(c: Config, mach: Machine) -> np.ndarray | float:
     return moe.linear_time_scale(share, u, ratio)
 
 
+def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
+    """Seconds per microbatch on a stage outside the experts' GEMM rate: the family's
+    ``expert_overhead_s`` x local experts (E / ep) x MoE layers on the stage; 0 for dense rows
+    or without the MoE columns."""
+    if c.n_experts is None:
+        return 0.0
+    e = _f(c.n_experts)
+    local = np.where(e > 1, e / np.maximum(_f(c.ep), 1.0), 0.0)
+    stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
+    return np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
+
+
 def _ep_time(c: Config, mach: Machine, layers_stage: np.ndarray, hide: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
     """(all-to-all seconds per microbatch on a stage, the share of it exposed). Without the MoE
@@ -410,7 +425,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
                      0.0)
     overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
-                + _elementwise_time(c, mach))
+                + _elementwise_time(c, mach) + _expert_overhead(c, th))
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
     bubble = (pp - 1.0) / v * t_stage
 

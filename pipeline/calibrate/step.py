@@ -240,8 +240,10 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
-    table = np.array([model.family_theta(f) for f in family],
-                     dtype=float).reshape(-1, len(PARAMETERS))
+    # a calibration written before a parameter existed: the missing ones held off (0)
+    table = np.array([np.pad(np.asarray(model.family_theta(f), float),
+                             (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
+                      for f in family], dtype=float).reshape(-1, len(PARAMETERS))
     return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
 
 
