@@ -285,6 +285,13 @@ def plan(
     layers: int | None = typer.Option(None, help="model shape: layers"),
     d_model: int | None = typer.Option(None, help="model shape: hidden size"),
     heads: int | None = typer.Option(None, help="model shape: attention heads"),
+    # MoE shape (override the catalog's; pipeline/plan/request.py MOE_FLAGS)
+    experts: int | None = typer.Option(None, help="MoE: routed experts"),
+    top_k: int | None = typer.Option(None, help="MoE: routed experts per token"),
+    expert_ffn: int | None = typer.Option(None, help="MoE: one expert's FFN width"),
+    shared_experts: int | None = typer.Option(None, help="MoE: shared experts (expert widths)"),
+    active_params_b: float | None = typer.Option(None, help="MoE: parameters active per token, "
+                                                            "1e9 (FLOP count these)"),
     processed: Path = PROCESSED,
     catalog: Path = CATALOG,
     theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
@@ -303,7 +310,9 @@ def plan(
                     shape={"params_b": params_b, "layers": layers, "d_model": d_model,
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
-                    params_path=params, framework=framework)
+                    params_path=params, framework=framework,
+                    moe={"experts": experts, "top_k": top_k, "expert_ffn": expert_ffn,
+                         "shared_experts": shared_experts, "active_params_b": active_params_b})
     raise typer.Exit(code=code)
 
 

@@ -81,3 +81,64 @@ def test_sidecar_top_k_above_experts_is_rejected(tmp_path) -> None:
         "top_k: 8\npp: 2\nep: 4\nseq_len: 4096\nprecision: bf16\n")
     runs, rejects = _ingest(tmp_path)
     assert not runs and "top_k 8 > n_experts 4" in rejects[0]["reason"]
+
+
+# --- plan: the MoE flags -------------------------------------------------------------------
+
+
+def test_plan_moe_flags_override_and_check() -> None:
+    from pipeline.plan.request import PlanError, resolve_model
+    cat = load_catalog(ROOT / "data" / "catalog")
+    mix = resolve_model(cat, "mixtral-8x7b", {})
+    assert (mix.n_experts, mix.top_k, mix.expert_ffn_size, mix.active_params) == (
+        8, 2, 14336, 12.9e9)
+    shape = {"params_b": 47.0, "layers": 32, "d_model": 4096}
+    flagged = resolve_model(cat, "my-moe", shape, {"experts": 8, "top_k": 2,
+                                                   "active_params_b": 13.0})
+    assert (flagged.params, flagged.active_params, flagged.n_experts) == (47e9, 13e9, 8)
+    for moe, field in (({"experts": 8, "top_k": 9, "active_params_b": 13.0}, "--top-k"),
+                       ({"experts": 8, "top_k": 2}, "--active-params-b"),
+                       ({"experts": 1}, "--experts"),
+                       ({"experts": 8, "top_k": 2, "active_params_b": 60.0}, "--active-params-b"),
+                       ({"top_k": 2.5}, "--top-k")):
+        with pytest.raises(PlanError, match=field):
+            resolve_model(cat, "my-moe", shape, moe)
+
+
+# --- the step terms (pipeline/calibrate/moe.py) -----------------------------------------------
+
+
+def test_routed_params_from_shape_equal_those_from_counts() -> None:
+    """Mixtral 8x7B: 32 layers x 2 experts x 3 x 4096 x 14336 = 11.27e9 routed parameters per
+    token, and (46.7e9 - 12.9e9) x 2 / (8 - 2) from the stated counts agrees to 0.1 %."""
+    from pipeline.calibrate import moe
+    shape = moe.routed_params(8, 2, 14336, 32, 4096, 46.7e9, 12.9e9)
+    counts = moe.routed_params(8, 2, float("nan"), 32, 4096, 46.7e9, 12.9e9)
+    assert float(shape) == pytest.approx(32 * 2 * 3 * 4096 * 14336)
+    assert float(counts) == pytest.approx(float(shape), rel=1e-3)
+    assert float(moe.routed_params(float("nan"), 2, 14336, 32, 4096, 7e9, 7e9)) == 0.0  # dense
+
+
+def test_all_to_all_per_tier() -> None:
+    """Inside one 8-GPU domain only NVLink moves bytes; EP 16 over two nodes sends half of
+    them over one 50 GB/s NIC per GPU at the NIC efficiency, and both tiers run at once."""
+    from pipeline.calibrate import moe
+    n, up, out, e_up = 1e8, 450e9, 50e9, 0.8
+    inside = moe.a2a_time(n, 8, 1, 8, up, out, e_up, 0.0)
+    assert float(inside) == pytest.approx(n * 7 / 8 / (e_up * up))
+    two_nodes = moe.a2a_time(n, 16, 1, 8, up, out, e_up, 0.0)
+    assert float(two_nodes) == pytest.approx(n * 8 / 16 / (moe.SCALEOUT_A2A_EFFICIENCY * out))
+    assert float(moe.a2a_time(n, 1, 1, 8, up, out, e_up, 1e-5)) == 0.0
+    # a stride of 8 (EP across TP groups of 8) leaves every peer outside the domain
+    assert float(moe.a2a_time(n, 8, 8, 8, up, out, e_up, 0.0)) == pytest.approx(
+        n * 7 / 8 / (moe.SCALEOUT_A2A_EFFICIENCY * out))
+
+
+def test_imbalance_and_linear_scale() -> None:
+    from pipeline.calibrate import moe
+    nan = float("nan")
+    assert moe.imbalance(nan, nan) == 1.0                     # dropless, forced balance
+    assert moe.imbalance(1.25, nan) == 1.25                   # token-dropping: capacity factor
+    assert moe.imbalance(1.25, 1.4) == 1.4                    # a stated imbalance wins
+    # routed share 0.8 at 1.5x imbalance and experts half as fast: 0.2 + 0.8 x 1.5 x 2 = 2.6
+    assert float(moe.linear_time_scale(0.8, 1.5, 2.0)) == pytest.approx(2.6)

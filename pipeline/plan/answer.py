@@ -24,7 +24,7 @@ KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "mic
         "memory_bytes_per_accelerator", "hbm_bytes", "binding", "ceiling_mfu",
         "sequence_parallel", "microbatches", "global_batch_tokens", "seq_len",
         "step_time_low_s", "step_time_high_s", "fits_memory", "train_time_s", "energy_mwh",
-        "framework_family")
+        "framework_family", "a2a_share")
 JOULES_PER_MWH = 3.6e9
 
 
@@ -104,8 +104,9 @@ _INTS = {"n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "mi
 
 def table(rows: pd.DataFrame) -> str:
     """A plain-text table, one line per (N, layout)."""
+    moe = bool((rows["ep"] > 1).any()) if "ep" in rows else False
     head = (f"{'N':>7} {'layout':<34} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
-            f"{'GB/chip':>13} {'ceiling':>7}  binding")
+            f"{'GB/chip':>13} {'ceiling':>7}  binding{' (a2a share)' if moe else ''}")
     lines = [head, "-" * len(head)]
     for r in rows.itertuples():
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
@@ -114,7 +115,8 @@ def table(rows: pd.DataFrame) -> str:
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         lines.append(f"{r.n_accelerators:>7} {layout:<34} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
-                     f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}")
+                     f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}"
+                     + (f" ({r.a2a_share:.0%})" if moe else ""))
         if np.isfinite(r.train_time_s):
             lines.append(f"{'':>7}   to train: {r.train_time_s / 86400:.1f} days, "
                          f"{r.energy_mwh:.3g} MWh at TDP")

@@ -29,7 +29,8 @@ def more_n(first: list[int], extra: list[str]) -> list[int] | str:
 def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_tokens: float | None,
              seq_len: float | None, layout: str | None, top: int, train_tokens: float | None,
              json_out: bool, shape: dict[str, Any], processed: Path, catalog: Path,
-             theory_metrics: Path, params_path: Path, framework: str | None = None) -> int:
+             theory_metrics: Path, params_path: Path, framework: str | None = None,
+             moe: dict[str, float | None] | None = None) -> int:
     try:
         params = load_params(params_path)
         load_settings(params)
@@ -45,7 +46,7 @@ def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_t
             raise PlanError("--framework", f"{framework!r} is not one of {', '.join(FAMILIES)}")
         ctx = load_context(processed, catalog, theory_metrics, params, framework)
         cat = ctx.step.catalog
-        req = Request(model=resolve_model(cat, model, shape),
+        req = Request(model=resolve_model(cat, model, shape, moe),
                       accelerator=resolve_accelerator(cat, accelerator), n_values=ns,
                       layout=fixed)
         rows = answer(req, ctx, global_batch_tokens, seq_len, top, train_tokens)

@@ -7,7 +7,7 @@ line turns it into exit status 2.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,11 @@ class ModelShape:
     n_heads: float = np.nan
     n_experts: float = np.nan
     seq_len: float = np.nan
+    # MoE (NaN: dense or not stated; pipeline/calibrate/moe.py prices them)
+    top_k: float = np.nan
+    expert_ffn_size: float = np.nan
+    shared_experts: float = np.nan
+    moe_dense_layers: float = np.nan
 
 
 @dataclass(frozen=True)
@@ -51,8 +56,45 @@ class Request:
     layout: dict[str, Any] = field(default_factory=dict)
 
 
-def resolve_model(catalog: Catalog, name: str, shape: dict[str, float | None]) -> ModelShape:
-    """A catalog model (id or alias), or the shape given with --params-b/--layers/--d-model."""
+# --experts/--top-k/--expert-ffn/--shared-experts/--active-params-b: (ModelShape field, flag)
+MOE_FLAGS = {"experts": "n_experts", "top_k": "top_k", "expert_ffn": "expert_ffn_size",
+             "shared_experts": "shared_experts", "active_params_b": "active_params"}
+
+
+def with_moe(model: ModelShape, moe: dict[str, float | None] | None) -> ModelShape:
+    """The model with the MoE flags given (they override the catalog's), checked: experts >= 2,
+    1 <= top-k <= experts, active parameters positive and at most the total."""
+    given = {k: v for k, v in (moe or {}).items() if v is not None}
+    for key, value in given.items():
+        low = 0 if key == "shared_experts" else 1
+        count = key != "active_params_b"
+        if not (value >= low if count else value > 0) or (count and value != int(value)):
+            what = f"an integer >= {low}" if count else "positive"
+            raise PlanError(f"--{key.replace('_', '-')}", f"must be {what}, got {value!r}")
+    fields = {MOE_FLAGS[k]: float(v) * (1e9 if k == "active_params_b" else 1.0)
+              for k, v in given.items()}
+    out = replace(model, **fields)
+    if "n_experts" in fields and not out.n_experts >= 2:
+        raise PlanError("--experts", f"an MoE model has at least 2 experts, got {out.n_experts:g}")
+    if np.isfinite(out.top_k) and np.isfinite(out.n_experts) and out.top_k > out.n_experts:
+        raise PlanError("--top-k", f"{out.top_k:g} > --experts {out.n_experts:g}")
+    if out.active_params > out.params:
+        raise PlanError("--active-params-b", f"{out.active_params / 1e9:g} B is more than the "
+                        f"model's {out.params / 1e9:g} B parameters")
+    if np.isfinite(out.n_experts) and out.n_experts > 1 and out.active_params >= out.params:
+        raise PlanError("--active-params-b", "an MoE model needs its active parameters (below "
+                        "the total): FLOP count only the top-k experts a token uses")
+    return out
+
+
+def resolve_model(catalog: Catalog, name: str, shape: dict[str, float | None],
+                  moe: dict[str, float | None] | None = None) -> ModelShape:
+    """A catalog model (id or alias), or the shape given with --params-b/--layers/--d-model;
+    with the MoE flags applied (:func:`with_moe`)."""
+    return with_moe(_resolve_model(catalog, name, shape), moe)
+
+
+def _resolve_model(catalog: Catalog, name: str, shape: dict[str, float | None]) -> ModelShape:
     given = {k: v for k, v in shape.items() if v is not None}
     if given:
         missing = [k for k in ("params_b", "layers", "d_model") if k not in given]
@@ -83,7 +125,9 @@ def resolve_model(catalog: Catalog, name: str, shape: dict[str, float | None]) -
     return ModelShape(model_id=model_id, params=float(spec["params"]),
                       active_params=float(active), n_layers=int(spec["n_layers"]),
                       d_model=int(spec["d_model"]), n_heads=_f(spec.get("n_heads")),
-                      n_experts=_f(spec.get("n_experts")), seq_len=_f(spec.get("seq_len")))
+                      n_experts=_f(spec.get("n_experts")), seq_len=_f(spec.get("seq_len")),
+                      **{k: _f(spec.get(k)) for k in ("top_k", "expert_ffn_size",
+                                                      "shared_experts", "moe_dense_layers")})
 
 
 def resolve_accelerator(catalog: Catalog, name: str) -> str:

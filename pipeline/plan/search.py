@@ -98,6 +98,8 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     g["params"], g["active_params"] = model.params, model.active_params
     g["n_layers"], g["d_model"], g["seq_len"] = model.n_layers, model.d_model, seq_len
     g["model_id"] = model.model_id
+    for col in ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers"):
+        g[col] = getattr(model, col)
     return g
 
 
@@ -142,6 +144,7 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     ok = pd.concat([ok, pred], axis=1)
     ok["fits_memory"] = True
     ok["tokens_per_s"] = ok["global_batch_tokens"] / ok["step_time_s"]
+    ok["a2a_share"] = ok["ep_comm_s"] / ok["step_time_s"]   # MoE dispatch/combine exposed
     # equal MFU (to 1e-4): the simpler layout first (less recompute, lower ZeRO stage, less
     # memory)
     ok["_rank_mfu"] = ok["mfu"].round(4)
