@@ -368,7 +368,10 @@ def _ep_time(c: Config, mach: Machine, layers_stage: np.ndarray, hide: np.ndarra
     e_up = _eff_up(mach, "all_to_all")
     lat = 0.0 if mach.ideal else mach.scaleup_latency_s
     e_out = 1.0 if mach.ideal else moe.SCALEOUT_A2A_EFFICIENCY
-    one = moe.a2a_time(nbytes, ep, tp * cp, mach.domain, mach.scaleup_bytes_per_s,
+    # the EP group's ranks sit etp apart (Megatron-Core's expert layers regroup the ranks as
+    # expert-tp x ep x expert-dp, independent of the attention's tp and cp: moe.py)
+    etp = np.ones(np.shape(tp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
+    one = moe.a2a_time(nbytes, ep, etp, mach.domain, mach.scaleup_bytes_per_s,
                        mach.scaleout_bytes_per_s, e_up, lat, e_out)
     moe_stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
     moe_rows = (_f(c.n_experts) > 1) & (ep > 1)

@@ -17,7 +17,11 @@ the model catalog):
   k experts and receives them back: 2 all-to-alls forward (dispatch, combine), 2 backward (their
   gradients), 2 more forward under full recomputation; each moves n = t k d w / tp bytes per
   rank. Of them (p_in - 1) / ep stay inside the scale-up domain and (ep - p_in) / ep leave it
-  (p_in: EP ranks per domain). An all-to-all drives both tiers at once, so
+  (p_in: EP ranks per domain, the group's ranks etp apart: Megatron-Core lays the expert
+  layers out as expert-tp x ep x expert-dp over the same ranks, whatever the attention's tp
+  and cp (``--expert-tensor-parallel-size``, NVIDIA/Megatron-LM
+  megatron/core/transformer/moe/README.md), so EP 64 with TP 2 on 64 GPUs is one 64-rank
+  group). An all-to-all drives both tiers at once, so
   ``t = alpha + max(n (p_in - 1) / ep / (e_up B_up), n (ep - p_in) / ep / (e_out B_out))``.
   e_up: the network's measured one-node efficiency (collectives.csv; all_gather stands in where
   no all_to_all is measured); e_out = ``SCALEOUT_A2A_EFFICIENCY``: across nodes an all-to-all
