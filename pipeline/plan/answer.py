@@ -13,7 +13,7 @@ from pipeline.calibrate.step import load_model
 from pipeline.config import load_params, settings
 from pipeline.frameworks import DEFAULT_FAMILY
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
-from pipeline.plan.batch import Batch
+from pipeline.plan.batch import Batch, resolve_batch, resolve_seq_len
 from pipeline.plan.request import PlanError, Request, check_layout_divides
 from pipeline.plan.search import PlanContext, plan_for_n
 from pipeline.theory import laws as lw
@@ -87,6 +87,17 @@ def answer(req: Request, ctx: PlanContext, batch: Batch, top: int,
         out["energy_mwh"] = (out["n_accelerators"] * float(tdp) * out["train_time_s"]
                              / JOULES_PER_MWH)
     return out
+
+
+def answer_tokens(req: Request, ctx: PlanContext, batch_tokens: float | None,
+                  seq_len: float | None, top: int) -> pd.DataFrame:
+    """:func:`answer` for a batch in tokens (None: the default batch, stated) and a sequence
+    length (None: the model's, else the theory's): the report's "Your runs" asks this way."""
+    seq, _ = resolve_seq_len(seq_len, req.model.seq_len,
+                             settings(ctx.params, "theory").bounds.seq_len)
+    default = (default_batch_tokens(ctx.params, req.model.active_params)
+               if batch_tokens is None else None)
+    return answer(req, ctx, resolve_batch(batch_tokens, None, seq, default), top)
 
 
 def records(rows: pd.DataFrame) -> list[dict[str, Any]]:
