@@ -176,15 +176,16 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
 
 
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
-            power_rows: list[dict[str, Any]] | None = None
+            power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
     """Normalize every record: (run rows, reject rows, records read per (source, path)).
 
     A run read twice keeps its first row; a power measurement read with the second copy (an
     MLPerf tree with power logs, whose runs the published table already holds) is attached to
     the first when that has none. Each power measurement becomes a row of ``power_rows``.
+    ``plausibility=False`` skips the MFU rule (``scripts/mfu_ceilings.py`` finds the records).
     """
-    cache = CatalogCache(catalog)
+    cache = CatalogCache(catalog, plausibility)
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()

@@ -28,11 +28,14 @@ import hashlib
 import math
 import re
 from numbers import Real
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pipeline.bounded import short
+from pipeline.plausibility import above_record
+from pipeline.plausibility import check_mfu as check_mfu_limit
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (check_layout, check_mfu, check_params, check_scale,
@@ -73,8 +76,12 @@ _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", 
 class CatalogCache:
     """Memoized catalog look-ups: the same alias or model is resolved once per stage run."""
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: Any, plausibility: bool = True) -> None:
+        """``plausibility``: apply the MFU rule of ``pipeline.plausibility`` (read from the
+        catalog's folder; a catalog without one, such as a test stub, applies none)."""
         self.catalog = catalog
+        directory = getattr(catalog, "directory", None)
+        self.plausibility_dir = Path(directory) if plausibility and directory else None
         self._acc: dict[str, str | None] = {}
         self._peak: dict[tuple[str, str], tuple[float | None, str | None]] = {}
         self._family: dict[str, str | None] = {}
@@ -268,6 +275,7 @@ def normalize(record: Record, catalog: CatalogCache, options: IngestSettings) ->
     elif assumed and peak is not None:
         derived.append("peak_precision")
     row["precision"] = precision
+    _check_plausible(row, catalog, given["active_b"])
     if peak_withheld and row["mfu"] is None and row["model_flops_per_s"] is not None:
         row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
                                            "has fp8 units")
@@ -301,6 +309,23 @@ def _check_stated_mfu(f: dict[str, Any], row: dict[str, Any], peak: float | None
                  else "tokens_per_s")
         check_mfu(row["mfu"], row["model_flops_per_s"], row["n_accelerators"], peak, basis,
                   rounding(f["mfu"]))
+
+
+def _check_plausible(row: dict[str, Any], catalog: CatalogCache, active_b: float | None
+                     ) -> None:
+    """The run's MFU (stated or derived) against its chip's limit (``pipeline.plausibility``):
+    above it a reject naming the likely causes; above the family's record a note."""
+    if row["mfu"] is None or catalog.plausibility_dir is None:
+        return
+    precision = row["precision"] or row["peak_precision"]
+    total_only = active_b is None and row["active_params"] >= row["params"]
+    reason = check_mfu_limit(row["mfu"], row["accelerator"], precision,
+                             total_params_only=total_only, catalog_dir=catalog.plausibility_dir)
+    if reason is not None:
+        raise Reject("implausible", reason)
+    note = above_record(row["mfu"], row["accelerator"], precision, catalog.plausibility_dir)
+    if note is not None:
+        row["notes"] = _note(row["notes"], note)
 
 
 def _status(f: dict[str, Any]) -> str:
