@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import io
 import re
 from pathlib import Path
@@ -40,7 +41,8 @@ EXTRA_COLUMNS = (
     "hardware_tflops_per_accelerator", "aggregate_hardware_flops_per_s",
     "peak_memory_bytes_per_accelerator", "extra_metric", "extra_value", "extra_unit", "figure",
     "benchmark", "mlperf_version", "submitter", "system", "olympic_score_s",
-    "accelerators_per_node", "global_batch_sequences", "samples_per_s", "init_s", "eval_time_s",
+    "accelerators_per_node", "global_batch_sequences", "n_heads", "samples_per_s", "init_s",
+    "eval_time_s",
     "result_path", "log_sha1", *SCHEDULE_COLUMNS, "framework", *KERNEL_COLUMNS, "cluster",
 )
 # The software that ran each source's jobs, as the source names it (citations in
@@ -652,10 +654,21 @@ def with_software_facts(rows: list[Row]) -> list[Row]:
     return rows
 
 
+def _more_labs() -> Any:
+    """``scripts/transcribe_more_labs.py`` (the seven further labs), loaded by its path."""
+    spec = importlib.util.spec_from_file_location(
+        "transcribe_more_labs", Path(__file__).with_name("transcribe_more_labs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def converted(ref_dir: Path) -> dict[str, list[Row]]:
-    """Output file name -> its rows, for every source."""
-    return {name: with_software_facts(with_framework(rows))
-            for name, rows in _converted(ref_dir).items()}
+    """Output file name -> its rows, for every source (the more-labs tables last)."""
+    out = {name: with_software_facts(with_framework(rows))
+           for name, rows in _converted(ref_dir).items()}
+    out.update(_more_labs().converted(ref_dir))
+    return out
 
 
 def _converted(ref_dir: Path) -> dict[str, list[Row]]:

@@ -37,6 +37,9 @@ def _load_converter():
 
 
 tr = _load_converter()
+# The seven further labs (scripts/transcribe_more_labs.py): already format v1 in the reference,
+# checked cell by cell in tests/test_more_labs.py.
+MORE_LABS = frozenset(tr._more_labs().FILES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,7 +126,8 @@ COPIED = (("params_b", "params_b"), ("n_accelerators", "n_gpus"), ("mfu", "mfu")
           ("dp", "dp"), ("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("seq_len", "seq_len"))
 
 
-@pytest.mark.parametrize("name", [n for n in CONVERTED if n != "mlperf_training.csv"])
+@pytest.mark.parametrize("name", [n for n in CONVERTED
+                                  if n != "mlperf_training.csv" and n not in MORE_LABS])
 def test_values_match_reference_rows(reference_data, name):
     for row in rows_of(name):
         ref_file, line = row["reference_row"].rsplit(":", 1)
@@ -374,8 +378,6 @@ def test_palm_states_its_within_pod_sharding_and_full_rematerialization():
     for quoted in ("256-way fully sharded data parallelism", "rematerialized",
                    "effectively equivalent to Adam"):
         assert quoted in run["notes"]
-
-
 # --- the MoE tables -------------------------------------------------------------------------
 
 

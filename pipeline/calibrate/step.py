@@ -43,6 +43,11 @@ DEFAULT_SEQ_LEN = 2048.0
 # d / heads where the model's shape gives none (GPT-3, Llama 2/3 and most Megatron shapes)
 DEFAULT_HEAD_DIM = 128.0
 LEVEL = 0.95
+# Precisions priced at another's peak and GEMM efficiency: MXFP8 (block-scaled FP8 of the OCP
+# Microscaling spec) runs at the FP8 dense peak on the chips that have it (NVIDIA Blackwell
+# datasheet: the same dense FP8/FP6 figure; B200/GB200 are the catalog's MXFP8 chips)
+PEAK_OF = {"mxfp8": "fp8"}
+MXFP8_FAMILIES = ("B200", "GB200", "B300", "GB300")
 
 
 @dataclass
@@ -120,7 +125,7 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
         if a in catalog.hardware.index:
             spec = catalog.spec(a)
             specs[a] = [float(spec.get(c) or np.nan) for c in cols]
-            peaks[(a, p)] = catalog.peak_flops_per_s(a, p)[0] or np.nan
+            peaks[(a, p)] = catalog.peak_flops_per_s(a, PEAK_OF.get(p, p))[0] or np.nan
             peaks[(a, "16")] = catalog.peak_flops_per_s(a, "bf16")[0] or np.nan
     nan4 = [np.nan] * 4
     table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(frame), 4)
@@ -217,10 +222,12 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
                  gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
                  dp_comm_overlap=dp_overlap,
-                 fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d))
+                 fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
+                 shard_group=_num(layouts, "shard_group"))
     per_node = _num(layouts, "accelerators_per_node")
     domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
-    eta = gemm_max_efficiency(model.gemm, hw["accelerator"], hw["precision"])
+    eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
+                              np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
     mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
                    hbm_bytes_per_s=hw["hbm_bytes_per_s"],
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
