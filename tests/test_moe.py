@@ -142,3 +142,28 @@ def test_imbalance_and_linear_scale() -> None:
     assert moe.imbalance(1.25, 1.4) == 1.4                    # a stated imbalance wins
     # routed share 0.8 at 1.5x imbalance and experts half as fast: 0.2 + 0.8 x 1.5 x 2 = 2.6
     assert float(moe.linear_time_scale(0.8, 1.5, 2.0)) == pytest.approx(2.6)
+
+
+# --- memory: experts sharded by EP -----------------------------------------------------------
+
+
+def test_qwen3_layout_states_shard_experts_by_ep_and_fit() -> None:
+    """Issue 32's run (16 H100, PP 2, EP 8, micro-batch 1, ZeRO-1): per rank 1/2 of the
+    non-expert layers and 1/16 of the 29 B routed-expert parameters (PP 2 x EP 8); the expert
+    data-parallel group is dp / ep = 1, so their optimizer states are not sharded further.
+    Weights 5.1 GB, gradients 10.2 GB, optimizer 22.9 GB; with the activations it fits the
+    80 GB part the log shows 57.7 GB reserved on."""
+    import pandas as pd
+    from pipeline.theory.memory import MemoryConstants, peak_memory
+    from pipeline.theory.memory_inputs import memory_inputs
+    row = pd.DataFrame([dict(model_id="qwen3-30b-a3b", params=30.5e9, active_params=3.3e9,
+                             n_layers=48, d_model=2048, n_accelerators=16, tp=1, pp=2, cp=1,
+                             ep=8, dp=8, seq_len=4096, micro_batch=1,
+                             global_batch_tokens=512 * 4096, virtual_pipeline=12,
+                             precision="bf16", source="logs", framework="NeMo")])
+    x, const = memory_inputs(row, load_catalog(ROOT / "data" / "catalog"), MemoryConstants(),
+                             {"seq_len": 4096, "micro_batch": 1, "zero_stage": 1})
+    b = peak_memory(x, const)
+    assert float(b.weights[0]) == pytest.approx(5.11e9, rel=0.01)
+    assert float(b.optimizer[0]) == pytest.approx(22.9e9, rel=0.01)
+    assert 40e9 < float(b.raw[0]) < 80e9
