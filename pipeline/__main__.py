@@ -290,8 +290,24 @@ def plan(
                    "compute-optimal run of the model)"),
     seq_len: float | None = typer.Option(None, help="tokens per sequence (default: the "
                                                     "model's, else theory.bounds.seq_len)"),
-    layout: str | None = typer.Option(None, help="fix axes: tp=8,pp=16,cp=1[,dp=..,ep=..,"
-                                                 "v=..,zero=..,recompute=..,mb=..]"),
+    layout: str | None = typer.Option(
+        None, help="fix axes, any integers whose product with dp is N: tp=8,pp=12,cp=1,dp=..,"
+                   "ep=..,v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),"
+                   "gbs=1536 (global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
+                   "recompute=none|selective|full,sp=true|false,node=4 (accelerators per "
+                   "scale-up domain); e.g. --layout tp=8,pp=12,mb=1,gbs=1536"),
+    precision: str | None = typer.Option(
+        None, help="bf16 (default), fp16, fp8 or mxfp8 (Blackwell); MFU is against the dense "
+                   "peak at this precision, e.g. --precision fp8"),
+    fused_attention: bool | None = typer.Option(
+        None, "--fused-attention/--no-fused-attention",
+        help="fused (flash) attention core (default: fused)"),
+    tp_comm_overlap: bool | None = typer.Option(
+        None, "--tp-comm-overlap/--no-tp-comm-overlap",
+        help="TP/CP/EP collectives overlapped with compute (default: overlapped)"),
+    dp_comm_overlap: bool | None = typer.Option(
+        None, "--dp-comm-overlap/--no-dp-comm-overlap",
+        help="DP gradient traffic overlapped with the backward (default: overlapped)"),
     top: int = typer.Option(5, min=1, help="layouts shown per N"),
     train_tokens: float | None = typer.Option(None, help="also the time and energy (MWh, at "
                                                          "TDP) to train this many tokens"),
@@ -304,6 +320,13 @@ def plan(
     layers: int | None = typer.Option(None, help="model shape: layers"),
     d_model: int | None = typer.Option(None, help="model shape: hidden size"),
     heads: int | None = typer.Option(None, help="model shape: attention heads"),
+    # MoE shape (override the catalog's; pipeline/plan/request.py MOE_FLAGS)
+    experts: int | None = typer.Option(None, help="MoE: routed experts"),
+    top_k: int | None = typer.Option(None, help="MoE: routed experts per token"),
+    expert_ffn: int | None = typer.Option(None, help="MoE: one expert's FFN width"),
+    shared_experts: int | None = typer.Option(None, help="MoE: shared experts (expert widths)"),
+    active_params_b: float | None = typer.Option(None, help="MoE: parameters active per token, "
+                                                            "1e9 (FLOP count these)"),
     processed: Path = PROCESSED,
     catalog: Path = CATALOG,
     theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
@@ -322,7 +345,12 @@ def plan(
                     shape={"params_b": params_b, "layers": layers, "d_model": d_model,
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
-                    params_path=params, framework=framework)
+                    params_path=params, framework=framework, precision=precision,
+                    kernels={"fused_attention": fused_attention,
+                             "tp_comm_overlap": tp_comm_overlap,
+                             "dp_comm_overlap": dp_comm_overlap},
+                    moe={"experts": experts, "top_k": top_k, "expert_ffn": expert_ffn,
+                         "shared_experts": shared_experts, "active_params_b": active_params_b})
     raise typer.Exit(code=code)
 
 

@@ -395,7 +395,7 @@ class ReportSettings(_Group):
 # pipeline/calibrate/features.py TERMS, which a test keeps equal to this list).
 # the family parameters of the step model (pipeline/calibrate/critical_path.py PARAMETERS)
 CalibrateTerm = Literal["compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s",
-                        "layer_overhead_s", "attention_efficiency"]
+                        "layer_overhead_s", "attention_efficiency", "expert_overhead_s"]
 CalibratePredictor = Literal["naive_linear", "naive_loglinear", "calibrated"]
 IntervalMethod = Literal["analytic", "conformal"]
 
@@ -407,7 +407,7 @@ def _compute_first(terms: list[str]) -> list[str]:
     return terms
 
 
-CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=6),
+CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=7),
                           AfterValidator(_compute_first)]
 
 

@@ -54,8 +54,35 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
     (("llama-3-70b", "H100", "--n", "0"), "--n", "got 0"),
     (("llama-3-70b", "H100", "--n", "1000", "--layout", "tp=8,pp=16"), "--layout",
      "= 128 does not divide N = 1000"),
-    (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=1,pp=1,cp=1,zero=0"), "--layout",
-     "more than the 85.5 GB H100-SXM5-80GB reports, less the runtime's 0.3 GB"),
+    (("llama-3-70b", "H100", "--n", "99999999999999999999999"), "--n", "<= 1e+07"),
+    (("llama-3-70b", "H100", "--n", "512", "--seq-len", "0"), "--seq-len", "got 0"),
+    (("llama-3-70b", "H100", "--n", "512", "--seq-len", "4096.5"), "--seq-len",
+     "whole number"),
+    (("llama-3-70b", "H100", "--n", "512", "--global-batch-tokens", "inf"),
+     "--global-batch-tokens", "finite"),
+    (("llama-3-70b", "H100", "--n", "512", "--seq-len", "8192", "--global-batch-tokens",
+      "3145729"), "--global-batch-tokens", "not a whole number of 8192-token sequences"),
+    (("mine", "H100", "--n", "64", "--params-b", "1e7", "--layers", "32", "--d-model", "4096"),
+     "--params-b", "<= 100000"),
+    (("mine", "H100", "--n", "64", "--params-b", "inf", "--layers", "32", "--d-model", "4096"),
+     "--params-b", "finite"),
+    (("mine", "H100", "--n", "64", "--params-b", "8", "--layers", "32", "--d-model", "4096",
+      "--heads", "7"), "--heads", "7 heads do not divide d_model = 4096"),
+    (("", "H100", "--n", "64"), "MODEL", "empty model name"),
+    (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=8,tp=4"), "--layout", "given twice"),
+    (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=128"), "--layout",
+     "tp=128 must divide the 64 attention heads"),
+    (("llama-3-70b", "H100", "--n", "512", "--layout", "pp=128"), "--layout",
+     "pp=128 exceeds the 80 layers"),
+    (("llama-3-70b", "H100", "--n", "512", "--layout", "ep=8"), "--layout", "is dense"),
+    (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=8,pp=4,mb=3", "--seq-len", "8192",
+      "--global-batch-tokens", "4194304"), "--layout", "dp 16 x mb 3 = 48"),
+    (("llama-3-70b", "H100", "--n", "512", "--precision", "fp4"), "--precision", "'fp4'"),
+    (("llama-3-70b", "A100-SXM4-80GB", "--n", "512", "--precision", "fp8"), "--precision",
+     "no peak_fp8_flops_per_s for A100-SXM4-80GB"),
+    (("llama-3-70b", "H100", "--n", "512", "--precision", "mxfp8"), "--precision",
+     "H100-SXM5-80GB has none"),
+    (("llama-3-70b", "H200", "--n", "512"), "ACCELERATOR", "no scaleout_bytes_per_s for H200"),
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=x"), "--layout", "tp='x'"),
     (("llama-3-70b", "H100", "--n", "512", "--framework", "jax"), "--framework",
      "'jax' is not one of megatron, fsdp, deepspeed, playbook"),
@@ -65,6 +92,65 @@ def test_bad_requests_exit_2_naming_the_field(args, field, quoted):
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {field}: ")
     assert quoted in result.stderr
+
+
+def test_a_fixed_layout_that_does_not_fit_is_answered_and_says_so():
+    result = _plan("llama-3-70b", "H100", "--n", "512", "--layout", "tp=1,pp=1,cp=1,zero=0",
+                   "--seq-len", "8192", "--global-batch-tokens", "4194304")
+    assert result.exit_code == 0, result.stderr
+    assert "does not fit in memory" in result.stdout
+
+
+@pytest.mark.parametrize("layout, n", [
+    ("tp=8,pp=12,mb=1", 6144),     # a 340B model's TP8 PP12 on 6,144 H100: pp not a power of 2
+    ("tp=8,pp=35,mb=1", 2520),     # a 530B model's TP8 PP35 (105 layers)
+    ("tp=1,pp=1,mb=6", 64),        # FSDP with micro-batch 6
+    ("tp=1,pp=1,mb=20", 64),       # and 20
+    ("tp=8,pp=12,v=4,mb=1", 6144),  # interleaved with pp not a power of two
+])
+def test_layouts_people_run_are_answered_with_the_batch_asked(layout, n):
+    args = ("mine", "H100", "--n", str(n), "--params-b", "340", "--layers", "96",
+            "--d-model", "18432", "--heads", "96", "--seq-len", "4096", "--layout", layout,
+            "--json")
+    gbs = {6144: 2304, 2520: 2520, 64: 1920}[n]
+    result = _plan(*args, "--global-batch-tokens", str(gbs * 4096))
+    assert result.exit_code == 0, result.stderr
+    row = json.loads(result.stdout)[0]
+    assert row["global_batch_tokens"] == gbs * 4096
+    assert row["global_batch_sequences"] == gbs
+    assert row["dp"] * row["micro_batch"] * row["microbatches"] == gbs
+    assert row["tp"] * row["pp"] * row["cp"] * row["dp"] == n
+
+
+def test_the_batch_in_sequences_and_the_table_shows_batch_and_defaults():
+    result = _plan("gpt3-175b", "A100-SXM4-80GB", "--n", "1536", "--layout",
+                   "tp=8,pp=12,mb=1,gbs=1536", "--top", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "1,536 sequences x 2,048 tokens = 3,145,728 tokens per step" in result.stdout
+    assert "assumed: precision bf16" in result.stdout
+    assert " m96 " in result.stdout  # 1536 / (dp 16 x mb 1) microbatches per pipeline
+
+
+def test_without_pipeline_outputs_it_says_to_run_make_report(tmp_path):
+    result = _plan("llama-3-70b", "H100", "--n", "512", "--processed", str(tmp_path))
+    assert result.exit_code == 2
+    assert "run `make report` first" in result.stderr
+
+
+def test_a_damaged_output_is_named(tmp_path):
+    (tmp_path / "calibration.parquet").write_bytes(b"PAR1 not really")
+    result = _plan("llama-3-70b", "H100", "--n", "512", "--processed", str(tmp_path))
+    assert result.exit_code == 2
+    assert "calibration.parquet: cannot be read" in result.stderr and "damaged" in result.stderr
+
+
+def test_answers_never_carry_nan_inf_or_null():
+    result = _plan("llama-3-70b", "TPU-v5p", "--n", "512", "--json", "--train-tokens", "1e12")
+    assert result.exit_code == 2 and "tdp_w" in result.stderr
+    result = _plan("llama-3-70b", "H100", "--n", "512", "--json")
+    assert result.exit_code == 0
+    for token in ("NaN", "Infinity", "null"):
+        assert token not in result.stdout
 
 
 def test_unknown_model_says_how_to_add_one():

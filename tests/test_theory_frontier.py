@@ -147,7 +147,7 @@ def test_broken_scenarios_name_the_field(params, catalog):
         load_scenarios(with_scenario({"accelerator": "H100-SXM5-80GB", "laws": {"bogus": 1}}),
                        catalog)
     with pytest.raises(ValueError, match="scaleout_bytes_per_s"):
-        load_scenarios(with_scenario({"accelerator": "B200-SXM-180GB"}), catalog)
+        load_scenarios(with_scenario({"accelerator": "B300-SXM-270GB"}), catalog)
     with pytest.raises(ValueError, match="precision"):
         load_scenarios(with_scenario({"accelerator": "A100-SXM4-80GB", "precision": "fp8"}),
                        catalog)

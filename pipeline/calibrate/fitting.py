@@ -51,10 +51,13 @@ from pipeline.calibrate.step import Rows
 # traffic hides in), c0 (fixed seconds per step), k (seconds per layer and microbatch).
 BOUNDS = {"compute_efficiency": (0.3, 1.0), "tp_overlap": (0.0, 0.95),
           "dp_overlap": (0.0, 1.0), "fixed_s": (0.0, 2.0), "layer_overhead_s": (0.0, 2e-3),
-          "attention_efficiency": (0.2, 1.0)}
+          "attention_efficiency": (0.2, 1.0), "expert_overhead_s": (0.0, 5e-3)}
 # k's centre: ~30 small kernels per layer forward + backward at theory.latency's 3 us launch
 PRIOR_CENTRE = {"compute_efficiency": 0.85, "tp_overlap": 0.5, "dp_overlap": 0.8,
-                "fixed_s": 0.05, "layer_overhead_s": 1e-4, "attention_efficiency": 0.7}
+                "fixed_s": 0.05, "layer_overhead_s": 1e-4, "attention_efficiency": 0.7,
+                # ~30 launches (router, permute, per-expert GEMMs and activations forward and
+                # backward) at theory.latency's 3 us per local expert and MoE layer
+                "expert_overhead_s": 1e-4}
 PRIOR_SD_Z = 1.5          # weak: about the whole range in logistic units
 FAMILY_SD = 0.75          # family deviation from the population, logistic units
 HUBER_K = 1.345           # 95% efficiency at the normal (Huber 1964)
@@ -65,7 +68,7 @@ VARIANCE_PRIOR_RUNS = 5.0
 SIGMA_U_START = 0.15
 # Value of a parameter a form does not fit: no overlap, no fixed cost.
 OFF = {"tp_overlap": 0.0, "dp_overlap": 0.0, "fixed_s": 0.0, "layer_overhead_s": 0.0,
-       "attention_efficiency": 1.0}
+       "attention_efficiency": 1.0, "expert_overhead_s": 0.0}
 
 
 def to_natural(z: np.ndarray) -> np.ndarray:

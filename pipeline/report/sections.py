@@ -23,6 +23,7 @@ from typing import Any, Callable
 from pipeline.config import ReportSettings
 from pipeline.report.coverage import section as coverage_section
 from pipeline.report.memory import memory_section
+from pipeline.report.moe import moe_section
 
 
 # The report's body (before the first "Appendix" section), in characters of its Markdown.
@@ -60,6 +61,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("theory", "Against the data-movement ceiling"),
     Section("calibration", "What limits measured scaling"),
     Section("memory", "Memory per accelerator", lambda data, cfg: memory_section(data.metrics)),
+    Section("moe", "Mixture of experts", lambda data, cfg: moe_section(data)),
     Section("laws", "How well the laws predict"),
     Section("hardware", "Hardware generations"),
     Section("power", "Power, energy and cost"),

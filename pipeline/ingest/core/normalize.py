@@ -59,13 +59,14 @@ MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops
             "hardware_flops_per_s", "inverse_time_to_train_per_s")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
          "submitter", "result_path", "framework", "cluster")
-_POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
+_POSITIVE = ("global_batch_tokens", "capacity_factor", "tokens_per_s", "tokens_per_s_per_accelerator",
              "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
              "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s", "energy_j",
              "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
-           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
+           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0,
+           "n_experts": 1, "top_k": 1}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -492,10 +493,22 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
     if row["active_params"] > params:
         raise Reject("out_of_range", f"active_params {row['active_params']:.4g} > params "
                                      f"{params:.4g}")
-    for name in ("n_layers", "d_model", "seq_len"):
+    for name in ("n_layers", "d_model", "seq_len", "n_experts", "top_k"):
         if row[name] is None and shape.get(name):
             row[name] = int(shape[name])
             derived.append(name)
     check_shape(row["active_params"], row["n_layers"], row["d_model"])
+    _check_moe(row)
+
+
+def _check_moe(row: dict[str, Any]) -> None:
+    """MoE counts must agree: top_k <= n_experts, ep <= n_experts (an EP rank holds at least
+    one expert). A total stated as the active count is the MFU plausibility rule's reject."""
+    experts, top_k, ep = row["n_experts"], row["top_k"], row["ep"]
+    if experts is not None and top_k is not None and top_k > experts:
+        raise Reject("out_of_range", f"top_k {top_k} > n_experts {experts}")
+    if experts is not None and ep is not None and ep > experts:
+        raise Reject("out_of_range", f"ep {ep} > n_experts {experts} (an expert-parallel rank "
+                                     "holds at least one expert)")
 
 
