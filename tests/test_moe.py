@@ -1,7 +1,7 @@
 """Mixture of experts end to end: a NeMo 2 Qwen3-30B-A3B log with the documented sidecar keys,
 the same run stated on its total parameters (rejected), and the catalog's MoE FLOP count.
 
-The log is built from issue 32's figures (tests/fixtures/moe/ORIGIN.md): 16 H100, PP 2,
+The log is built from issue 32's figures (tests/fixtures/moe/README.md): 16 H100, PP 2,
 EP 8, the log's own 85.8 TFLOP/s per GPU = 8.67 % of the 989.5 TFLOP/s bf16 peak.
 """
 
