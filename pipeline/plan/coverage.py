@@ -11,8 +11,8 @@ configurations, so their disagreement on this row is the data's own measure of h
 family's values may move off its measurements), added in quadrature to the conformal
 half-width.
 
-:func:`mfu_ceiling` is the highest MFU measured on an accelerator family at a precision (one
-small function, to be served by ``pipeline.plausibility`` where that module exists).
+:func:`mfu_ceiling` is the highest MFU measured on an accelerator family at a precision, as the
+shared plausibility rule (``pipeline.plausibility``) records it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline import plausibility
 from pipeline.calibrate.step import StepModel, predict
 from pipeline.frameworks import PRODUCTION_FAMILIES
 
@@ -41,7 +42,7 @@ class Measured:
     runs: pd.DataFrame
 
 
-def load_measured(processed: Path, catalog_hw: pd.DataFrame) -> Measured:
+def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Measured:
     """Read runs.parquet and calibrated.parquet (the fitted runs and their family); absent
     files give empty tables (the planner still answers, flagging every row as outside)."""
     runs_path, cal_path = Path(processed) / "runs.parquet", Path(processed) / "calibrated.parquet"
@@ -129,17 +130,13 @@ def widen(rows: pd.DataFrame, step: StepModel, outside: np.ndarray) -> pd.DataFr
     return out
 
 
-def mfu_ceiling(measured: Measured, acc_family: str, precision: str) -> float:
-    """The highest MFU measured (status ok) on ``acc_family`` at ``precision`` in the shipped
-    runs; NaN where none was."""
-    runs = measured.runs
-    if runs.empty:
-        return float("nan")
-    prec = runs["precision"].fillna("bf16")
-    ok = ((runs["accelerator_family"] == acc_family) & (prec == precision)
-          & (runs["status"] == "ok"))
-    values = pd.to_numeric(runs.loc[ok, "mfu"], errors="coerce")
-    return float(values.max()) if values.notna().any() else float("nan")
+def mfu_ceiling(catalog_dir: Path, accelerator: str, precision: str) -> tuple[float, str]:
+    """(the highest MFU measured on the family of ``accelerator`` at ``precision``, its
+    citation): the shared plausibility rule's record (``pipeline.plausibility``,
+    data/catalog/mfu_ceilings.csv); NaN where none is listed."""
+    ceiling = plausibility.mfu_ceiling(accelerator, precision, catalog_dir)
+    value = float("nan") if ceiling.value is None else float(ceiling.value)
+    return value, ceiling.citation
 
 
 def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
