@@ -139,10 +139,23 @@ def mfu_ceiling(catalog_dir: Path, accelerator: str, precision: str) -> tuple[fl
     return value, ceiling.citation
 
 
+def _covered(fitted: pd.DataFrame) -> set[tuple]:
+    """The features a family's fitted runs measured (see :func:`covering_family`)."""
+    if fitted.empty:
+        return set()
+    out: set[tuple] = {("accelerator_family", a) for a in fitted["accelerator_family"].dropna()}
+    out |= {("precision@", (p, a)) for p, a in zip(fitted["precision"],
+                                                  fitted["accelerator_family"])}
+    for name, col, threshold in (("zero3", "zero_stage", 3), ("pp", "pp", 2), ("cp", "cp", 2)):
+        if (pd.to_numeric(fitted[col], errors="coerce") >= threshold).any():
+            out.add((name, True))
+    return out
+
+
 def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
-              ) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = [("accelerator_family", acc_family),
-                                     ("precision@", (precision, acc_family))]
+              ) -> list[tuple]:
+    out: list[tuple] = [("accelerator_family", acc_family),
+                        ("precision@", (precision, acc_family))]
     if zero >= 3:
         out.append(("zero3", True))
     if pp > 1:
@@ -150,18 +163,6 @@ def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
     if cp > 1:
         out.append(("cp", True))
     return out
-
-
-def _covers(fitted: pd.DataFrame, feature: tuple[str, object]) -> bool:
-    name, value = feature
-    if name == "accelerator_family":
-        return bool((fitted["accelerator_family"] == value).any())
-    if name == "precision@":
-        prec, fam = value  # type: ignore[misc]
-        return bool(((fitted["precision"] == prec) & (fitted["accelerator_family"] == fam)).any())
-    col = "zero_stage" if name == "zero3" else name
-    threshold = 3 if name == "zero3" else 2
-    return bool((pd.to_numeric(fitted[col], errors="coerce") >= threshold).any())
 
 
 def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
@@ -173,11 +174,11 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
     fitted = measured.fitted
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
+    covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
     keys = list(zip(rows["zero_stage"], rows["pp"], rows["cp"], rows["precision"]))
     chosen: dict[tuple, str] = {}
     for key in set(keys):
         feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
-        score = {f: sum(_covers(fitted[fitted["family"] == f], x) for x in feats)
-                 for f in order}
+        score = {f: sum(x in covered[f] for x in feats) for f in order}
         chosen[key] = max(order, key=lambda f: score[f])  # first of the best (order kept)
     return np.array([chosen[k] for k in keys], dtype=object)
