@@ -200,3 +200,16 @@ def test_framework_sets_the_activation_factor_the_layout_is_sized_with():
             > rows["megatron"]["memory_bytes_per_accelerator"] * 1.05)
     default = json.loads(_plan(*args).stdout)[0]
     assert default["memory_bytes_per_accelerator"] == rows["megatron"]["memory_bytes_per_accelerator"]
+
+
+def test_outside_the_measured_configurations_is_flagged_and_widened_by_the_family_spread():
+    args = ("gpt3-175b", "A100-SXM4-80GB", "--n", "768", "--global-batch-tokens", "3145728",
+            "--layout", "tp=1,pp=1,zero=3,mb=2,recompute=full", "--json", "--top", "1")
+    inside = json.loads(_plan(*args).stdout)[0]       # default: the family that ran ZeRO-3
+    outside = json.loads(_plan(*args, "--framework", "megatron").stdout)[0]
+    assert inside["framework_family"] == "deepspeed" and not inside["outside_measured"]
+    assert outside["outside_measured"]
+    assert any("never measured ZeRO-3" in why for why in outside["outside_reasons"])
+    width = {k: r["step_time_high_s"] / r["step_time_s"] for k, r in
+             (("in", inside), ("out", outside))}
+    assert width["out"] > width["in"] * 1.01
