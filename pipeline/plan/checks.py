@@ -18,8 +18,10 @@ PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8")
 HARDWARE_CSV = "data/catalog/hardware.csv"
 
 
-def check_precision(catalog: Catalog, accelerator: str, precision: str) -> None:
-    """The chip has a dense peak at ``precision`` (MXFP8: a Blackwell chip's FP8 peak)."""
+def check_precision(catalog: Catalog, accelerator: str, precision: str,
+                    field_name: str = "--precision") -> None:
+    """The chip has a dense peak at ``precision`` (MXFP8: a Blackwell chip's FP8 peak);
+    ``field_name`` is what a refusal names (ACCELERATOR where the precision is the default)."""
     if precision not in PRECISIONS:
         raise PlanError("--precision", f"{precision!r} is not one of {', '.join(PRECISIONS)}")
     family = catalog.family(accelerator)
@@ -29,7 +31,7 @@ def check_precision(catalog: Catalog, accelerator: str, precision: str) -> None:
     peak, _ = catalog.peak_flops_per_s(accelerator, PEAK_OF.get(precision, precision))
     if peak is None:
         col = f"peak_{PEAK_OF.get(precision, precision)}_flops_per_s"
-        raise PlanError("--precision", f"the catalog has no {col} for {accelerator} "
+        raise PlanError(field_name, f"the catalog has no {col} for {accelerator} "
                         f"({HARDWARE_CSV}): {precision} cannot be priced on it")
 
 

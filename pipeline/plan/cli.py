@@ -90,7 +90,8 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     req = Request(model=resolve_model(cat, model, shape),
                   accelerator=resolve_accelerator(cat, accelerator), n_values=ns, layout=fixed)
     check_layout_fits_model(fixed, req.model)
-    check_precision(cat, req.accelerator, precision or "bf16")
+    check_precision(cat, req.accelerator, precision or "bf16",
+                    "--precision" if precision else "ACCELERATOR")
     topology = ctx.step.topology
     if cluster is not None and "accelerators_per_node" not in fixed and \
             cluster in topology.table.index:

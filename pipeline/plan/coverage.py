@@ -80,10 +80,10 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
     prec = str(row.get("precision") or "bf16")
     check(f"{prec} on {acc_family}", "precision",
           lambda s: (s == prec) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
-    check(f"an {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
     node = row.get("accelerators_per_node")
     if node is not None and np.isfinite(node) and node != 8:
-        check(f"{int(node)} accelerators per node", "accelerators_per_node",
+        check(f"{int(node)} accelerators per scale-up domain", "accelerators_per_node",
               lambda s: s == node)
     longest = pd.to_numeric(own["seq_len"], errors="coerce").max()
     if not (row["seq_len"] <= longest):
