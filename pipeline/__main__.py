@@ -299,6 +299,10 @@ def plan(
     precision: str | None = typer.Option(
         None, help="bf16 (default), fp16, fp8 or mxfp8 (Blackwell); MFU is against the dense "
                    "peak at this precision, e.g. --precision fp8"),
+    cluster: str | None = typer.Option(
+        None, help="a cluster of data/catalog/clusters.csv: its accelerators per node and NVLink "
+                   "domain and scale-out bandwidth per accelerator (default: the accelerator's "
+                   "default cluster), e.g. --cluster gb200-nvl72"),
     fused_attention: bool | None = typer.Option(
         None, "--fused-attention/--no-fused-attention",
         help="fused (flash) attention core (default: fused)"),
@@ -346,6 +350,7 @@ def plan(
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
                     params_path=params, framework=framework, precision=precision,
+                    cluster=cluster,
                     kernels={"fused_attention": fused_attention,
                              "tp_comm_overlap": tp_comm_overlap,
                              "dp_comm_overlap": dp_comm_overlap},

@@ -54,6 +54,8 @@ def _layout(r: pd.Series) -> str:
              f"mb={int(r.micro_batch)}", f"v={num('virtual_pipeline', 1)}",
              f"zero={num('zero_stage', 0)}",
              f"recompute={r.recompute if isinstance(r.recompute, str) else 'none'}"]
+    if not pd.isna(r["accelerators_per_node"]):
+        parts.append(f"node={int(r.accelerators_per_node)}")
     if not pd.isna(r["sequence_parallel"]):
         parts.append(f"sp={str(bool(r.sequence_parallel)).lower()}")
     return ",".join(parts)

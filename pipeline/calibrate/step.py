@@ -31,6 +31,7 @@ from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Ma
                                               binding_of, step_components)
 from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
                                          load_sm_counts, sm_counts_of)
+from pipeline.calibrate.topology import Topology, load_topology
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.frameworks import family_of
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
@@ -69,6 +70,7 @@ class StepModel:
     residual_sd: dict[str, float] = field(default_factory=dict)
     aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
     sm_count: dict[str, float] = field(default_factory=dict)   # SMs per chip (wave quantization)
+    topology: Topology = field(default_factory=Topology)   # data/catalog/clusters.csv
 
     def family_theta(self, family: str) -> np.ndarray:
         return self.theta.get(family, self.population)
@@ -224,14 +226,13 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
                  shard_group=_num(layouts, "shard_group"))
-    per_node = _num(layouts, "accelerators_per_node")
-    domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
+    domain, scaleout = _topology(layouts, model.topology, hw)
     eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
                               np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
     mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
                    hbm_bytes_per_s=hw["hbm_bytes_per_s"],
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
-                   scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
+                   scaleout_bytes_per_s=scaleout, gemm_max_efficiency=eta,
                    cluster=cluster, network=model.network,
                    scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
                    sm_count=sm_counts_of(model.sm_count, hw["accelerator"]),
@@ -240,10 +241,26 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     needs_out = n > domain
     ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
-          & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
+          & (~needs_out | np.isfinite(scaleout)))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
                 defaults=used + used_kernels + unknown_clusters)
+
+
+def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(scale-up domain, scale-out bytes/s per accelerator) per row: a cluster the row names
+    (data/catalog/clusters.csv) gives both; else the row's ``accelerators_per_node`` is its
+    domain and its accelerator's default cluster, then the hardware catalog, the rest."""
+    clusters, named = topology.of_rows(_text(frame, "cluster"), hw["accelerator"])
+    per_node = _num(frame, "accelerators_per_node")
+    c_domain = topology.column(clusters, "scaleup_domain_size")
+    domain = np.where(named & np.isfinite(c_domain), c_domain,
+                      np.where(per_node >= 1, per_node,
+                               np.where(np.isfinite(c_domain), c_domain,
+                                        hw["scaleup_domain_size"])))
+    c_out = topology.column(clusters, "scaleout_bytes_per_s")
+    return domain, np.where(np.isfinite(c_out), c_out, hw["scaleout_bytes_per_s"])
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
@@ -350,5 +367,6 @@ def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -
         kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
         attention_flops=bool(const.get("attention_flops", 1.0)),
         aspect_ratio=float(const.get("aspect_ratio", 128.0)), sm_count=load_sm_counts(catalog_dir),
+        topology=load_topology(catalog_dir),
         residual_sd={str(r.parameter): float(r.estimate)
                      for r in group("residual_sd").itertuples()})

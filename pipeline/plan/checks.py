@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import MXFP8_FAMILIES, PEAK_OF
+from pipeline.calibrate.topology import Topology
 from pipeline.catalog import Catalog
 from pipeline.plan.request import PlanError
 
@@ -17,8 +18,10 @@ PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8")
 HARDWARE_CSV = "data/catalog/hardware.csv"
 
 
-def check_precision(catalog: Catalog, accelerator: str, precision: str) -> None:
-    """The chip has a dense peak at ``precision`` (MXFP8: a Blackwell chip's FP8 peak)."""
+def check_precision(catalog: Catalog, accelerator: str, precision: str,
+                    field_name: str = "--precision") -> None:
+    """The chip has a dense peak at ``precision`` (MXFP8: a Blackwell chip's FP8 peak);
+    ``field_name`` is what a refusal names (ACCELERATOR where the precision is the default)."""
     if precision not in PRECISIONS:
         raise PlanError("--precision", f"{precision!r} is not one of {', '.join(PRECISIONS)}")
     family = catalog.family(accelerator)
@@ -28,28 +31,42 @@ def check_precision(catalog: Catalog, accelerator: str, precision: str) -> None:
     peak, _ = catalog.peak_flops_per_s(accelerator, PEAK_OF.get(precision, precision))
     if peak is None:
         col = f"peak_{PEAK_OF.get(precision, precision)}_flops_per_s"
-        raise PlanError("--precision", f"the catalog has no {col} for {accelerator} "
+        raise PlanError(field_name, f"the catalog has no {col} for {accelerator} "
                         f"({HARDWARE_CSV}): {precision} cannot be priced on it")
 
 
-def check_hardware(catalog: Catalog, accelerator: str, n_max: int, domain: float) -> float:
-    """The bandwidths and sizes a layout of up to ``n_max`` chips needs; returns the scale-up
-    domain (``domain`` where the request gives one, else the catalog's)."""
+def check_hardware(catalog: Catalog, topology: Topology, accelerator: str, cluster: str | None,
+                   n_max: int, domain: float) -> str | None:
+    """The bandwidths and sizes a layout of up to ``n_max`` chips needs (the scale-out
+    bandwidth from the cluster, named or the accelerator's default, else the hardware
+    catalog); returns the cluster the answer is priced on (None: the hardware catalog's)."""
+    if cluster is not None:
+        if cluster not in topology.table.index:
+            raise PlanError("--cluster", f"{cluster!r} is not in data/catalog/clusters.csv "
+                            f"(clusters: {', '.join(topology.table.index)})")
+        if topology.table.loc[cluster, "accelerator"] != accelerator:
+            raise PlanError("--cluster", f"{cluster} is a cluster of "
+                            f"{topology.table.loc[cluster, 'accelerator']}, not {accelerator}")
+    priced = cluster or topology.default.get(accelerator)
     spec = catalog.spec(accelerator)
+    row = topology.table.loc[priced] if priced is not None else None
     need = ["hbm_bytes", "hbm_bytes_per_s", "scaleup_bytes_per_s"]
-    if not np.isfinite(domain):
+    size = (domain if np.isfinite(domain) else float(row["scaleup_domain_size"])
+            if row is not None else float(spec.get("scaleup_domain_size") or np.nan))
+    if not np.isfinite(size):
         need.append("scaleup_domain_size")
     missing = [c for c in need if spec.get(c) is None]
-    size = domain if np.isfinite(domain) else float(spec.get("scaleup_domain_size") or np.nan)
-    if n_max > size and spec.get("scaleout_bytes_per_s") is None:
+    out_bw = row["scaleout_bytes_per_s"] if row is not None else spec.get("scaleout_bytes_per_s")
+    if n_max > size and out_bw is None:
         missing.append("scaleout_bytes_per_s")
     if missing:
-        why = (f" (N = {n_max:,} leaves its {size:g}-chip scale-up domain)"
+        why = (f" (N = {n_max:,} leaves its {size:g}-chip scale-up domain; no cluster of it in "
+               "data/catalog/clusters.csv either)"
                if missing[-1] == "scaleout_bytes_per_s" else "")
         raise PlanError("ACCELERATOR", f"the catalog has no {', '.join(missing)} for "
                         f"{accelerator} ({HARDWARE_CSV}){why}: the step time cannot be computed;"
                         " add the value with its source")
-    return size
+    return priced
 
 
 def check_finite(rows: pd.DataFrame, accelerator: str) -> None:

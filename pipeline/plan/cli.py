@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,14 +49,14 @@ def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_t
              json_out: bool, shape: dict[str, Any], processed: Path, catalog: Path,
              theory_metrics: Path, params_path: Path, framework: str | None = None,
              precision: str | None = None, kernels: dict[str, bool | None] | None = None,
-             moe: dict[str, float | None] | None = None) -> int:
+             moe: dict[str, float | None] | None = None, cluster: str | None = None) -> int:
     paths = Paths(processed, catalog, theory_metrics, params_path)
     try:
         rows, req, batch, assumed = plan_rows(
             model=model, accelerator=accelerator, n=n, global_batch_tokens=global_batch_tokens,
             seq_len=seq_len, layout=layout, top=top, train_tokens=train_tokens, shape=shape,
             paths=paths, framework=framework, precision=precision, kernels=kernels or {},
-            moe=moe)
+            moe=moe, cluster=cluster)
     except (PlanError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
@@ -72,7 +73,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
               global_batch_tokens: float | None, seq_len: float | None, layout: str | None,
               top: int, train_tokens: float | None, shape: dict[str, Any], paths: Paths,
               framework: str | None, precision: str | None, kernels: dict[str, bool | None],
-              moe: dict[str, float | None] | None = None
+              moe: dict[str, float | None] | None = None, cluster: str | None = None
               ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
     """The checked request, answered: rows, the request, the batch and the defaults assumed."""
     params = load_params(paths.params)
@@ -85,24 +86,35 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     fixed = parse_layout(layout)
     if framework is not None and framework not in FAMILIES:
         raise PlanError("--framework", f"{framework!r} is not one of {', '.join(FAMILIES)}")
-    ctx = load_context(paths.processed, paths.catalog, paths.theory_metrics, params, framework)
+    ctx = _context(paths, framework)
     cat = ctx.step.catalog
     req = Request(model=resolve_model(cat, model, shape, moe),
                   accelerator=resolve_accelerator(cat, accelerator), n_values=ns, layout=fixed)
     check_layout_fits_model(fixed, req.model)
-    check_precision(cat, req.accelerator, precision or "bf16")
-    check_hardware(cat, req.accelerator, max(ns),
-                   float(fixed.get("accelerators_per_node", np.nan)))
+    check_precision(cat, req.accelerator, precision or "bf16",
+                    "--precision" if precision else "ACCELERATOR")
+    topology = ctx.step.topology
+    if cluster is not None and "accelerators_per_node" not in fixed and \
+            cluster in topology.table.index:
+        fixed["accelerators_per_node"] = int(topology.table.loc[cluster, "scaleup_domain_size"])
+    priced = check_hardware(cat, topology, req.accelerator, cluster, max(ns),
+                            float(fixed.get("accelerators_per_node", np.nan)))
     assumed = _assumed(framework, precision, fixed, kernels, cat, req.accelerator)
+    if cluster is None and priced is not None:
+        assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
+                       f" per node, {topology.table.loc[priced, 'scaleup_domain_size']:g} per "
+                       f"NVLink domain, {topology.table.loc[priced, 'scaleout_bytes_per_s'] / 1e9:g}"
+                       " GB/s scale-out per accelerator (the accelerator's default in "
+                       "data/catalog/clusters.csv; give --cluster)")
     seq, seq_assumed = resolve_seq_len(seq_len, req.model.seq_len,
                                        settings(params, "theory").bounds.seq_len)
     default = (default_batch_tokens(params, req.model.active_params)
                if global_batch_tokens is None and "global_batch_sequences" not in fixed else None)
     batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
                           default)
-    columns = {"precision": precision or "bf16",
+    columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
                **{k: v for k, v in kernels.items() if v is not None}}
-    measured = coverage.load_measured(paths.processed, cat.hardware)
+    measured = _measured(paths.processed, _stamp(paths.processed))
     ctx = replace(ctx, columns=columns,
                   family_for=None if framework else _default_family(ctx, measured,
                                                                     req.accelerator))
@@ -110,6 +122,34 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     rows = _flag(rows, ctx, measured, req.accelerator)
     check_finite(rows, req.accelerator)
     return rows, req, batch, [*seq_assumed, *batch.assumed, *assumed]
+
+
+def _stamp(*paths: Path) -> tuple:
+    """The files' modification times: a cached read is reused only while they are unchanged."""
+    out = []
+    for p in paths:
+        for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [Path(p)]):
+            out.append((str(f), f.stat().st_mtime_ns if f.exists() else None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_context(paths: Paths, framework: str | None, stamp: tuple) -> PlanContext:
+    return load_context(paths.processed, paths.catalog, paths.theory_metrics,
+                        load_params(paths.params), framework)
+
+
+def _context(paths: Paths, framework: str | None) -> PlanContext:
+    """The loaded outputs, read once per process while the files stay as they were (a script
+    that plans many layouts, as the replan test does, reads them once)."""
+    stamp = _stamp(Path(paths.processed) / "calibration.parquet", paths.theory_metrics,
+                   paths.params, paths.catalog)
+    return _cached_context(paths, framework, stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _measured(processed: Path, stamp: tuple) -> coverage.Measured:
+    return coverage.load_measured(processed, None)
 
 
 def _assumed(framework: str | None, precision: str | None, fixed: dict[str, Any],
@@ -124,10 +164,8 @@ def _assumed(framework: str | None, precision: str | None, fixed: dict[str, Any]
         out.append("precision bf16 (give --precision; MFU is against the dense peak at the "
                    "stated precision)")
     if "sequence_parallel" not in fixed:
-        out.append("sequence parallelism on wherever tp > 1 (give --layout sp=)")
-    if "accelerators_per_node" not in fixed:
-        size = cat.spec(accelerator).get("scaleup_domain_size")
-        out.append(f"{size:g} accelerators per scale-up domain (catalog; give --layout node=)")
+        out.append("sequence parallelism on for the megatron family where tp > 1, off for the "
+                   "others (calibrate's default for a run that states none; give --layout sp=)")
     for name, default in KERNEL_DEFAULTS.items():
         if kernels.get(name) is None:
             flag = name.replace("_", "-")
@@ -152,9 +190,11 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     rows["outside_measured"] = outside
     rows["outside_reasons"] = [tuple(r) for r in reasons]
     prec = str(ctx.columns.get("precision", "bf16"))
-    ceiling = coverage.mfu_ceiling(measured, acc_family, prec)
+    ceiling, citation = coverage.mfu_ceiling(ctx.step.catalog.directory or Path(
+        "data/catalog"), accelerator, prec)
     rows["above_measured_mfu"] = rows["mfu"] > ceiling if np.isfinite(ceiling) else False
     rows["measured_mfu_ceiling"] = ceiling
+    rows["measured_mfu_citation"] = citation
     return rows
 
 
@@ -181,5 +221,6 @@ def footnotes(rows: pd.DataFrame) -> str:
                      "between the fitted families on the row): " + "; ".join(seen))
     if rows["above_measured_mfu"].any():
         lines.append(f"! above the highest MFU measured on this accelerator family at this "
-                     f"precision ({rows['measured_mfu_ceiling'].iat[0]:.1%})")
+                     f"precision: {rows['measured_mfu_ceiling'].iat[0]:.1%} "
+                     f"({rows['measured_mfu_citation'].iat[0]})")
     return "\n".join(lines)

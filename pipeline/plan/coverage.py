@@ -11,8 +11,8 @@ configurations, so their disagreement on this row is the data's own measure of h
 family's values may move off its measurements), added in quadrature to the conformal
 half-width.
 
-:func:`mfu_ceiling` is the highest MFU measured on an accelerator family at a precision (one
-small function, to be served by ``pipeline.plausibility`` where that module exists).
+:func:`mfu_ceiling` is the highest MFU measured on an accelerator family at a precision, as the
+shared plausibility rule (``pipeline.plausibility``) records it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline import plausibility
 from pipeline.calibrate.step import StepModel, predict
 from pipeline.frameworks import PRODUCTION_FAMILIES
 
@@ -41,7 +42,7 @@ class Measured:
     runs: pd.DataFrame
 
 
-def load_measured(processed: Path, catalog_hw: pd.DataFrame) -> Measured:
+def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Measured:
     """Read runs.parquet and calibrated.parquet (the fitted runs and their family); absent
     files give empty tables (the planner still answers, flagging every row as outside)."""
     runs_path, cal_path = Path(processed) / "runs.parquet", Path(processed) / "calibrated.parquet"
@@ -79,10 +80,10 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
     prec = str(row.get("precision") or "bf16")
     check(f"{prec} on {acc_family}", "precision",
           lambda s: (s == prec) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
-    check(f"an {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
     node = row.get("accelerators_per_node")
     if node is not None and np.isfinite(node) and node != 8:
-        check(f"{int(node)} accelerators per node", "accelerators_per_node",
+        check(f"{int(node)} accelerators per scale-up domain", "accelerators_per_node",
               lambda s: s == node)
     longest = pd.to_numeric(own["seq_len"], errors="coerce").max()
     if not (row["seq_len"] <= longest):
@@ -129,23 +130,32 @@ def widen(rows: pd.DataFrame, step: StepModel, outside: np.ndarray) -> pd.DataFr
     return out
 
 
-def mfu_ceiling(measured: Measured, acc_family: str, precision: str) -> float:
-    """The highest MFU measured (status ok) on ``acc_family`` at ``precision`` in the shipped
-    runs; NaN where none was."""
-    runs = measured.runs
-    if runs.empty:
-        return float("nan")
-    prec = runs["precision"].fillna("bf16")
-    ok = ((runs["accelerator_family"] == acc_family) & (prec == precision)
-          & (runs["status"] == "ok"))
-    values = pd.to_numeric(runs.loc[ok, "mfu"], errors="coerce")
-    return float(values.max()) if values.notna().any() else float("nan")
+def mfu_ceiling(catalog_dir: Path, accelerator: str, precision: str) -> tuple[float, str]:
+    """(the highest MFU measured on the family of ``accelerator`` at ``precision``, its
+    citation): the shared plausibility rule's record (``pipeline.plausibility``,
+    data/catalog/mfu_ceilings.csv); NaN where none is listed."""
+    ceiling = plausibility.mfu_ceiling(accelerator, precision, catalog_dir)
+    value = float("nan") if ceiling.value is None else float(ceiling.value)
+    return value, ceiling.citation
+
+
+def _covered(fitted: pd.DataFrame) -> set[tuple]:
+    """The features a family's fitted runs measured (see :func:`covering_family`)."""
+    if fitted.empty:
+        return set()
+    out: set[tuple] = {("accelerator_family", a) for a in fitted["accelerator_family"].dropna()}
+    out |= {("precision@", (p, a)) for p, a in zip(fitted["precision"],
+                                                  fitted["accelerator_family"])}
+    for name, col, threshold in (("zero3", "zero_stage", 3), ("pp", "pp", 2), ("cp", "cp", 2)):
+        if (pd.to_numeric(fitted[col], errors="coerce") >= threshold).any():
+            out.add((name, True))
+    return out
 
 
 def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
-              ) -> list[tuple[str, object]]:
-    out: list[tuple[str, object]] = [("accelerator_family", acc_family),
-                                     ("precision@", (precision, acc_family))]
+              ) -> list[tuple]:
+    out: list[tuple] = [("accelerator_family", acc_family),
+                        ("precision@", (precision, acc_family))]
     if zero >= 3:
         out.append(("zero3", True))
     if pp > 1:
@@ -153,18 +163,6 @@ def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
     if cp > 1:
         out.append(("cp", True))
     return out
-
-
-def _covers(fitted: pd.DataFrame, feature: tuple[str, object]) -> bool:
-    name, value = feature
-    if name == "accelerator_family":
-        return bool((fitted["accelerator_family"] == value).any())
-    if name == "precision@":
-        prec, fam = value  # type: ignore[misc]
-        return bool(((fitted["precision"] == prec) & (fitted["accelerator_family"] == fam)).any())
-    col = "zero_stage" if name == "zero3" else name
-    threshold = 3 if name == "zero3" else 2
-    return bool((pd.to_numeric(fitted[col], errors="coerce") >= threshold).any())
 
 
 def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
@@ -176,11 +174,11 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
     fitted = measured.fitted
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
+    covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
     keys = list(zip(rows["zero_stage"], rows["pp"], rows["cp"], rows["precision"]))
     chosen: dict[tuple, str] = {}
     for key in set(keys):
         feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
-        score = {f: sum(_covers(fitted[fitted["family"] == f], x) for x in feats)
-                 for f in order}
+        score = {f: sum(x in covered[f] for x in feats) for f in order}
         chosen[key] = max(order, key=lambda f: score[f])  # first of the best (order kept)
     return np.array([chosen[k] for k in keys], dtype=object)

@@ -10,8 +10,8 @@ the request allows (``pipeline.plan.request.check_layout_fits_model``): pp that 
 the layers (the stage with ceil(L / pp) layers sets the pace; the embedding sits on the first
 stage and the output layer on the last, not priced), any micro-batch. dp = N / (tp pp cp), and
 the batch is never changed: a layout is kept only where dp x mb divides its sequences (m = B /
-(dp mb s) microbatches). Sequence parallelism as the layout's ``sp=`` says, else on wherever
-tp > 1 (stated in the answer). Memory: :mod:`pipeline.theory.memory` with
+(dp mb s) microbatches). Sequence parallelism as the layout's ``sp=`` says, else calibrate's
+default for a run that states none (on for the megatron family with tp > 1). Memory: :mod:`pipeline.theory.memory` with
 the theory stage's fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
 """
 
@@ -107,9 +107,8 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch: Batch, domain
     rec = [fixed["recompute"]] if "recompute" in fixed else list(RECOMPUTE)
     g = g.merge(pd.DataFrame({"recompute": rec}), how="cross").reset_index(drop=True)
     g["global_batch_tokens"] = float(batch.tokens)
-    # sequence parallelism wherever tp > 1 unless fixed: it moves no more bytes than TP's
-    # all-reduces and keeps 1/tp of the norms' activations
-    g["sequence_parallel"] = fixed.get("sequence_parallel", g["tp"] > 1)
+    if "sequence_parallel" in fixed:
+        g["sequence_parallel"] = bool(fixed["sequence_parallel"])
     if "shard_group" in fixed:
         g["shard_group"] = int(fixed["shard_group"])
     g["n_accelerators"] = n
@@ -174,6 +173,10 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch: Batch,
     cand["accelerators_per_node"] = domain
     cand["framework_family"] = (ctx.framework if ctx.family_for is None
                                 else ctx.family_for(cand))
+    if "sequence_parallel" not in cand:
+        # calibrate's default where a run states none (pipeline/calibrate/families.py
+        # schedule): on for the megatron family with tp > 1, off elsewhere
+        cand["sequence_parallel"] = (cand["framework_family"] == "megatron") & (cand["tp"] > 1)
     cand["memory_bytes_per_accelerator"] = memory_of(cand, ctx)
     cand["hbm_bytes"] = hbm
     fits = fits_in(cand["memory_bytes_per_accelerator"].to_numpy(float), hbm, ctx.memory)
