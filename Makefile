@@ -6,7 +6,15 @@ STAMP  := $(VENV)/.installed
 # dvc.yaml's commands say `python -m pipeline ...`: run them with the project's interpreter.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup report test bench clean
+.PHONY: help setup report test bench clean
+
+help:  ## list the targets
+	@echo "make report   run the pipeline (dvc repro) and write reports/report.html"
+	@echo "make test     the import contracts and the whole test suite"
+	@echo "make bench    measure the performance figures and write docs/benchmarks.md"
+	@echo "make setup    only create .venv with the pinned dependencies"
+	@echo "make clean    remove the processed data, figures and report"
+	@echo "make help     this list"
 
 # Re-install only when pyproject.toml or the pinned versions of every dependency change.
 # constraints.txt is `pip freeze` of a working environment: the same versions on every machine.
@@ -34,6 +42,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --durations=10
 
+# Every benchmark in its own process; their figures are written to docs/benchmarks.md.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 

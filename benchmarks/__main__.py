@@ -1,7 +1,9 @@
-"""``make bench``: run every ``benchmarks/bench_*.py`` in its own process and print its figures.
+"""``make bench``: run every ``benchmarks/bench_*.py`` in its own process, print its figures and
+write them to docs/benchmarks.md (``benchmarks/document.py``).
 
 Each benchmark module has a ``main()`` that prints lines of ``name: value unit (target ...)``.
 A separate process per benchmark keeps peak-memory figures (ru_maxrss) independent.
+``python -m benchmarks bench_plan bench_theory`` runs only those; ``--no-doc`` writes nothing.
 """
 
 from __future__ import annotations
@@ -10,17 +12,39 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.document import DOC, describe_machine, render
+
 HERE = Path(__file__).resolve().parent
 
 
-def main() -> int:
-    failed = 0
-    for path in sorted(HERE.glob("bench_*.py")):
-        print(f"== {path.stem}", flush=True)
-        proc = subprocess.run([sys.executable, "-m", f"benchmarks.{path.stem}"], cwd=HERE.parent)
-        failed += proc.returncode != 0
+def _run(stem: str) -> tuple[int, list[str]]:
+    """Run one benchmark, echoing its output as it comes; (exit status, its stdout lines)."""
+    proc = subprocess.Popen([sys.executable, "-m", f"benchmarks.{stem}"], cwd=HERE.parent,
+                            stdout=subprocess.PIPE, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        lines.append(line.rstrip("\n"))
+    return proc.wait(), lines
+
+
+def main(argv: list[str]) -> int:
+    write_doc = "--no-doc" not in argv
+    only = [a for a in argv if not a.startswith("--")]
+    stems = [p.stem for p in sorted(HERE.glob("bench_*.py")) if not only or p.stem in only]
+    machine = describe_machine("python -m benchmarks " + " ".join(argv) if argv else "make bench")
+    failed, results = 0, []
+    for stem in stems:
+        print(f"== {stem}", flush=True)
+        rc, lines = _run(stem)
+        failed += rc != 0
+        results.append((stem + ("" if rc == 0 else f" (exit {rc})"), lines))
+    if write_doc:
+        DOC.write_text(render(machine, results), encoding="utf-8")
+        print(f"wrote {DOC}")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

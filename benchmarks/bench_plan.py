@@ -15,7 +15,7 @@ import time
 
 from benchmarks.timing import best_of
 from pipeline.config import PROJ_ROOT
-from pipeline.plan.answer import answer, load_context
+from pipeline.plan.answer import answer_tokens, load_context
 from pipeline.plan.request import Request, resolve_accelerator, resolve_model
 
 N_VALUES = (512, 2048, 8192)
@@ -31,7 +31,7 @@ def main() -> None:
     cat = ctx.step.catalog
     req = Request(model=resolve_model(cat, "llama-3-70b", {}),
                   accelerator=resolve_accelerator(cat, "H100"), n_values=N_VALUES)
-    rows, wall, cpu = best_of(lambda: answer(req, ctx, None, None, 5), reps=3)
+    rows, wall, cpu = best_of(lambda: answer_tokens(req, ctx, None, None, 5), reps=3)
     print(f"plan search, llama-3-70b on H100 at N = {', '.join(map(str, N_VALUES))}: "
           f"{wall:.2f} s wall, {cpu:.2f} s CPU ({len(rows)} rows; target: < 2 s)")
     cpus, walls = [], []

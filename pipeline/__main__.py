@@ -81,6 +81,7 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     (``paths["metrics_path"]``) to ``path``."""
     from pipeline.contracts import ContractError
     from pipeline.interrupts import exit_status, handled_signals, write_failure
+    from pipeline.processes import stage_executor
     from pipeline.runner import STAGES, run_stage
     from pipeline.snapshot import EXIT_BUSY, SnapshotBusy
     from pipeline.threads import stage_threads
@@ -88,8 +89,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
     try:
         with handled_signals():
             params = load_params(params_path)
-            load_settings(params)  # the whole file, so any broken field stops any stage
-            with stage_threads(name):
+            valid = load_settings(params)  # the whole file: any broken field stops any stage
+            with stage_threads(name), stage_executor(name, valid.executor):
                 if module in STAGES and STAGES[module].compute:
                     run_stage(module, params, **paths)
                 else:
@@ -127,7 +128,8 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
 @app.command()
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
-    logs: Path = typer.Option(Path("data/raw/logs"), help="folder of training step logs"),
+    logs: str = typer.Option("data/raw/logs", help="folder of training step logs (a path or "
+                             "a file:// URL)"),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),
@@ -288,8 +290,28 @@ def plan(
                    "compute-optimal run of the model)"),
     seq_len: float | None = typer.Option(None, help="tokens per sequence (default: the "
                                                     "model's, else theory.bounds.seq_len)"),
-    layout: str | None = typer.Option(None, help="fix axes: tp=8,pp=16,cp=1[,dp=..,ep=..,"
-                                                 "v=..,zero=..,recompute=..,mb=..]"),
+    layout: str | None = typer.Option(
+        None, help="fix axes, any integers whose product with dp is N: tp=8,pp=12,cp=1,dp=..,"
+                   "ep=..,v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),"
+                   "gbs=1536 (global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
+                   "recompute=none|selective|full,sp=true|false,node=4 (accelerators per "
+                   "scale-up domain); e.g. --layout tp=8,pp=12,mb=1,gbs=1536"),
+    precision: str | None = typer.Option(
+        None, help="bf16 (default), fp16, fp8 or mxfp8 (Blackwell); MFU is against the dense "
+                   "peak at this precision, e.g. --precision fp8"),
+    cluster: str | None = typer.Option(
+        None, help="a cluster of data/catalog/clusters.csv: its accelerators per node and NVLink "
+                   "domain and scale-out bandwidth per accelerator (default: the accelerator's "
+                   "default cluster), e.g. --cluster gb200-nvl72"),
+    fused_attention: bool | None = typer.Option(
+        None, "--fused-attention/--no-fused-attention",
+        help="fused (flash) attention core (default: fused)"),
+    tp_comm_overlap: bool | None = typer.Option(
+        None, "--tp-comm-overlap/--no-tp-comm-overlap",
+        help="TP/CP/EP collectives overlapped with compute (default: overlapped)"),
+    dp_comm_overlap: bool | None = typer.Option(
+        None, "--dp-comm-overlap/--no-dp-comm-overlap",
+        help="DP gradient traffic overlapped with the backward (default: overlapped)"),
     top: int = typer.Option(5, min=1, help="layouts shown per N"),
     train_tokens: float | None = typer.Option(None, help="also the time and energy (MWh, at "
                                                          "TDP) to train this many tokens"),
@@ -302,6 +324,13 @@ def plan(
     layers: int | None = typer.Option(None, help="model shape: layers"),
     d_model: int | None = typer.Option(None, help="model shape: hidden size"),
     heads: int | None = typer.Option(None, help="model shape: attention heads"),
+    # MoE shape (override the catalog's; pipeline/plan/request.py MOE_FLAGS)
+    experts: int | None = typer.Option(None, help="MoE: routed experts"),
+    top_k: int | None = typer.Option(None, help="MoE: routed experts per token"),
+    expert_ffn: int | None = typer.Option(None, help="MoE: one expert's FFN width"),
+    shared_experts: int | None = typer.Option(None, help="MoE: shared experts (expert widths)"),
+    active_params_b: float | None = typer.Option(None, help="MoE: parameters active per token, "
+                                                            "1e9 (FLOP count these)"),
     processed: Path = PROCESSED,
     catalog: Path = CATALOG,
     theory_metrics: Path = typer.Option(Path("reports/metrics/theory.json"),
@@ -320,7 +349,13 @@ def plan(
                     shape={"params_b": params_b, "layers": layers, "d_model": d_model,
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
-                    params_path=params, framework=framework)
+                    params_path=params, framework=framework, precision=precision,
+                    cluster=cluster,
+                    kernels={"fused_attention": fused_attention,
+                             "tp_comm_overlap": tp_comm_overlap,
+                             "dp_comm_overlap": dp_comm_overlap},
+                    moe={"experts": experts, "top_k": top_k, "expert_ffn": expert_ffn,
+                         "shared_experts": shared_experts, "active_params_b": active_params_b})
     raise typer.Exit(code=code)
 
 

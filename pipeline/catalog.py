@@ -55,7 +55,9 @@ _HARDWARE_FLOAT_COLUMNS = (*PEAK_COLUMNS.values(), "hbm_bytes", "hbm_usable_byte
 USABLE_HBM_RATIO = (0.9, 1.1)
 _MODEL_FLOAT_COLUMNS = ("params", "active_params")
 _MODEL_INT_COLUMNS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_size",
-                      "vocab_size", "seq_len", "n_experts", "top_k")
+                      "vocab_size", "seq_len", "n_experts", "top_k", "expert_ffn_size")
+# MoE counts that may be 0: shared experts beside the routed ones, leading dense layers
+_MODEL_COUNT_COLUMNS = ("shared_experts", "moe_dense_layers")
 
 
 # Name normalisation -----------------------------------------------------------------------------
@@ -144,6 +146,8 @@ MODELS_RULES: dict[str, _Rule] = {
     "family": _text(),
     **{c: _POSITIVE_FLOAT for c in _MODEL_FLOAT_COLUMNS},
     **{c: _POSITIVE_INT for c in _MODEL_INT_COLUMNS},
+    **{c: _Rule("int", low=0) for c in _MODEL_COUNT_COLUMNS},
+    "attention": _text(required=False),
     "sources": _text(),
     "derived": _text(required=False),
     "notes": _text(required=False),

@@ -23,6 +23,7 @@ calibrate), ``fit.default_law_min_success`` (fit, report).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -394,7 +395,7 @@ class ReportSettings(_Group):
 # pipeline/calibrate/features.py TERMS, which a test keeps equal to this list).
 # the family parameters of the step model (pipeline/calibrate/critical_path.py PARAMETERS)
 CalibrateTerm = Literal["compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s",
-                        "layer_overhead_s", "attention_efficiency"]
+                        "layer_overhead_s", "attention_efficiency", "expert_overhead_s"]
 CalibratePredictor = Literal["naive_linear", "naive_loglinear", "calibrated"]
 IntervalMethod = Literal["analytic", "conformal"]
 
@@ -406,7 +407,7 @@ def _compute_first(terms: list[str]) -> list[str]:
     return terms
 
 
-CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=6),
+CalibrateForm = Annotated[list[CalibrateTerm], Field(min_length=1, max_length=7),
                           AfterValidator(_compute_first)]
 
 
@@ -457,6 +458,37 @@ class CalibrateSettings(_Group):
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
+ExecutorKind = Literal["local", "dask", "local-cluster"]
+
+
+class ExecutorSettings(_Group):
+    """``executor``: where the stages' maps over independent items run (pipeline/processes.py,
+    docs/cluster.md). Outputs do not depend on it (no stage lists it in dvc.yaml): ``local``
+    is this machine's process pool, ``dask`` the scheduler at ``address``, ``local-cluster`` a
+    ``dask.distributed.LocalCluster`` of ``cluster_workers`` processes started for the stage."""
+
+    kind: ExecutorKind = "local"
+    # scheduler of a running Dask cluster (kind dask), e.g. tcp://10.0.0.5:8786
+    address: Annotated[str, Field(max_length=500, validate_default=True)] = ""
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # reruns of a task that raised (a transient read error); a worker's death is the
+    # scheduler's allowed-failures, not this
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # kind local-cluster: worker processes, one thread each, and each one's memory limit
+    # (past 80% it spills, past 95% the nanny restarts it and its tasks rerun elsewhere)
+    cluster_workers: Annotated[int, Field(ge=1, le=256)] = 2
+    worker_memory_bytes: Annotated[int, Field(ge=2**28, le=2**40)] = 2**31
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("kind") == "dask" and not value:
+            raise ValueError("kind dask needs the scheduler's address (e.g. tcp://host:8786)")
+        if value and not re.fullmatch(r"((tcp|tls|ucx|ws|wss)://)?[\w.\-\[\]:]+:\d{1,5}", value):
+            raise ValueError("must be a scheduler address such as tcp://host:8786")
+        return value
+
+
 class Settings(_Group):
     """The whole of ``params.yaml``."""
 
@@ -466,6 +498,7 @@ class Settings(_Group):
     compare: CompareSettings
     report: ReportSettings
     calibrate: CalibrateSettings
+    executor: ExecutorSettings = ExecutorSettings()
 
 
 def check_scenario_names(report: ReportSettings, known: set[str]) -> None:

@@ -9,7 +9,9 @@ not a number or not finite, ``out_of_range`` for a number outside the bounds the
 Accepted: ``int`` and ``float`` (not ``bool``), numpy numbers, and text of a decimal number
 (``12``, ``-1.5``, ``.5``, ``1e-3``, ``+2E+05``; surrounding blanks ignored). Refused as text:
 hex, octal, digit separators (``1_000``, ``1,000``), sexagesimal (``1:30``), words (``inf``,
-``nan``, ``yes``): a number that could be read two ways is not guessed.
+``nan``, ``yes``), digits other than ASCII 0-9 (full-width ``１２``, Arabic-Indic ``١٢``): a
+number that could be read two ways is not guessed, and every reader applies the same rule
+(step logs' number pattern, ``steplogs.base.NUM``, is ASCII too).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from pipeline.bounded import short
 # Longest numeric text read: a double has 17 significant digits, an exponent 3; a longer cell
 # is no number a source printed on purpose (and float() of 10^6 digits costs real time).
 MAX_NUMBER_CHARS = 64
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only (re.ASCII): full-width "１２" and Arabic-Indic "١٢" digits are refused like
+# "1_024" -- one rule for every input, and a number only in the one way sources print it.
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NON_FINITE_WORDS = frozenset(("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity",
                                "nan", "+nan", "-nan", ".inf", "-.inf", ".nan"))
 
@@ -63,7 +67,9 @@ def parse_number(value: Any, name: str, low: float | None = None, high: float | 
         if text.lower() in _NON_FINITE_WORDS:
             raise NumberError("bad_value", f"{name}={short(value)} is not a finite number")
         if not _DECIMAL.fullmatch(text):
-            raise NumberError("bad_value", f"{name}={short(value)} is not a number")
+            raise NumberError("bad_value", f"{name}={short(value)} is not a number" + (
+                " (digits 0-9 only)" if any(c.isdigit() and not c.isascii() for c in text)
+                else ""))
         number = float(text)
     elif isinstance(value, Real):
         try:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 SOURCE_KINDS = ("published", "mlperf", "log")
 
+# The law families the fit stage fits (pipeline/fit/__init__.py registers one module per name);
+# fit, calibrate and compare outputs name them in their `law` columns.
+LAW_NAMES = ("power", "amdahl", "usl", "comm")
+
 PRECISIONS = ("bf16", "fp16", "fp8", "fp32", "tf32")
 # Activation recomputation of a run's schedule (``recompute``): none, selective (attention core
 # only, Korthikanti et al. 2022) or full (every layer's forward replayed in the backward).

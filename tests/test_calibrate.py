@@ -38,7 +38,8 @@ def _model(base: StepModel, theta: dict[str, float] = TRUE_THETA) -> StepModel:
 
 def test_parameter_recovery_on_simulated_runs(base) -> None:
     """Family parameters that matter for these layouts come back within 10% of the truth,
-    the fitted step times within 1% (median) of the noise-free ones."""
+    the fitted step times (median) within the spread of the sources' mean effect of the
+    noise-free ones."""
     runs = simulate_runs(0, base, n_runs=300, sigma=0.03, sigma_u=0.05)
     data = load_data(runs, base)
     assert data.fit.all()
@@ -50,7 +51,9 @@ def test_parameter_recovery_on_simulated_runs(base) -> None:
     th = np.array([g.theta(f) for f in data.rows.family])
     truth = Theta(*(np.full(len(runs), TRUE_THETA[p]) for p in PARAMETERS))
     clean = np.log(step_components(data.rows.config, data.rows.machine, truth)["step_time_s"])
-    assert np.median(np.abs(ft.log_step_time(data.rows, th) - clean)) < 0.01
+    # the population level is confounded with the mean of the 4 sources' random effects (sd
+    # sigma_u / sqrt(4) = 0.025 in log time): no estimator pins it closer than that
+    assert np.median(np.abs(ft.log_step_time(data.rows, th) - clean)) < 0.05 / np.sqrt(4)
 
 
 def test_fit_decomposition_frontier_and_planner_share_one_step_time(base, params) -> None:
@@ -105,7 +108,8 @@ def test_predict_interface_and_mfu_never_above_its_ceiling(base) -> None:
 
 def test_schedule_is_an_input(base) -> None:
     """Full recomputation costs a third more arithmetic; interleaving divides the bubble by v;
-    ZeRO-3 exposes more data-parallel time than ZeRO-1 without overlap; v is 1 where not
+    ZeRO-3 exposes more data-parallel time than ZeRO-1 without overlap (as much under
+    pipelining); v is 1 where not
     stated, never L/pp."""
     row = simulate_layouts(5, n_runs=1).assign(pp=8.0, tp=4.0, dp=8.0, n_accelerators=256.0,
                                                  micro_batch=1.0, global_batch_tokens=8 * 32
@@ -122,8 +126,13 @@ def test_schedule_is_an_input(base) -> None:
     assert with_(virtual_pipeline=None)["bubble_s"] == pytest.approx(v1["bubble_s"])
     m0 = copy.copy(model)
     m0.theta = {"megatron": np.array([0.8, 0.6, 0.0, 0.1, 5e-4, 1.0])}  # no DP overlap
-    assert predict(row.assign(zero_stage=3), m0)["dp_comm_s"].iloc[0] > \
-        predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
+    # without pipelining ZeRO-3 gathers in every microbatch, forward and backward; with it the
+    # gathered parameters stay through the step (one gather, one reduce-scatter: ZeRO-1's)
+    flat = row.assign(pp=1.0, n_accelerators=32.0)
+    assert predict(flat.assign(zero_stage=3), m0)["dp_comm_s"].iloc[0] > \
+        predict(flat.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0]
+    assert predict(row.assign(zero_stage=3), m0)["dp_comm_s"].iloc[0] >= \
+        predict(row.assign(zero_stage=1), m0)["dp_comm_s"].iloc[0] * (1 - 1e-9)
 
 
 def _gpt3_tp8_row() -> pd.DataFrame:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.calibrate.scores import table
+from tests.workspace import shipped_mark
 
 PREDICTIONS = Path(__file__).resolve().parents[1] / "data" / "processed" / "predictions.parquet"
 
@@ -57,7 +58,7 @@ def test_table_is_the_per_group_apply_bit_for_bit(pred: pd.DataFrame) -> None:
         pd.testing.assert_frame_equal(table(pred, by), _by_apply(pred, by), check_exact=True)
 
 
-@pytest.mark.skipif(not PREDICTIONS.exists(), reason="needs the pipeline's outputs")
+@shipped_mark("data/processed/predictions.parquet")
 def test_table_on_the_shipped_predictions() -> None:
     pred = pd.read_parquet(PREDICTIONS)
     for by in (["holdout", "predictor", "source"], ["holdout", "predictor"]):

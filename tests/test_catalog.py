@@ -111,8 +111,26 @@ def test_model_shapes(cat: Catalog) -> None:
     assert cat.model_spec("llama-2-7b")["params"] == 6_738_415_616   # published checkpoint count
     assert cat.model_spec("gpt3-175b")["params"] == 1.75e11
     assert cat.model_spec("megatron-gpt-1t")["n_layers"] == 128
-    # active_params <= params wherever stated; a dense model leaves it empty.
-    assert cat.models["active_params"].isna().all()
+    # active_params < params wherever stated (MoE rows); a dense model leaves it empty.
+    moe = cat.models["n_experts"].notna()
+    assert cat.models.loc[~moe, "active_params"].isna().all()
+    assert (cat.models.loc[moe, "active_params"] < cat.models.loc[moe, "params"]).all()
+    assert (cat.models.loc[moe, "top_k"] <= cat.models.loc[moe, "n_experts"]).all()
+
+
+def test_moe_shapes(cat: Catalog) -> None:
+    """Golden MoE rows (each cited in models.csv): DeepSeek-V3 from its model card and config,
+    Mixtral 8x7B from arXiv:2401.04088 Table 1, Qwen3-30B-A3B from its model card."""
+    v3 = cat.model_spec("deepseek-v3")
+    assert (v3["params"], v3["active_params"], v3["n_experts"], v3["top_k"]) == (
+        671e9, 37e9, 256, 8)
+    assert (v3["shared_experts"], v3["moe_dense_layers"], v3["expert_ffn_size"],
+            v3["attention"]) == (1, 3, 2048, "mla")
+    mix = cat.model_spec("mixtral-8x7b")
+    assert (mix["n_experts"], mix["top_k"], mix["expert_ffn_size"], mix["shared_experts"]) == (
+        8, 2, 14336, 0)
+    assert cat.resolve_model("Qwen3_30B_a3B", None) == "qwen3-30b-a3b"
+    assert cat.model_spec("qwen3-30b-a3b")["active_params"] == 3.3e9
 
 
 # Accelerator resolution ---------------------------------------------------------------------------

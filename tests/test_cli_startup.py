@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.config import PROJ_ROOT
+from tests.workspace import shipped_mark
 
 # imports a plan answer never needs: the runner and every stage's contract, pandera (and with
 # it hypothesis), the fit laws
@@ -28,8 +29,7 @@ def _modules_after(code: str) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.skipif(not (PROJ_ROOT / "data/processed/calibration.parquet").exists(),
-                    reason="pipeline outputs absent (run dvc repro): plan has no model to read")
+@shipped_mark("data/processed/calibration.parquet", "reports/metrics/theory.json")
 def test_plan_imports_no_stage_code_or_pandera():
     code = ("from typer.testing import CliRunner\nfrom pipeline.__main__ import app\n"
             "r = CliRunner().invoke(app, ['plan', 'llama-3-70b', 'H100', '--n', '512', '--json'])\n"

@@ -5,6 +5,13 @@ For every stage: the modules inside ``pipeline/`` that its command imports (tran
 import graph, package ``__init__`` files included) must each be covered by a dep, and every
 ``pipeline/`` dep must cover one of them; its data deps are exactly the files it declares it reads;
 its outs and metrics exactly what it declares it writes; its params exactly the keys it declares.
+
+The rule for package ``__init__.py`` files: a package ``__init__`` holds a docstring and nothing
+else (no import, no code), so it changes no output and is no stage's dep; importing
+``pipeline.fit.contract`` then does not run the fit stage's code. The one exception is
+``pipeline/__init__.py``, which pins the floating-point kernels before numpy loads: it has code,
+so it is a dep of every stage. ``test_package_inits_hold_no_code`` keeps that rule; an
+``__init__`` given code anyway becomes a required dep of every stage importing through it.
 """
 
 from __future__ import annotations
@@ -127,3 +134,17 @@ def test_a_removed_dep_is_caught(graph) -> None:
     kept = [d for d in code if d != "pipeline/measures.py"]
     assert [f for f in imported_files(graph, stage) if not any(_covers(d, f) for d in kept)] \
         == ["pipeline/measures.py"]
+
+
+# pipeline/__init__.py pins the numeric kernels (code, so a dep of every stage, listed in dvc.yaml)
+INITS_WITH_CODE = {"pipeline/__init__.py"}
+
+
+def test_package_inits_hold_no_code() -> None:
+    """The module docstring's rule: every package ``__init__`` but the listed one is a docstring
+    alone, so none is left out of a stage's deps while it changes what the stage computes."""
+    with_code = {str(p.relative_to(PROJ_ROOT)) for p in sorted((PROJ_ROOT / "pipeline").rglob(
+        "__init__.py")) if _has_code(p)}
+    assert with_code == INITS_WITH_CODE, (
+        f"package __init__ files with code: {sorted(with_code - INITS_WITH_CODE)}: keep them to a "
+        "docstring (put the code in a module) or list them here and as deps in dvc.yaml")

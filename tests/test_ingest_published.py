@@ -140,3 +140,20 @@ def test_fuzz_truncated_and_corrupted_tables_never_raise(tmp_path: Path, cut: in
         assert [(r.line, r.fields, r.reason) for r in recs if r.line <= intact] == want
     # never more records than physical lines (csv ends lines at \n, \r or \r\n)
     assert len(recs) <= data.count(b"\n") + data.count(b"\r") + 1
+
+
+def test_excel_sep_line_and_header_spelling(tmp_path) -> None:
+    """Excel's 'sep=,' first line is a directive, not a record; 'MODEL' and 'params_b ' are
+    the format's columns; 'sep=;' names the real delimiter in the reject."""
+    from pipeline.ingest.sources.published import read_published
+    (tmp_path / "a.csv").write_text(
+        "sep=,\nSOURCE,Citation,MODEL,params_b ,accelerator,n_accelerators,tokens_per_s\n"
+        "lab,lab T1,m,7,H100-SXM5-80GB,8,1000\n")
+    (tmp_path / "b.csv").write_text("sep=;\nsource;model\nlab;m\n")
+    records = list(read_published(tmp_path))
+    good = [r for r in records if r.path.endswith("a.csv")]
+    assert len(good) == 1 and good[0].reason is None
+    assert good[0].fields["model"] == "m" and good[0].fields["params_b"] == "7"
+    bad = [r for r in records if r.path.endswith("b.csv")]
+    assert bad[0].reason.startswith("malformed_row: header: Excel's 'sep=;' line: the table is "
+                                    "delimited by ';'")

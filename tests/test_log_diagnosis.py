@@ -153,3 +153,49 @@ def test_diagnose_never_raises(tmp_path_factory, catalog, blob, sidecar):
     d = diagnose(folder / "x.log", folder.parent, PARAMS, catalog)
     assert d.problem is not None or d.fmt is not None
     assert all(n.key and n.example for n in d.needs)
+
+
+def _write(tmp_path: Path, text: str, sidecar: str | None = None) -> Path:
+    folder = tmp_path / "logs" / "campaign"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "train.log"
+    log.write_text(text)
+    if sidecar is not None:
+        (folder / "run.yaml").write_text(sidecar)
+    return log
+
+
+def test_suggestions_come_from_the_log_never_from_defaults(tmp_path, catalog):
+    """A log that names its chip and model gets those as the sidecar lines to add; one that
+    names neither gets placeholders, never H100 or llama3-8b."""
+    steps = (REAL / "megatron_args" / "qwen2_0p5b_n2.log").read_text()
+    log = _write(tmp_path, "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-x)\n"
+                           "Running Model: llama-3-70b\n" + steps)
+    d = diagnose(log, log.parent.parent, PARAMS, catalog)
+    by_key = {n.key: n for n in d.needs}
+    assert by_key["accelerator"].example == "A100-SXM4-80GB"
+    assert "line 1" in by_key["accelerator"].why
+    bare = diagnose(_write(tmp_path / "b", steps), tmp_path / "b" / "logs", PARAMS, catalog)
+    examples = " ".join(n.example for n in bare.needs)
+    assert "H100" not in examples and "llama3-8b" not in examples
+    assert {n.key for n in bare.needs} >= {"accelerator"}
+    # a bare "A100" is ambiguous: the placeholder stays and the why says which to choose
+    amb = diagnose(_write(tmp_path / "c", "on 8x A100 nodes\n" + steps), tmp_path / "c" /
+                   "logs", PARAMS, catalog)
+    acc = next(n for n in amb.needs if n.key == "accelerator")
+    assert acc.example.startswith("<") and "'A100' at line 1" in acc.why
+
+
+def test_a_v100_run_is_never_labelled_bf16(catalog):
+    """No precision stated: the V100's peak is its fp16 one, and so is its precision."""
+    from pipeline.config import load_params, settings as settings_of
+    from pipeline.ingest.core.normalize import CatalogCache, normalize
+    from pipeline.ingest.records import Record
+    opts = settings_of(load_params(), "ingest")
+    fields = {"source": "t", "citation": "t", "model": "m", "params_b": "1.3",
+              "accelerator": "V100-SXM2-32GB", "n_accelerators": "8", "tokens_per_s": "20000"}
+    row = normalize(Record("t", "t.csv", 2, fields=fields), CatalogCache(catalog), opts)
+    assert row["precision"] == "fp16" and row["peak_precision"] == "fp16"
+    stated = normalize(Record("t", "t.csv", 2, fields={**fields, "precision": "bf16"}),
+                       CatalogCache(catalog), opts)
+    assert "precision bf16 stated, but the catalog lists no bf16 peak" in stated["notes"]

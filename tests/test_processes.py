@@ -41,3 +41,26 @@ def test_workers_never_exceed_the_cpus(monkeypatch) -> None:
     assert processes.usable_workers(0) == 1
     monkeypatch.setenv("SCALEWALL_WORKERS", "1")
     assert processes.usable_workers(2) == 1
+
+
+def test_the_executor_setting_is_checked_and_local_starts_nothing() -> None:
+    """``executor.kind: dask`` needs a scheduler address (ConfigError naming the field); the
+    default ``local`` maps without importing Dask (``make test``/``make report`` start nothing)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from pipeline.config import ConfigError, settings
+    with pytest.raises(ConfigError, match="executor.address"):
+        settings({"executor": {"kind": "dask"}}, "executor")
+    with pytest.raises(ConfigError, match="executor.address"):
+        settings({"executor": {"kind": "dask", "address": "not an address"}}, "executor")
+    assert settings({"executor": {"kind": "dask", "address": "tcp://10.0.0.5:8786"}},
+                    "executor").address == "tcp://10.0.0.5:8786"
+    probe = ("import sys\nfrom pipeline import processes\nfrom pipeline.config import "
+             "ExecutorSettings\nwith processes.using(ExecutorSettings()):\n"
+             "    assert processes.map_in_order(abs, [-1, -2], 2) == [1, 2]\n"
+             "assert 'distributed' not in sys.modules and 'dask' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

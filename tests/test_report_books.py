@@ -22,7 +22,7 @@ def test_a_figure_is_shown_once_and_referred_to_after() -> None:
     assert "<img" not in again and 'href="#fig-a">Figure 1</a> above' in again
     assert "Figure 2." in book.show("b", "other")
     md = books.FigureBook({"a": "figures/a.png"}, markdown=True)
-    assert md.show("a", "c").startswith("![c](figures/a.png)")
+    assert md.show("a", "c") == "![Figure 1](figures/a.png)\n\n*Figure 1. c*"  # caption once
     assert md.show("a", "c") == "(Figure 1 above.)"
 
 
@@ -82,8 +82,9 @@ def test_audit_counts_series_and_their_labels() -> None:
     ax.legend()
     (panel,) = style.audit(fig)
     assert panel["series"] == 4 and panel["labelled"] == 2 and panel["context"] == 1
-    style.end_label(ax, 2, 0, "s0", "s0", "C0")
-    assert style.audit(fig)[0]["labelled"] == 3
+    assert panel["labels_outside"] == 0
+    style.end_label(ax, 2, 0, "s0: a label longer than the margin", "s0", "C0")  # past the axes
+    assert style.audit(fig)[0]["labelled"] == 3 and style.audit(fig)[0]["labels_outside"] == 1
 
 
 def test_key_findings_are_short_sentences() -> None:

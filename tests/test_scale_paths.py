@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.ingest.sources.common import shown_path
 from pipeline.ingest.sources.steplogs.reader import read_logs
+from tests.workspace import require_shipped
 
 PARAMS = {"ingest": {"logs": {"warmup_steps": "auto", "max_warmup_fraction": 0.5,
                               "min_steady_steps": 3, "workers": 1}}}
@@ -144,8 +145,7 @@ def test_report_figures_over_worker_processes_are_the_same_bytes(tmp_path: Path,
     from pipeline.report.stage import report_settings
 
     processed = PROJ_ROOT / "data/processed"
-    if not (processed / "comparison_curves.parquet").exists():
-        pytest.skip("no pipeline outputs (run dvc repro)")
+    require_shipped("data/processed/comparison_curves.parquet")
     data = load(processed, PROJ_ROOT / "reports/metrics")
     cfg = report_settings(load_params())
     drawn = {}

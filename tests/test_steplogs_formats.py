@@ -10,6 +10,8 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.ingest.sources.steplogs.reader import detect_format, read_logs
 
@@ -175,3 +177,59 @@ def test_megatron_deepspeed_layout(tmp_path):
 def test_jsonl_with_loss_first_is_not_taken_for_a_trainer_log():
     text = "".join(f'{{"loss": 2.{i}, "step": {i}, "step_time_s": 1.5}}\n' for i in range(5))
     assert detect_format(text) == "jsonl"
+
+
+def test_composer_blocks_in_the_console_loggers_layout(tmp_path):
+    """Blocks as composer/loggers/console_logger.py writes them (header, then '\\t Train
+    name: value' lines, four decimals), not pasted output: five blocks, step time 1 /
+    batches_per_sec, N and the batch from the Config dump."""
+    from pipeline.ingest.sources.steplogs.reader import read_logs
+    head = ("******************************\nConfig:\nglobal_train_batch_size: 256\n"
+            "max_seq_len: 2048\nnum_gpus_per_node: 8\nnum_nodes: 4\n"
+            "******************************\n")
+    blocks = "".join(
+        f"[batch={b}/5]:\n\t Train time/batch: {b - 1}\n\t Train loss/train/total: 2.0000\n"
+        f"\t Train throughput/batches_per_sec: 0.5000\n\t Train throughput/tokens_per_sec: "
+        f"262144.0000\n\t Train throughput/device/tokens_per_sec: 8192.0000\n"
+        for b in range(1, 6))
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "train.log").write_text(head + blocks)
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
+    record = read_logs(tmp_path, PARAMS)[0][0]
+    f = record.fields
+    assert f["step_time_s"] == 2.0 and f["tokens_per_s"] == 262144.0
+    assert (f["n_accelerators"], f["seq_len"], f["global_batch_tokens"]) == (32, 2048, 524288)
+
+
+_SECONDS = st.floats(0.001, 1e4, allow_nan=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(times=st.lists(_SECONDS, min_size=1, max_size=8),
+       tokens=st.floats(1.0, 1e7, allow_nan=False), absl=st.booleans())
+def test_maxtext_lines_round_trip(tmp_path_factory, times, tokens, absl):
+    """Lines in metric_logger.py's layout (three decimals) read back to the printed values."""
+    from pipeline.ingest.sources.steplogs.reader import parse_file
+    prefix = "I0811 21:54:55.531340 138304841739136 metric_logger.py:226] " if absl else ""
+    text = "".join(f"{prefix}completed step: {i}, seconds: {t:.3f}, TFLOP/s/device: 1.000, "
+                   f"Tokens/s/device: {tokens:.3f}, total_weights: 8192, loss: 2.000\n"
+                   for i, t in enumerate(times))
+    log = tmp_path_factory.mktemp("mx") / "train.log"
+    log.write_text(text)
+    state, _, _ = parse_file(log, "maxtext")
+    assert list(state.cols["step_time_s"]) == [float(f"{t:.3f}") for t in times]
+    assert set(state.cols["tokens_per_s_per_accelerator"]) == {float(f"{tokens:.3f}")}
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(1e-3, 1e6, allow_nan=False), min_size=1, max_size=8))
+def test_torchtune_lines_round_trip(tmp_path_factory, values):
+    """Lines in metric_logging.py's layout (repr of the float) read back exactly."""
+    from pipeline.ingest.sources.steplogs.reader import parse_file
+    text = "".join(f"Step {i} | loss:2.5 lr:2e-05 tokens_per_second_per_gpu:{v!r} \n"
+                   for i, v in enumerate(values, 1))
+    log = tmp_path_factory.mktemp("tt") / "train.log"
+    log.write_text(text)
+    state, _, _ = parse_file(log, "torchtune")
+    assert list(state.cols["tokens_per_s_per_accelerator"]) == values

@@ -167,9 +167,9 @@ def test_parallel_workers_give_the_same_result():
     two = read_logs(FIXTURES, {"ingest": {"logs": {**PARAMS["ingest"]["logs"], "workers": 2}}})
     assert [r.fields or r.reason for r in one[0]] == [r.fields or r.reason for r in two[0]]
     assert one[1].equals(two[1])
-    # the comparison is over real work: 36 fixture logs (15 excerpts of real output), 23 of
-    # them runs, 206 step rows
-    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (36, 23, 206)
+    # the comparison is over real work: 42 files (41 logs, 20 of them excerpts of real
+    # output, and _generate.py, a not_a_run), 27 of them runs, 235 step rows
+    assert (len(one[0]), sum(r.fields is not None for r in one[0]), len(one[1])) == (42, 27, 235)
 
 
 def test_emptying_the_folder_memo_between_batches_changes_nothing(monkeypatch):
@@ -251,3 +251,65 @@ def test_steps_parquet_streamed_from_steps_dir_is_sorted_and_complete(tmp_path, 
     assert again.read_bytes() == (tmp_path / "steps.parquet").read_bytes()
     groups = pq.ParquetFile(tmp_path / "steps.parquet").metadata.num_row_groups
     assert groups == 1 if slice_rows > len(want) else groups >= 3
+
+
+def test_warmup_only_where_training_starts():
+    """A log opening mid-run (first step above WARMUP_HORIZON_STEPS) drops only steps at least
+    MID_RUN_SLOW_FACTOR times the steady median; the last step is never warm-up."""
+    s = LogsSettings()
+    x = np.array([45.0, 41.2, 39.4])
+    assert warmup_count(x, s) == 1                      # from step 1: the 12 % settles
+    assert warmup_count(x, s, mid_run=True) == 0        # iterations 991-993: steady
+    assert warmup_count(np.array([90.0, 41.2, 39.4, 40.0]), s, mid_run=True) == 1
+    assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s, mid_run=True) == 0
+    assert warmup_count(np.array([40.0, 40.0, 40.0, 120.0]), s) == 0
+
+
+def test_every_file_under_the_logs_folder_is_a_run_or_a_reject(tmp_path):
+    """Rotated logs are read (each part a log of its own); any other file is a not_a_run reject
+    stating the naming rule; sidecars, READMEs and hidden files are not listed; a folder
+    named like a log is a special_file reject and its files are read."""
+    src = (Path(__file__).parent / "fixtures" / "logs" / "megatron" / "gpt_n64.log").read_bytes()
+    camp = tmp_path / "c"
+    (camp / "job.log").mkdir(parents=True)
+    (camp / "job.log" / "train.log").write_bytes(src)
+    (camp / "train.log.1").write_bytes(src)
+    import gzip
+    (camp / "train.log.2.gz").write_bytes(gzip.compress(src))
+    (camp / "notes.md").write_text("my notes\n")
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nmodel: llama3-8b\n")
+    (camp / "README.md").write_text("about\n")
+    (camp / ".hidden").write_text("x\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    by_name = {Path(r.path).name: r for r in records}
+    assert sorted(by_name) == ["job.log", "notes.md", "train.log", "train.log.1",
+                               "train.log.2.gz"]
+    assert by_name["train.log.1"].fields["step_time_s"] == by_name["train.log"].fields[
+        "step_time_s"] == by_name["train.log.2.gz"].fields["step_time_s"]
+    assert by_name["notes.md"].reason.startswith("not_a_run: not read as a step log: step logs "
+                                                 "are files named *.log")
+    assert by_name["job.log"].reason.startswith("special_file")
+
+
+def test_text_step_values_are_a_reject_quoting_them(tmp_path):
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "s.jsonl").write_text("".join(
+        f'{{"step": {i}, "step_time_s": "1.0s", "tokens_per_s": 1000}}\n' for i in range(1, 11)))
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    reason = records[0].reason
+    assert reason.startswith('bad_value: step_time_s = \'"1.0s"\' at line 1 is not a number '
+                             "(10 line(s))")
+
+
+def test_negative_step_times_are_named_negative(tmp_path):
+    camp = tmp_path / "c"
+    camp.mkdir()
+    (camp / "s.jsonl").write_text("".join(
+        f'{{"step": {i}, "step_time_s": {-1.0 if i % 2 else 1.0}, "tokens_per_s": 1000}}\n'
+        for i in range(1, 21)))
+    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
+    records, _ = read_logs(tmp_path, PARAMS)
+    assert "10 step(s) with a step time <= 0 or above 1e+06 s left out (10 negative: lines 1" \
+        in records[0].fields["notes"]

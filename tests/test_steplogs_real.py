@@ -52,6 +52,19 @@ ORIGINS = {
         "global_step=, 2024-07-17)",
     "nanotron/log_error.log": "huggingface/nanotron#390 (2025-10-17)",
     "nanotron/topology_2024.log": "huggingface/nanotron#23 (2024-01-17, host in the prefix)",
+    "maxtext/understanding_logs.log": "AI-Hypercomputer/maxtext docs/guides/"
+        "Understanding_Logs_and_Metrics.md @831e2a8 (deepseek2-16b on 4 TPU v5 chips; its "
+        "config, environment, memory and step blocks in the guide's order, the guide's '...' "
+        "elisions and comment lines left out)",
+    "maxtext/absl_prefix.log": "AI-Hypercomputer/maxtext#4847 (2025-08-11, absl prefix, "
+        "lm_loss and perplexity after the loss; profiler lines after the steps left out)",
+    "torchtune/codellama_7b.log": "meta-pytorch/torchtune#1358 (2024-08-16, CodeLlama 7B full "
+        "fine-tune; the thread's first 12 complete step lines)",
+    "composer/mpt30b_two_nodes.log": "ROCm/rocm-blogs, the blog on fine-tuning MPT-30B with "
+        "MosaicML Composer on AMD GPUs (SLURM, 2 nodes, composer 0.21.3, 2024-09-30; the blog's "
+        "'.' elision lines left out)",
+    "maxtext/v3_2023.log": "AI-Hypercomputer/maxtext#8 (2023-04-28, v3-8, 'TFLOP/s:' before "
+        "'/device'; the fourth line, cut in the thread, left out)",
 }
 
 
@@ -187,8 +200,44 @@ def test_nanotron_n_from_tokens_per_second_ratio(real):
     assert "n_accelerators" in f["derived"].split(";")
     assert f["step_time_s"] == pytest.approx(11.5e3 / 1e3)
     assert f["tflops_per_accelerator"] == pytest.approx(38.3)
-    r = real["nanotron/topology_2024.log"]
-    assert "= 7.985" in r.reason  # 15.85K / 1.985K (medians of the two steady steps) -> 8
+    # Iterations 991-993 of 1,000: the log opens mid-run, so 45 ms is no warm-up (a settling
+    # of 12 %, not a resume's 2x): three steady steps, median 41.2 ms, N = 15.5K / 1.94K -> 8.
+    f = real["nanotron/topology_2024.log"].fields
+    assert f["step_time_s"] == pytest.approx(0.0412)
+    assert f["n_accelerators"] == 8
+    assert "0 warm-up dropped" in f["notes"]
+
+
+def test_maxtext_three_generations(real):
+    """The guide's run: steps 0-3 settle (19.0, 0.32, 1.02, 0.70 s), 6 steady steps at
+    1.011-1.012 s; N, sequence length and batch (1 x 2048 x 4) from the log itself."""
+    f = real["maxtext/understanding_logs.log"].fields
+    assert f["step_time_s"] == pytest.approx(1.012)
+    assert f["tflops_per_accelerator"] == pytest.approx(31.497)
+    assert f["tokens_per_s"] == pytest.approx(4 * statistics.median(
+        [2024.600, 2024.564, 2024.384, 2024.926, 2025.138, 2024.558]))
+    assert (f["n_accelerators"], f["seq_len"], f["global_batch_tokens"]) == (4, 2048, 8192)
+    assert f["params_b"] == pytest.approx(15.933) and f["framework"] == "MaxText"
+    old = real["maxtext/v3_2023.log"].fields  # opens mid-run: no warm-up, 3 steady steps
+    assert old["step_time_s"] == pytest.approx(2.166)
+    assert old["tflops_per_accelerator"] == pytest.approx(36.739)
+    # step 1 (0.63 s) is warm-up: two steady steps are too few, and the reason says so
+    assert real["maxtext/absl_prefix.log"].reason.startswith("too_few_steps: 2 ")
+
+
+def test_torchtune_tokens_per_second_per_gpu(real):
+    """Step 1 (57.8 tokens/s per GPU) is warm-up; the median of steps 2-12 is 417.5."""
+    f = real["torchtune/codellama_7b.log"].fields
+    assert f["tokens_per_s"] == pytest.approx(417.49818620797487)  # x N = 1
+    assert f["precision"] == "bf16" and f["framework"] == "torchtune"
+
+
+def test_composer_block_reads_and_one_block_is_too_few(real):
+    """One SpeedMonitor block (1 / 0.0027 batches/s = 370 s a step) on 2 x 8 GPUs: a single
+    step is too few, and the reject says how many were steady."""
+    r = real["composer/mpt30b_two_nodes.log"]
+    assert r.reason.startswith("too_few_steps: 1 steady-state steps < min_steady_steps 3")
+    assert "step time median 370.37 s" in r.reason
 
 
 # Round trips: lines written in each layout above from random numbers parse back to them.

@@ -147,7 +147,7 @@ def test_broken_scenarios_name_the_field(params, catalog):
         load_scenarios(with_scenario({"accelerator": "H100-SXM5-80GB", "laws": {"bogus": 1}}),
                        catalog)
     with pytest.raises(ValueError, match="scaleout_bytes_per_s"):
-        load_scenarios(with_scenario({"accelerator": "B200-SXM-180GB"}), catalog)
+        load_scenarios(with_scenario({"accelerator": "B300-SXM-270GB"}), catalog)
     with pytest.raises(ValueError, match="precision"):
         load_scenarios(with_scenario({"accelerator": "A100-SXM4-80GB", "precision": "fp8"}),
                        catalog)
@@ -176,3 +176,14 @@ def test_wall_lies_between_the_closed_forms_of_its_latency_chain(scenarios, head
     # ...and work at the wall costs less than the latency chain itself: the wall is above the
     # closed form at twice the 33.3 us that gives 2e31 (G9), i.e. above 5e30
     assert wall >= lw.latency_wall_flop(2 * 33.3e-6, scn.duration_s, scn.laws)
+
+
+def test_a_feasible_point_always_fits_memory(scenarios):
+    """Every scenario with the memory check: a point is feasible only if its layout fits in
+    HBM (the grid's floor(2^(j/q)) dp once fell just below the memory bound: 10 points of the
+    shipped frontier were feasible and did not fit)."""
+    for name, scn in scenarios.items():
+        if not scn.search.memory_check:
+            continue
+        front = search(scn, GRID)
+        assert not (front.feasible & ~front.fits_memory).any(), name

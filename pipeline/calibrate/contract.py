@@ -15,7 +15,7 @@ import pandera.pandas as pda
 from pydantic import Field
 
 from pipeline.contracts import ID, NONNEG, POS, UNIT, B, F, Headline, I, Metrics, S, Stage, col
-from pipeline.fit.contract import LAW_NAMES
+from pipeline.vocab import LAW_NAMES
 from pipeline.theory.contract import OUTPUTS as THEORY_OUTPUTS
 from pipeline.vocab import SHARE_SLOTS
 

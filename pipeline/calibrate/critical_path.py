@@ -40,8 +40,12 @@ docs/theory.md §11.
   False: Megatron-LM's ``local`` DDP before 2023). W is the last
   microbatch's backward for the gradient reduction (ZeRO 0-2: earlier microbatches' gradients
   wait for accumulation to finish), the first microbatch's forward for ZeRO-1/2's parameter
-  all-gather, or the whole step's compute for ZeRO-3 (it prefetches the next layer's
-  parameters during the current one).
+  all-gather. ZeRO-3 / FSDP gathers each layer's parameters forward and backward and
+  reduce-scatters its gradients in every microbatch over the sharding group (HSDP: a smaller
+  group, plus an all-reduce across replicas); a layer's traffic hides at most behind its
+  neighbour's compute (prefetch), forward and backward separately (``_dp_exposed``). The ideal
+  machine prices the same traffic, so the ceiling of a ZeRO-3 layout is bound by it.
+- L_s: the slowest stage's layers, ceil(L / pp) when pp does not divide L evenly.
 - t_opt: Adam's pass over the rank's optimizer shard at HBM bandwidth, ``OPTIMIZER_BYTES``
   per parameter. c0: the family's fixed seconds per step (data loading, logging, launch gaps).
 """
@@ -53,12 +57,13 @@ from functools import cached_property
 
 import numpy as np
 
+from pipeline.calibrate import moe
 from pipeline.calibrate.hardware import Network, gemm_efficiency, wave_efficiency
 
 COMPONENTS = ("compute", "kernel_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble",
               "dp_comm", "optimizer", "fixed")
 PARAMETERS = ("compute_efficiency", "tp_overlap", "dp_overlap", "fixed_s", "layer_overhead_s",
-              "attention_efficiency")
+              "attention_efficiency", "expert_overhead_s")
 # Adam with fp32 master weights: read weight, gradient, m and v (4 x 4 B), write weight, m, v
 # (3 x 4 B) and the bf16 copy (2 B) = 30 B per parameter of the shard.
 OPTIMIZER_BYTES = 30.0
@@ -123,6 +128,16 @@ class Config:
     # the attention core is fused, no s x s tensors in HBM (None: every row's is)
     fused_attention: np.ndarray | None = None
     head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
+    # HSDP: ranks of the ZeRO-3 sharding group (None or NaN: the whole dp group)
+    shard_group: np.ndarray | None = None
+    # MoE (pipeline/calibrate/moe.py; None: the expert_fraction / top_k estimate alone)
+    n_experts: np.ndarray | None = None
+    expert_ffn_size: np.ndarray | None = None   # one routed expert's width (NaN: from counts)
+    moe_layers: np.ndarray | None = None        # layers with routed experts
+    etp: np.ndarray | None = None               # expert tensor parallel
+    capacity_factor: np.ndarray | None = None   # NaN: dropless
+    moe_imbalance: np.ndarray | None = None     # stated busiest/mean expert load (NaN: none)
+    moe_a2a_overlap: np.ndarray | None = None   # dispatch overlapped with compute
 
     @cached_property
     def score_bytes_per_token(self) -> np.ndarray | None:
@@ -217,11 +232,14 @@ class Theta:
     fixed_s: np.ndarray
     layer_overhead_s: np.ndarray
     attention_efficiency: np.ndarray
+    # seconds per local expert, MoE layer and microbatch outside the GEMM rate and the
+    # all-to-all (routing, token permutation, per-expert launches, host syncs of token counts)
+    expert_overhead_s: np.ndarray | float = 0.0
 
     @staticmethod
     def ideal(n: int) -> "Theta":
         one, zero = np.ones(n), np.zeros(n)
-        return Theta(one, one, one, zero, zero, one)
+        return Theta(one, one, one, zero, zero, one, zero)
 
 
 def _f(x) -> np.ndarray:
@@ -307,18 +325,24 @@ def _elementwise_time(c: Config, mach: Machine) -> np.ndarray:
     return c.elementwise_bytes_per_microbatch / _f(mach.hbm_bytes_per_s)
 
 
-def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
-    """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
-    plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
-    w = c.bytes_per_value
-    dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
-    m, v = np.maximum(_f(c.microbatches), 1.0), np.maximum(_f(c.virtual_pipeline), 1.0)
-    ranks = dp * tp * pp * cp
-    layers_stage = _f(c.n_layers) / pp
-    t_mb, d = _f(c.microbatch_tokens), _f(c.d_model)
-    rec = _f(c.recompute)
+def stage_layers(c: Config) -> np.ndarray:
+    """Layers on the slowest pipeline stage: ceil(L / pp) where pp does not divide L (the
+    layers spread as evenly as they go, interleaved chunks included; the slowest stage sets the
+    pace of the 1F1B schedule, Narayanan et al. 2021, arXiv:2104.04473 §2.2); L / pp where it
+    does, or where the ingest completed the shape from the parameter count (fractional L)."""
+    layers = _f(c.n_layers)
+    pp = np.maximum(_f(c.pp), 1.0)
+    whole = np.isclose(layers, np.round(layers))
+    slowest = np.ceil(np.round(layers) / pp - 1e-9)
+    return np.where(whole & (pp > 1.0), np.maximum(slowest, layers / pp), layers / pp)
 
-    tokens = _f(c.batch_tokens) / ranks
+
+def _compute_time(c: Config, mach: Machine, th: Theta, tokens: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seconds of the step's compute on this rank, model FLOP on the rank, GEMM rate): the
+    linear layers at the GEMM rate and the attention core at the 16-bit rate times the
+    family's attention efficiency, with the forward recomputed per policy."""
+    rec = _f(c.recompute)
     model_flop = _f(c.flop_per_token) * tokens
     # the work done, counted in the MFU or not: linear layers and the attention core
     linear = model_flop - _f(c.counted_attention_flop_per_token) * tokens
@@ -327,43 +351,132 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     linear_hw = linear * np.where(rec >= 2, 4.0 / 3.0, 1.0)
     attn_hw = attn * np.where(rec >= 1, 4.0 / 3.0, 1.0)
     rate = _gemm_rate(c, mach) * _f(th.compute_efficiency)
-    t_linear = linear_hw / (_f(mach.peak_flops_per_s) * rate)
+    t_linear = linear_hw / (_f(mach.peak_flops_per_s) * rate) * _moe_linear_scale(c, mach)
     t_attn = attn_hw / (_f(mach.attention_peak_flops_per_s) * rate
                         * _f(th.attention_efficiency))
-    t_comp = t_linear + t_attn
+    return t_linear + t_attn, model_flop, rate
 
+
+def ep_time(c: Config, mach: Machine, layers_stage: np.ndarray, msg: np.ndarray,
+            tp: np.ndarray, cp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+    """Seconds per microbatch on a stage of the expert-parallel all-to-alls: dispatch and
+    combine, forward and backward, of top_k tokens x d x w / tp over the EP group (stride tp
+    cp). The one place the MoE expert terms enter: with the MoE columns, :func:`_moe_ep_time`
+    (pipeline/calibrate/moe.py)."""
+    if c.n_experts is not None:
+        return _moe_ep_time(c, mach, tp, ep)
+    sparse = _f(c.expert_fraction) > 0
+    a2a = ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp, ep, tp * cp, 4.0)
+    return np.where(sparse, layers_stage * a2a, 0.0)
+
+
+def _moe_ep_time(c: Config, mach: Machine, tp: np.ndarray, ep: np.ndarray) -> np.ndarray:
+    """All-to-all seconds per microbatch on a stage from ``moe.a2a_time`` per tier on the
+    stage's MoE layers; the EP group's ranks sit etp apart (Megatron-Core's expert layers
+    regroup the ranks as expert-tp x ep x expert-dp, independent of the attention's tp, cp)."""
+    nbytes = moe.dispatch_bytes(c.microbatch_tokens, c.top_k, c.d_model, tp, c.bytes_per_value)
+    e_up = _eff_up(mach, "all_to_all")
+    lat = 0.0 if mach.ideal else mach.scaleup_latency_s
+    e_out = 1.0 if mach.ideal else moe.SCALEOUT_A2A_EFFICIENCY
+    etp = np.ones(np.shape(tp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
+    one = moe.a2a_time(nbytes, ep, etp, mach.domain, mach.scaleup_bytes_per_s,
+                       mach.scaleout_bytes_per_s, e_up, lat, e_out)
+    moe_stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
+    moe_rows = (_f(c.n_experts) > 1) & (ep > 1)
+    return np.nan_to_num(np.where(moe_rows, moe_stage * moe.a2a_count(c.recompute) * one, 0.0))
+
+
+def _ep_exposed(c: Config, hide: np.ndarray) -> np.ndarray:
+    """Exposed share of the all-to-alls: the family's (like TP) where ``moe_a2a_overlap`` is
+    stated true, all of it where false or not stated (Megatron's default dispatcher runs on the
+    compute stream); the TP share without the MoE columns (the estimate's)."""
+    if c.n_experts is None:
+        return hide
+    overlap = (np.zeros(np.shape(c.tp), bool) if c.moe_a2a_overlap is None
+               else np.asarray(c.moe_a2a_overlap, dtype=bool))
+    return np.where(overlap, hide, 1.0)
+
+
+def _moe_linear_scale(c: Config, mach: Machine) -> np.ndarray | float:
+    """Factor on the linear layers' time for the routed experts' GEMMs at their token count and
+    the load imbalance (``moe.linear_time_scale``); 1 without the MoE columns."""
+    if c.n_experts is None:
+        return 1.0
+    n = np.shape(c.tp)
+    routed = moe.routed_params(c.n_experts, c.top_k, c.expert_ffn_size, c.moe_layers,
+                               c.d_model, c.params, c.active_params)
+    share = routed / np.maximum(_f(c.active_params), 1.0)
+    if mach.ideal:
+        return moe.linear_time_scale(share, np.ones(n), np.ones(n))
+    sms = (np.full(n, np.nan) if mach.sm_count is None else _f(mach.sm_count))
+    ratio = moe.expert_rate_ratio(
+        c.microbatch_tokens, c.ep, c.n_experts, c.top_k, c.expert_ffn_size,
+        np.ones(n) if c.etp is None else c.etp, c.d_model, _gemm_rate(c, mach),
+        mach.gemm_max_efficiency, mach.peak_flops_per_s, mach.hbm_bytes_per_s, sms,
+        c.bytes_per_value, mach.launch_s)
+    u = moe.imbalance(np.full(n, np.nan) if c.capacity_factor is None else c.capacity_factor,
+                      np.full(n, np.nan) if c.moe_imbalance is None else c.moe_imbalance)
+    return moe.linear_time_scale(share, u, ratio)
+
+
+def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
+    """Seconds per microbatch on a stage outside the experts' GEMM rate: the family's
+    ``expert_overhead_s`` x local experts (E / ep) x MoE layers on the stage; 0 for dense rows
+    or without the MoE columns."""
+    if c.n_experts is None:
+        return 0.0
+    e = _f(c.n_experts)
+    local = np.where(e > 1, e / np.maximum(_f(c.ep), 1.0), 0.0)
+    stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
+    return np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
+
+
+def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds per microbatch on a stage of TP, CP and EP traffic, and of the pipeline's
+    point-to-point sends (module docstring)."""
+    w = c.bytes_per_value
+    dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
+    v = np.maximum(_f(c.virtual_pipeline), 1.0)
+    t_mb, d = _f(c.microbatch_tokens), _f(c.d_model)
     # Tensor parallel: per layer and microbatch, 2 forward + 2 backward (+2 recomputed) ops.
-    n_tp = 4.0 + np.where(rec >= 2, 2.0, 0.0)
+    n_tp = 4.0 + np.where(_f(c.recompute) >= 2, 2.0, 0.0)
     msg = t_mb * d * w
     sp = np.asarray(c.sequence_parallel, bool)
     ar = ring_time(mach, "all_reduce", msg, tp, np.ones_like(tp), n_tp)
     ag_rs = (ring_time(mach, "all_gather", msg, tp, np.ones_like(tp), n_tp)
              + ring_time(mach, "reduce_scatter", msg, tp, np.ones_like(tp), n_tp))
-    t_tp_mb = layers_stage * np.where(sp, ag_rs, ar)
+    t_tp = layers_stage * np.where(sp, ag_rs, ar)
     # Context parallel: K and V chunks around the ring, forward once and backward twice.
     kv = 2.0 * t_mb * d * w / tp
-    t_cp_mb = layers_stage * ring_time(mach, "all_gather", kv * cp, cp, tp, 3.0)
-    # Expert parallel: dispatch + combine, forward and backward.
-    moe = _f(c.expert_fraction) > 0
-    t_ep_mb = np.where(moe, layers_stage * ring_time(mach, "all_to_all", _f(c.top_k) * msg / tp,
-                                                     ep, tp * cp, 4.0), 0.0)
-    hide = 1.0 - _f(th.tp_overlap)
-    if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
-        hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
+    t_cp = layers_stage * ring_time(mach, "all_gather", kv * cp, cp, tp, 3.0)
+    t_ep = ep_time(c, mach, layers_stage, msg, tp, cp, ep)
     # Pipeline: activation forward and gradient backward at each of v chunk boundaries.
-    stage_stride = tp * cp * dp
     pair = np.full(pp.shape, 2.0)
-    t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, stage_stride, 2.0 * v),
+    t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, tp * cp * dp, 2.0 * v),
                      0.0)
-    overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
-                + _elementwise_time(c, mach))
-    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb + t_ep_mb) + t_p2p
-    bubble = (pp - 1.0) / v * t_stage
+    return t_tp, t_cp, t_ep, t_p2p
 
-    # Data parallel (ZeRO stage decides the collectives), in buckets.
+
+def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
+                layers_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed seconds of data-parallel traffic per step, parameters on the rank).
+
+    ZeRO 0: an all-reduce of the gradients behind the last microbatch's backward. ZeRO-1/2:
+    the reduce-scatter behind the last backward and the parameter all-gather behind the next
+    step's first forward. ZeRO-3 / FSDP (Rajbhandari et al. 2020, arXiv:1910.02054 §5.3; Zhao
+    et al. 2023, arXiv:2304.11277 §3.3): every microbatch gathers each layer's parameters
+    forward and again backward, and reduce-scatters its gradients backward, over the sharding
+    group; a layer's traffic hides at most behind the neighbouring layer's compute (prefetch),
+    so per microbatch max(0, AG - phi F) + max(0, AG + RS - phi B) with F, B the forward and
+    backward compute. Under pipeline parallelism the parameters stay gathered through the
+    step's microbatches: one gather behind the step's forwards and one reduce-scatter behind its
+    backwards. HSDP (``shard_group`` < dp): the same over the shard group, and an
+    all-reduce of the gradient shard across the replicas behind the last backward."""
+    dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
     dense = _f(c.active_params) * (1.0 - _f(c.expert_fraction))
     local = dense / (tp * pp) + (_f(c.params) - dense) / (tp * pp * ep)
-    grad = local * w
+    grad = local * c.bytes_per_value
     zero = _f(c.zero_stage)
     per_layer = grad / np.maximum(layers_stage, 1.0)
     reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
@@ -373,31 +486,58 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
     n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
     stride = tp * cp
+    shard = (dp if c.shard_group is None
+             else np.clip(np.where(_f(c.shard_group) >= 1, _f(c.shard_group), dp), 1.0, dp))
     t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
-    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, dp, stride, n_reduce)
-    t_ag = ring_time(mach, "all_gather", grad / n_gather, dp, stride, n_gather)
+    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, shard, stride, n_reduce)
+    t_ag = ring_time(mach, "all_gather", grad / n_gather, shard, stride, n_gather)
+    t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
     phi = _f(th.dp_overlap)
     if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
         phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
-    last_bwd = BACKWARD_SHARE * t_comp / m
-    first_fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
-    dp_exposed = np.select(
+    bwd = BACKWARD_SHARE * t_comp / m
+    fwd = (1.0 - BACKWARD_SHARE) * t_comp / m
+    # with pipeline parallelism the gathered parameters stay through the step's microbatches
+    # (torchtitan: reshard_after_forward is off when PP is on; Llama 3, arXiv:2407.21783
+    # §3.3.2: no reshard after forward under PP): one gather and one reduce-scatter per step
+    per_mb = m * (np.maximum(0.0, t_ag - phi * fwd) + np.maximum(0.0, t_ag + t_rs - phi * bwd))
+    per_step = (np.maximum(0.0, t_ag - phi * m * fwd) + np.maximum(0.0, t_rs - phi * m * bwd))
+    zero3 = np.where((pp > 1.0) & (m > 1.0), per_step, per_mb) + np.maximum(0.0, t_rep - phi * bwd)
+    exposed = np.select(
         [zero >= 3, zero >= 1],
-        # ZeRO-3: gathers prefetched and gradients reduced layer by layer within the step
-        [np.maximum(0.0, 2.0 * t_ag + t_rs - phi * t_comp),
-         # ZeRO-1/2: the reduce-scatter behind the last backward, the parameter all-gather
-         # behind the next step's first forward
-         np.maximum(0.0, t_rs - phi * last_bwd) + np.maximum(0.0, t_ag - phi * first_fwd)],
-        np.maximum(0.0, t_ar - phi * last_bwd))
+        [zero3, np.maximum(0.0, t_rs - phi * bwd) + np.maximum(0.0, t_ag - phi * fwd)],
+        np.maximum(0.0, t_ar - phi * bwd))
+    return exposed, local
 
-    shard = np.where(zero >= 1, local / dp, local)
+
+def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
+    """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
+    plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
+    dp, tp, pp, cp = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp))
+    m, v = np.maximum(_f(c.microbatches), 1.0), np.maximum(_f(c.virtual_pipeline), 1.0)
+    layers_stage = stage_layers(c)
+    tokens = _f(c.batch_tokens) / (dp * tp * pp * cp)
+    t_comp, model_flop, rate = _compute_time(c, mach, th, tokens)
+    # the slowest stage's share of the compute (uneven layer split)
+    t_comp = t_comp * layers_stage / (_f(c.n_layers) / pp)
+    t_tp_mb, t_cp_mb, t_ep_mb, t_p2p = _model_parallel_times(c, mach, layers_stage)
+    hide = 1.0 - _f(th.tp_overlap)
+    if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
+        hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
+    ep_hide = _ep_exposed(c, hide)
+    overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
+                + _elementwise_time(c, mach) + _expert_overhead(c, th))
+    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
+    bubble = (pp - 1.0) / v * t_stage
+    dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)
+    shard = np.where(_f(c.zero_stage) >= 1, local / dp, local)
     t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)
     fixed = np.broadcast_to(_f(th.fixed_s), t_comp.shape).astype(float)
 
     parts = {
-        "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * hide * t_tp_mb, "cp_comm": m * hide * t_cp_mb,
-        "ep_comm": m * hide * t_ep_mb, "pp_p2p": m * t_p2p, "bubble": bubble,
-        "dp_comm": dp_exposed, "optimizer": t_opt, "fixed": fixed,
+        "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * hide * t_tp_mb,
+        "cp_comm": m * hide * t_cp_mb, "ep_comm": m * ep_hide * t_ep_mb, "pp_p2p": m * t_p2p,
+        "bubble": bubble, "dp_comm": dp_exposed, "optimizer": t_opt, "fixed": fixed,
     }
     total = sum(parts.values())
     return dict(parts, step_time_s=total, model_flop_per_rank=model_flop,

@@ -15,6 +15,7 @@ from pipeline.calibrate import fitting as ft
 from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
 from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.hardware import load_gemm, load_network, load_sm_counts
+from pipeline.calibrate.topology import load_topology
 from pipeline.calibrate.step import Rows, StepModel, rows_of
 from pipeline.processes import map_in_order
 
@@ -47,7 +48,8 @@ def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool,
                      kernel_latency_s=float(latency["kernel_latency_s"]),
                      scaleup_latency_s=float(latency["scaleup_latency_s"]),
                      attention_flops=attention_flops, aspect_ratio=aspect_ratio,
-                     sm_count=load_sm_counts(catalog_dir))
+                     sm_count=load_sm_counts(catalog_dir),
+                     topology=load_topology(catalog_dir))
 
 
 def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
@@ -181,7 +183,8 @@ def step_model(fitted: Fitted, base: StepModel, interval_q: dict[str, float]) ->
                      kernel_latency_s=base.kernel_latency_s,
                      scaleup_latency_s=base.scaleup_latency_s,
                      attention_flops=base.attention_flops, residual_sd=sd,
-                     aspect_ratio=base.aspect_ratio, sm_count=base.sm_count)
+                     aspect_ratio=base.aspect_ratio, sm_count=base.sm_count,
+                     topology=base.topology)
 
 
 def _natural_ci(z: np.ndarray, cov: np.ndarray, level: float, held: set[int]

@@ -51,10 +51,13 @@ from pipeline.calibrate.step import Rows
 # traffic hides in), c0 (fixed seconds per step), k (seconds per layer and microbatch).
 BOUNDS = {"compute_efficiency": (0.3, 1.0), "tp_overlap": (0.0, 0.95),
           "dp_overlap": (0.0, 1.0), "fixed_s": (0.0, 2.0), "layer_overhead_s": (0.0, 2e-3),
-          "attention_efficiency": (0.2, 1.0)}
+          "attention_efficiency": (0.2, 1.0), "expert_overhead_s": (0.0, 5e-3)}
 # k's centre: ~30 small kernels per layer forward + backward at theory.latency's 3 us launch
 PRIOR_CENTRE = {"compute_efficiency": 0.85, "tp_overlap": 0.5, "dp_overlap": 0.8,
-                "fixed_s": 0.05, "layer_overhead_s": 1e-4, "attention_efficiency": 0.7}
+                "fixed_s": 0.05, "layer_overhead_s": 1e-4, "attention_efficiency": 0.7,
+                # ~30 launches (router, permute, per-expert GEMMs and activations forward and
+                # backward) at theory.latency's 3 us per local expert and MoE layer
+                "expert_overhead_s": 1e-4}
 PRIOR_SD_Z = 1.5          # weak: about the whole range in logistic units
 FAMILY_SD = 0.75          # family deviation from the population, logistic units
 HUBER_K = 1.345           # 95% efficiency at the normal (Huber 1964)
@@ -65,7 +68,7 @@ VARIANCE_PRIOR_RUNS = 5.0
 SIGMA_U_START = 0.15
 # Value of a parameter a form does not fit: no overlap, no fixed cost.
 OFF = {"tp_overlap": 0.0, "dp_overlap": 0.0, "fixed_s": 0.0, "layer_overhead_s": 0.0,
-       "attention_efficiency": 1.0}
+       "attention_efficiency": 1.0, "expert_overhead_s": 0.0}
 
 
 def to_natural(z: np.ndarray) -> np.ndarray:
@@ -153,6 +156,214 @@ def log_step_time(rows: Rows, theta_rows: np.ndarray) -> np.ndarray:
     return np.log(step_components(rows.config, rows.machine, th)["step_time_s"])
 
 
+class _GroupProblem:
+    """One group's penalised least-squares problem (module docstring): the unknowns ``x`` are
+    the population values (P), the family deviations (F x P, when several families) and the
+    source effects (S, when several sources), all on the logistic scale; the residual sds
+    ``sig`` (per source) and ``sig_u`` are held while a solve runs and updated between solves.
+    """
+
+    def __init__(self, rows: Rows, log_t: np.ndarray, *, playbook: bool,
+                 start: GroupFit | None, fixed_sigma: GroupFit | None,
+                 free: tuple[str, ...], balance: float) -> None:
+        self.rows, self.log_t, self.free = rows, log_t, free
+        self.fams = sorted(set(rows.family.tolist()))
+        self.sources = sorted(set(rows.source.tolist()))
+        # positions by dict, not list.index: a fleet's logs make thousands of sources (campaigns)
+        self.f_idx = _positions(rows.family, self.fams)
+        self.s_idx = _positions(rows.source, self.sources)
+        self.F, self.S, self.P = F, S, P = len(self.fams), len(self.sources), len(PARAMETERS)
+        self.use_u = not playbook and S > 1
+        self.use_delta = not playbook and F > 1
+        self.prior = to_z(np.array([PRIOR_CENTRE[p] for p in PARAMETERS]))
+        self.n_src = np.bincount(self.s_idx, minlength=S)
+        self.weight = np.sqrt((self.n_src.mean() / self.n_src[self.s_idx]) ** balance)
+        self.off = P + (F * P if self.use_delta else 0)   # where the source effects start in x
+        self.held = [j for j, p in enumerate(PARAMETERS) if p not in free]
+        ref = fixed_sigma or start
+        if ref is not None:
+            sig = np.array([ref.sigma.get(s, ref.sigma_pool) for s in self.sources])
+            self.sig_u = ref.sigma_u if self.use_u else 1.0
+        else:
+            sig = np.full(S, 0.3)
+            self.sig_u = SIGMA_U_START
+        self.floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
+        self.sig = np.maximum(sig, self.floor)
+        self._last: dict[str, Any] = {}   # the step function at the last family values
+        self.n = n = log_t.size
+        # The runs each family column moves: all for a population value, the family's own for a
+        # deviation, none for a held parameter (held at OFF whatever its z). Their step times at
+        # the stepped values are one call of the step function on these rows stacked.
+        self.moved = []
+        for i in range(self.off):
+            j = i if i < P else (i - P) % P
+            self.moved.append(np.zeros(0, dtype=int) if j in self.held else
+                              np.arange(n) if i < P else np.flatnonzero(self.f_idx == (i - P) // P))
+        self.stacked = _subset(rows, np.concatenate(self.moved)) if self.off else rows
+        self.ends = np.cumsum([m.size for m in self.moved])
+        # Many sources: the source effects are solved exactly for given family values (each
+        # source alone, ``source_effects``) and the solver moves the family values only (module
+        # docstring, "Many sources"): the same optimum, with a Jacobian of runs x family values.
+        self.profiled = self.use_u and S >= PROFILE_MIN_SOURCES
+
+    def unpack(self, x):
+        z_pop = x[:self.P]
+        delta = x[self.P:self.off].reshape(self.F, self.P) if self.use_delta \
+            else np.zeros((self.F, self.P))
+        u = x[self.off:] if self.use_u else np.zeros(self.S)
+        return z_pop, delta, u
+
+    def theta_rows(self, x):
+        z_pop, delta, _ = self.unpack(x)
+        th = to_natural(z_pop[None, :] + delta)[self.f_idx]
+        for j in self.held:
+            th[:, j] = OFF[PARAMETERS[j]]
+        return th
+
+    def modelled(self, x):
+        """The runs' modelled log step times (memoised on the family values: the source effects
+        leave them)."""
+        key = x[:self.off].tobytes()
+        if self._last.get("key") != key:
+            self._last["key"], self._last["lst"] = key, log_step_time(self.rows, self.theta_rows(x))
+        return self._last["lst"]
+
+    def resid(self, x):
+        return self.residuals(x, self.modelled(x))
+
+    def residuals(self, x, lst):
+        """The residual vector at ``x`` with the runs' modelled log step times ``lst``."""
+        z_pop, delta, u = self.unpack(x)
+        r = self.weight * (self.log_t - lst - u[self.s_idx]) / self.sig[self.s_idx]
+        parts = [r, (z_pop - self.prior) / PRIOR_SD_Z]
+        if self.use_delta:
+            parts.append(delta.ravel() / FAMILY_SD)
+        if self.use_u:
+            parts.append(u / self.sig_u)
+        return np.concatenate(parts)
+
+    def stepped_thetas(self, x, h):
+        blocks = []
+        for i, mine in enumerate(self.moved):
+            if mine.size:
+                x1 = x.copy()
+                x1[i] = x[i] + h[i]
+                blocks.append(self.theta_rows(x1)[mine])
+        return np.concatenate(blocks) if blocks else np.zeros((0, self.P))
+
+    def stepped_lst(self, x, h):
+        """Each family column's step times at its stepped value, on the runs it moves."""
+        ends = self.ends
+        lst_stacked = log_step_time(self.stacked, self.stepped_thetas(x, h)) \
+            if ends.size and ends[-1] else np.zeros(0)
+        return [lst_stacked[ends[i] - mine.size:ends[i]] for i, mine in enumerate(self.moved)]
+
+    def jac(self, x):
+        """scipy's forward differences (its 2-point steps, column by column), written from the
+        rows a column moves: a family value's from one step-function call on the stacked runs it
+        moves, a source effect's from its source's rows, each with its prior's row. The same
+        numbers as stepping the whole residual vector, without a call per column (per-call
+        overhead dominated) or per source (which made a Jacobian cost runs x sources)."""
+        n, off, S, s_idx, weight, sig, log_t = (self.n, self.off, self.S, self.s_idx,
+                                                 self.weight, self.sig, self.log_t)
+        f0 = self.resid(x)
+        h = _forward_step(x)
+        jt = np.empty((x.size, f0.size))
+        _, _, u = self.unpack(x)
+        for i, (mine, lst) in enumerate(zip(self.moved, self.stepped_lst(x, h))):
+            x1_i = x[i] + h[i]
+            f1 = f0.copy()
+            if mine.size:
+                f1[mine] = weight[mine] * (log_t[mine] - lst - u[s_idx[mine]]) / sig[s_idx[mine]]
+            # the prior's row of this column: population value or family deviation
+            f1[n + i] = (x1_i - self.prior[i]) / PRIOR_SD_Z if i < self.P else x1_i / FAMILY_SD
+            jt[i] = (f1 - f0) / (x1_i - x[i])
+        if self.use_u:
+            # A source effect's column moves its source's runs and its prior's row, nothing
+            # else: every run's entry in one pass (each run has one source).
+            cols = np.arange(S)
+            u1 = x[off:] + h[off:]
+            step = u1 - x[off:]
+            on_runs = (weight * (log_t - self.modelled(x) - u1[s_idx]) / sig[s_idx] - f0[:n]) \
+                / step[s_idx]
+            jt[off:] = (0.0 / step)[:, None]   # the zeros (f1 - f0) / step writes, signed alike
+            jt[off + s_idx, np.arange(n)] = on_runs
+            jt[off + cols, f0.size - S + cols] = (u1 / self.sig_u - f0[f0.size - S:]) / step
+        return jt.T
+
+    def effects(self, lst):
+        w = self.weight / self.sig[self.s_idx]
+        return source_effects(self.weight * (self.log_t - lst) / self.sig[self.s_idx], w,
+                              self.s_idx, self.S, self.sig_u)
+
+    def full(self, theta_x):
+        # ``modelled`` reads the family values only: its memo then serves ``resid`` on the result
+        return np.concatenate([theta_x, self.effects(self.modelled(theta_x))])
+
+    def presid(self, theta_x):
+        return self.resid(self.full(theta_x))
+
+    def pjac(self, theta_x):
+        off = self.off
+        x = self.full(theta_x)
+        f0 = self.resid(x)
+        h = _forward_step(theta_x)
+        lst0 = self.modelled(x)
+        jt = np.empty((off, f0.size))
+        for i, (mine, lst) in enumerate(zip(self.moved, self.stepped_lst(x, h))):
+            x1 = x.copy()
+            x1[i] = x[i] + h[i]
+            lst1 = lst0.copy()
+            lst1[mine] = lst
+            x1[off:] = self.effects(lst1)
+            jt[i] = (self.residuals(x1, lst1) - f0) / (x1[i] - x[i])
+        return jt.T
+
+    def solve(self, x):
+        """One solve from ``x``: (scipy's result, the full unknown vector at its optimum)."""
+        if self.profiled:
+            res = _solve(self.presid, x[:self.off], self.pjac, self.S)
+            return res, self.full(res.x)
+        res = _solve(self.resid, x, self.jac, self.S)
+        return res, res.x
+
+    def errors(self, x):
+        """Each run's log step-time error at ``x`` (source effect included)."""
+        _, _, u = self.unpack(x)
+        return self.log_t - log_step_time(self.rows, self.theta_rows(x)) - u[self.s_idx]
+
+    def update_sigmas(self, x) -> None:
+        """The residual sds given the fit at ``x``: each source's shrunk toward the pooled one
+        by ``VARIANCE_PRIOR_RUNS`` runs, and the sd of the source effects."""
+        e = self.errors(x)
+        pool = float(np.sum(e ** 2) / max(self.n - self.P, 1))
+        ss = np.bincount(self.s_idx, weights=e ** 2, minlength=self.S)
+        self.sig = np.maximum(np.sqrt((ss + VARIANCE_PRIOR_RUNS * pool)
+                                      / (self.n_src + VARIANCE_PRIOR_RUNS)), self.floor)
+        if self.use_u:
+            _, _, u = self.unpack(x)
+            self.sig_u = float(np.sqrt(max(np.mean(u ** 2), 1e-4)))
+
+    def result(self, x, res) -> GroupFit:
+        fams, sources, sig, n_src, f_idx = self.fams, self.sources, self.sig, self.n_src, self.f_idx
+        z_pop, delta, u = self.unpack(x)
+        e = self.errors(x)
+        cov_z = _covariances(res.jac, fams, self.use_delta)
+        sig_i = sig[self.s_idx]
+        loglik = float(-0.5 * np.sum(np.log(2 * np.pi * sig_i ** 2) + e ** 2 / sig_i ** 2))
+        n_free = len(self.free) * (self.F if self.use_delta else 1) \
+            + (self.S + 1 if self.use_u else 0) + self.S
+        return GroupFit(
+            families=fams, z_pop=z_pop.copy(), free=tuple(self.free), n_params=n_free,
+            z_family={f: z_pop + delta[i] for i, f in enumerate(fams)},
+            sources=sources, u={s: float(u[i]) for i, s in enumerate(sources)},
+            sigma={s: float(sig[i]) for i, s in enumerate(sources)},
+            sigma_pool=float(np.sqrt(np.sum(e ** 2) / max(self.n - self.P, 1))),
+            sigma_u=float(self.sig_u) if self.use_u else 0.0, cov_z=cov_z,
+            n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
+            n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+
+
 def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int = 4,
               start: GroupFit | None = None, fixed_sigma: GroupFit | None = None,
               free: tuple[str, ...] = PARAMETERS, balance: float = 0.0) -> GroupFit:
@@ -160,193 +371,19 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
     residual sds and sigma_u of that fit (one solve; for refits without a few runs); ``free``:
     the parameters fitted (the others held at ``OFF``); ``balance``: each run weighted by
     (mean runs per source / runs of its source)^balance."""
-    fams = sorted(set(rows.family.tolist()))
-    sources = sorted(set(rows.source.tolist()))
-    # positions by dict, not list.index: a fleet's logs make thousands of sources (campaigns)
-    f_idx = _positions(rows.family, fams)
-    s_idx = _positions(rows.source, sources)
-    F, S, P = len(fams), len(sources), len(PARAMETERS)
-    use_u = not playbook and S > 1
-    use_delta = not playbook and F > 1
-    prior = to_z(np.array([PRIOR_CENTRE[p] for p in PARAMETERS]))
-    n_src = np.bincount(s_idx, minlength=S)
-    weight = np.sqrt((n_src.mean() / n_src[s_idx]) ** balance)
-
-    off = P + (F * P if use_delta else 0)   # where the source effects start in x
-
-    def unpack(x):
-        z_pop = x[:P]
-        delta = x[P:off].reshape(F, P) if use_delta else np.zeros((F, P))
-        u = x[off:] if use_u else np.zeros(S)
-        return z_pop, delta, u
-
-    held = [j for j, p in enumerate(PARAMETERS) if p not in free]
-
-    def theta_rows(x):
-        z_pop, delta, _ = unpack(x)
-        th = to_natural(z_pop[None, :] + delta)[f_idx]
-        for j in held:
-            th[:, j] = OFF[PARAMETERS[j]]
-        return th
-
-    ref = fixed_sigma or start
-    if ref is not None:
-        sig = np.array([ref.sigma.get(s, ref.sigma_pool) for s in sources])
-        sig_u = ref.sigma_u if use_u else 1.0
-    else:
-        sig = np.full(S, 0.3)
-        sig_u = SIGMA_U_START
-    floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
-    sig = np.maximum(sig, floor)
-
-    last = {}   # the step function at the last family values (the source effects leave it)
-
-    def modelled(x):
-        key = x[:off].tobytes()
-        if last.get("key") != key:
-            last["key"], last["lst"] = key, log_step_time(rows, theta_rows(x))
-        return last["lst"]
-
-    def resid(x):
-        return residuals(x, modelled(x))
-
-    def residuals(x, lst):
-        """The residual vector at ``x`` with the runs' modelled log step times ``lst``."""
-        z_pop, delta, u = unpack(x)
-        r = weight * (log_t - lst - u[s_idx]) / sig[s_idx]
-        parts = [r, (z_pop - prior) / PRIOR_SD_Z]
-        if use_delta:
-            parts.append(delta.ravel() / FAMILY_SD)
-        if use_u:
-            parts.append(u / sig_u)
-        return np.concatenate(parts)
-
-    n = log_t.size
-    # The runs each family column moves: all for a population value, the family's own for a
-    # deviation, none for a held parameter (held at OFF whatever its z). Their step times at
-    # the stepped values are one call of the step function on these rows stacked.
-    moved = []
-    for i in range(off):
-        j = i if i < P else (i - P) % P
-        moved.append(np.zeros(0, dtype=int) if j in held else
-                     np.arange(n) if i < P else np.flatnonzero(f_idx == (i - P) // P))
-    stacked = _subset(rows, np.concatenate(moved)) if off else rows
-    ends = np.cumsum([m.size for m in moved])
-
-    def stepped_thetas(x, h):
-        blocks = []
-        for i, mine in enumerate(moved):
-            if mine.size:
-                x1 = x.copy()
-                x1[i] = x[i] + h[i]
-                blocks.append(theta_rows(x1)[mine])
-        return np.concatenate(blocks) if blocks else np.zeros((0, P))
-
-    cols = np.arange(S)
-
-    def stepped_lst(x, h):
-        """Each family column's step times at its stepped value, on the runs it moves."""
-        lst_stacked = log_step_time(stacked, stepped_thetas(x, h)) if ends.size and ends[-1] \
-            else np.zeros(0)
-        return [lst_stacked[ends[i] - mine.size:ends[i]] for i, mine in enumerate(moved)]
-
-    def jac(x):
-        # scipy's forward differences (its 2-point steps, column by column), written from the
-        # rows a column moves: a family value's from one step-function call on the stacked
-        # runs it moves, a source effect's from its source's rows, each with its prior's row.
-        # The same numbers as stepping the whole residual vector, without a call per column
-        # (per-call overhead dominated) or per source (which made a Jacobian cost runs x sources).
-        f0 = resid(x)
-        h = _forward_step(x)
-        jt = np.empty((x.size, f0.size))
-        _, _, u = unpack(x)
-        for i, (mine, lst) in enumerate(zip(moved, stepped_lst(x, h))):
-            x1_i = x[i] + h[i]
-            f1 = f0.copy()
-            if mine.size:
-                f1[mine] = weight[mine] * (log_t[mine] - lst - u[s_idx[mine]]) / sig[s_idx[mine]]
-            # the prior's row of this column: population value or family deviation
-            f1[n + i] = (x1_i - prior[i]) / PRIOR_SD_Z if i < P else x1_i / FAMILY_SD
-            jt[i] = (f1 - f0) / (x1_i - x[i])
-        if use_u:
-            # A source effect's column moves its source's runs and its prior's row, nothing
-            # else: every run's entry in one pass (each run has one source).
-            u1 = x[off:] + h[off:]
-            step = u1 - x[off:]
-            on_runs = (weight * (log_t - modelled(x) - u1[s_idx]) / sig[s_idx] - f0[:n]) \
-                / step[s_idx]
-            jt[off:] = (0.0 / step)[:, None]   # the zeros (f1 - f0) / step writes, signed alike
-            jt[off + s_idx, np.arange(n)] = on_runs
-            jt[off + cols, f0.size - S + cols] = (u1 / sig_u - f0[f0.size - S:]) / step
-        return jt.T
-
-    # Many sources: the source effects are solved exactly for given family values (each source
-    # alone, ``source_effects``) and the solver moves the family values only (module docstring,
-    # "Many sources"): the same optimum, with a Jacobian of runs x family values.
-    profiled = use_u and S >= PROFILE_MIN_SOURCES
-
-    def effects(lst):
-        return source_effects(weight * (log_t - lst) / sig[s_idx], weight / sig[s_idx], s_idx,
-                              S, sig_u)
-
-    def full(theta_x):
-        # ``modelled`` reads the family values only: its memo then serves ``resid`` on the result
-        return np.concatenate([theta_x, effects(modelled(theta_x))])
-
-    def presid(theta_x):
-        return resid(full(theta_x))
-
-    def pjac(theta_x):
-        x = full(theta_x)
-        f0 = resid(x)
-        h = _forward_step(theta_x)
-        lst0 = modelled(x)
-        jt = np.empty((off, f0.size))
-        for i, (mine, lst) in enumerate(zip(moved, stepped_lst(x, h))):
-            x1 = x.copy()
-            x1[i] = x[i] + h[i]
-            lst1 = lst0.copy()
-            lst1[mine] = lst
-            x1[off:] = effects(lst1)
-            jt[i] = (residuals(x1, lst1) - f0) / (x1[i] - x[i])
-        return jt.T
-
-    x = _start_vector(prior, fams, sources, start, use_delta, use_u)
+    problem = _GroupProblem(rows, log_t, playbook=playbook, start=start, fixed_sigma=fixed_sigma,
+                            free=free, balance=balance)
+    x = _start_vector(problem.prior, problem.fams, problem.sources, start, problem.use_delta,
+                      problem.use_u)
     rounds = 1 if fixed_sigma is not None else em_rounds
     res = None
     for _ in range(rounds):
-        if profiled:
-            res = _solve(presid, x[:off], pjac, S)
-            x = full(res.x)
-        else:
-            res = _solve(resid, x, jac, S)
-            x = res.x
+        res, x = problem.solve(x)
         if fixed_sigma is not None:
             break
-        z_pop, delta, u = unpack(x)
-        e = log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]
-        pool = float(np.sum(e ** 2) / max(n - P, 1))
-        ss = np.bincount(s_idx, weights=e ** 2, minlength=S)
-        sig = np.maximum(np.sqrt((ss + VARIANCE_PRIOR_RUNS * pool) / (n_src + VARIANCE_PRIOR_RUNS)),
-                         floor)
-        if use_u:
-            sig_u = float(np.sqrt(max(np.mean(u ** 2), 1e-4)))
+        problem.update_sigmas(x)
     assert res is not None
-    z_pop, delta, u = unpack(x)
-    e = log_t - log_step_time(rows, theta_rows(x)) - u[s_idx]
-    cov_z = _covariances(res.jac, fams, use_delta)
-    sig_i = sig[s_idx]
-    loglik = float(-0.5 * np.sum(np.log(2 * np.pi * sig_i ** 2) + e ** 2 / sig_i ** 2))
-    n_free = len(free) * (F if use_delta else 1) + (S + 1 if use_u else 0) + S
-    return GroupFit(
-        families=fams, z_pop=z_pop.copy(), free=tuple(free), n_params=n_free,
-        z_family={f: z_pop + delta[i] for i, f in enumerate(fams)},
-        sources=sources, u={s: float(u[i]) for i, s in enumerate(sources)},
-        sigma={s: float(sig[i]) for i, s in enumerate(sources)},
-        sigma_pool=float(np.sqrt(np.sum(e ** 2) / max(n - P, 1))),
-        sigma_u=float(sig_u) if use_u else 0.0, cov_z=cov_z,
-        n_runs={f: int(np.sum(f_idx == i)) for i, f in enumerate(fams)},
-        n_runs_source={s: int(n_src[i]) for i, s in enumerate(sources)}, loglik=loglik)
+    return problem.result(x, res)
 
 
 def _positions(values: np.ndarray, names: list[str]) -> np.ndarray:

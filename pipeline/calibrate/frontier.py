@@ -83,7 +83,8 @@ class CalibratedStep:
                      attention_flop_per_token=12.0 * layers * d * seq, dp=dp * ep, tp=tp, pp=pp,
                      cp=np.ones(n), ep=ep, zero_stage=zero, recompute=np.zeros(n),
                      virtual_pipeline=np.maximum(v, 1.0), sequence_parallel=tp > 1,
-                     reduce_bucket_bytes=reduce_bucket, gather_bucket_bytes=gather_bucket)
+                     reduce_bucket_bytes=reduce_bucket, gather_bucket_bytes=gather_bucket,
+                     **_moe_columns(shape, layers))
         eta = gemm_max_efficiency(self.model.gemm, np.full(n, self.accelerator, dtype=object),
                                   np.full(n, self.precision, dtype=object))
         mach = Machine(peak_flops_per_s=peak,
@@ -117,6 +118,17 @@ class CalibratedStep:
                         n_accelerators=(dp * ep * tp * pp).reshape(shape_),
                         microbatch_tokens=(batch / (dp * ep * m)).reshape(shape_),
                         tau_layer_s=np.zeros(shape_))
+
+
+def _moe_columns(shape, layers: np.ndarray) -> dict[str, np.ndarray]:
+    """An MoE scenario's columns for the calibrated MoE terms (pipeline/calibrate/moe.py): its
+    experts, every layer MoE, the expert width from the parameter counts; none when dense."""
+    experts = float(getattr(shape, "n_experts", 1) or 1)
+    if experts <= 1:
+        return {}
+    n = layers.size
+    return {"n_experts": np.full(n, experts), "expert_ffn_size": np.full(n, np.nan),
+            "moe_layers": layers}
 
 
 def _percentiles(values: list[float]) -> list[float]:

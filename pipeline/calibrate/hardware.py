@@ -172,6 +172,42 @@ def _ring_fit(points: list[tuple[str, float, float, float, float, float, float]]
     return float(x[0]), eff
 
 
+def _scale_out(rows: pd.DataFrame, hardware: pd.DataFrame, up: dict[tuple[str, str], float]
+               ) -> tuple[dict[tuple[str, str], np.ndarray], dict[str, float]]:
+    """(scale-out efficiency by (cluster, collective), latency per ring step s by cluster): the
+    alpha-beta ring model fitted to each cluster's multi-node sweeps (at least two node counts),
+    and the default network's link efficiency at the fewest nodes measured."""
+    by_cluster: dict[str, list] = {}
+    for row in rows.itertuples(index=False):
+        spec = hardware.loc[row.accelerator]
+        out_bw = pd.to_numeric(spec["scaleout_bytes_per_s"], errors="coerce")
+        if not (np.isfinite(row.bus) and row.n > row.per_node and row.size > 1024
+                and np.isfinite(out_bw)):
+            continue
+        e_up = up.get((row.cluster, row.collective), 1.0)
+        by_cluster.setdefault(row.cluster, []).append(
+            (row.collective, row.n, row.per_node, row.size, float(row.bus), e_up,
+             (float(spec["scaleup_bytes_per_s"]), float(out_bw))))
+    out_eff: dict[tuple[str, str], np.ndarray] = {}
+    hop: dict[str, float] = {}
+    for cluster, points in sorted(by_cluster.items()):
+        if len({pt[1] for pt in points}) < 2:
+            continue  # one node count cannot separate latency from bandwidth
+        alpha, eff = _ring_fit(points)
+        hop[cluster] = alpha
+        for coll, e in eff.items():
+            out_eff[(cluster, coll)] = np.array([e])
+        # the default network: the link efficiency at the fewest nodes measured, read with no
+        # latency (an upper bound on the link; production fabrics are assumed not to congest)
+        for coll in {pt[0] for pt in points}:
+            first = min((pt for pt in points if pt[0] == coll), key=lambda pt: pt[1])
+            _, e2 = _ring_fit([first], alpha=0.0)
+            key = (DEFAULT_CLUSTER, coll)
+            best = float(out_eff[key][0]) if key in out_eff else 0.0
+            out_eff[key] = np.array([max(best, e2[coll])])
+    return out_eff, hop
+
+
 def load_network(catalog_dir: Path, hardware: pd.DataFrame) -> Network:
     """The collectives table turned into per-tier efficiencies and latencies (module
     docstring): one-node bus bandwidth over the per-direction link rate (scale-up
@@ -216,34 +252,7 @@ def load_network(catalog_dir: Path, hardware: pd.DataFrame) -> Network:
     for (cluster, coll), value in up.items():
         key = (up_chip[(cluster, coll)], coll)
         chip_up[key] = max(chip_up.get(key, 0.0), value)
-    by_cluster: dict[str, list] = {}
-    for row in rows.itertuples(index=False):
-        spec = hardware.loc[row.accelerator]
-        out_bw = pd.to_numeric(spec["scaleout_bytes_per_s"], errors="coerce")
-        if not (np.isfinite(row.bus) and row.n > row.per_node and row.size > 1024
-                and np.isfinite(out_bw)):
-            continue
-        e_up = up.get((row.cluster, row.collective), 1.0)
-        by_cluster.setdefault(row.cluster, []).append(
-            (row.collective, row.n, row.per_node, row.size, float(row.bus), e_up,
-             (float(spec["scaleup_bytes_per_s"]), float(out_bw))))
-    out_eff: dict[tuple[str, str], np.ndarray] = {}
-    hop: dict[str, float] = {}
-    for cluster, points in sorted(by_cluster.items()):
-        if len({pt[1] for pt in points}) < 2:
-            continue  # one node count cannot separate latency from bandwidth
-        alpha, eff = _ring_fit(points)
-        hop[cluster] = alpha
-        for coll, e in eff.items():
-            out_eff[(cluster, coll)] = np.array([e])
-        # the default network: the link efficiency at the fewest nodes measured, read with no
-        # latency (an upper bound on the link; production fabrics are assumed not to congest)
-        for coll in {pt[0] for pt in points}:
-            first = min((pt for pt in points if pt[0] == coll), key=lambda pt: pt[1])
-            _, e2 = _ring_fit([first], alpha=0.0)
-            key = (DEFAULT_CLUSTER, coll)
-            best = float(out_eff[key][0]) if key in out_eff else 0.0
-            out_eff[key] = np.array([max(best, e2[coll])])
+    out_eff, hop = _scale_out(rows, hardware, up)
     for (cluster, coll), value in list(up.items()):
         key = (DEFAULT_CLUSTER, coll)
         up[key] = max(up.get(key, 0.0), value)

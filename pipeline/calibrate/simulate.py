@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 TRUE_THETA = {"compute_efficiency": 0.8, "tp_overlap": 0.6, "dp_overlap": 0.7, "fixed_s": 0.1,
-              "layer_overhead_s": 5e-4, "attention_efficiency": 1.0}
+              "layer_overhead_s": 5e-4, "attention_efficiency": 1.0, "expert_overhead_s": 0.0}
 _SHAPES = ((8e9, 32, 4096), (70e9, 80, 8192), (175e9, 96, 12288), (405e9, 126, 16384))
 
 

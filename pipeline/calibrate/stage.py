@@ -21,6 +21,7 @@ import pandas as pd
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
+from pipeline.calibrate.classes import class_scores
 from pipeline.calibrate import holdout as ho
 from pipeline.calibrate import intervals as iv
 from pipeline.calibrate import scores
@@ -294,7 +295,9 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
         "in_sample": _in_sample_metrics(cal_runs),
         "predictors": tab.to_dict(orient="records"),
         "against_naive": scores.against_naive(tab, pred=pred, seed=cfg.seed),
-        "scores": dict(source_holdout=source_scores(pred), largest_k=largest_scores(tab),
+        "scores": dict(source_holdout=source_scores(pred),
+                       by_class=class_scores(pred, data.runs, PLAYBOOK_SOURCE),
+                       largest_k=largest_scores(tab),
                        mfu_above_one=mfu_above_one(cal_runs, pred),
                        ranking=ranking_summary(ranks)),
         "interval_half_width_log": half,

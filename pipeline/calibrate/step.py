@@ -31,6 +31,7 @@ from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Ma
                                               binding_of, step_components)
 from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
                                          load_sm_counts, sm_counts_of)
+from pipeline.calibrate.topology import Topology, load_topology
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.frameworks import family_of
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN, attention_flop_per_token
@@ -43,6 +44,11 @@ DEFAULT_SEQ_LEN = 2048.0
 # d / heads where the model's shape gives none (GPT-3, Llama 2/3 and most Megatron shapes)
 DEFAULT_HEAD_DIM = 128.0
 LEVEL = 0.95
+# Precisions priced at another's peak and GEMM efficiency: MXFP8 (block-scaled FP8 of the OCP
+# Microscaling spec) runs at the FP8 dense peak on the chips that have it (NVIDIA Blackwell
+# datasheet: the same dense FP8/FP6 figure; B200/GB200 are the catalog's MXFP8 chips)
+PEAK_OF = {"mxfp8": "fp8"}
+MXFP8_FAMILIES = ("B200", "GB200", "B300", "GB300")
 
 
 @dataclass
@@ -64,6 +70,7 @@ class StepModel:
     residual_sd: dict[str, float] = field(default_factory=dict)
     aspect_ratio: float = 128.0       # theory.bounds.aspect_ratio, for shape completion
     sm_count: dict[str, float] = field(default_factory=dict)   # SMs per chip (wave quantization)
+    topology: Topology = field(default_factory=Topology)   # data/catalog/clusters.csv
 
     def family_theta(self, family: str) -> np.ndarray:
         return self.theta.get(family, self.population)
@@ -120,7 +127,7 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
         if a in catalog.hardware.index:
             spec = catalog.spec(a)
             specs[a] = [float(spec.get(c) or np.nan) for c in cols]
-            peaks[(a, p)] = catalog.peak_flops_per_s(a, p)[0] or np.nan
+            peaks[(a, p)] = catalog.peak_flops_per_s(a, PEAK_OF.get(p, p))[0] or np.nan
             peaks[(a, "16")] = catalog.peak_flops_per_s(a, "bf16")[0] or np.nan
     nan4 = [np.nan] * 4
     table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(frame), 4)
@@ -146,6 +153,37 @@ def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.
         known[m] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
     out = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids], float)
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
+
+
+# MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
+_MOE_CATALOG = ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers")
+
+
+def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
+                 ) -> dict[str, np.ndarray]:
+    """Config's MoE fields (pipeline/calibrate/moe.py): stated, else the catalog's by
+    ``model_id``; moe_layers = n_layers - leading dense layers; top_k 2 where nothing says
+    (the estimate's default); moe_a2a_overlap false unless stated true."""
+    ids = _text(frame, "model_id")
+    models = catalog.models
+    out = {}
+    for name in _MOE_CATALOG:
+        known = {m: pd.to_numeric(models.at[m, name], errors="coerce") if name in models.columns
+                 else np.nan for m in set(i for i in ids if isinstance(i, str)
+                                          and i in models.index)}
+        cat = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids],
+                       dtype=float)
+        out[name] = np.where(np.isfinite(_num(frame, name)), _num(frame, name), cat)
+    dense = out.pop("moe_dense_layers")
+    dense = np.where(np.isfinite(dense), dense, 0.0)
+    out["moe_layers"] = np.maximum(layers - dense, 1.0)
+    out["top_k"] = np.where(out["top_k"] >= 1, out["top_k"], 2.0)
+    out["etp"] = np.maximum(_num(frame, "etp", 1.0), 1.0)
+    out["capacity_factor"] = _num(frame, "capacity_factor")
+    out["moe_imbalance"] = _num(frame, "moe_imbalance")
+    overlap = _text(frame, "moe_a2a_overlap")
+    out["moe_a2a_overlap"] = np.array([o is True or str(o).lower() == "true" for o in overlap])
+    return out
 
 
 def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
@@ -176,8 +214,9 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
     fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts)
     cluster, unknown_clusters = fam.cluster_of(layouts, model.network.clusters)
+    moe_cols = _moe_columns(layouts, model.catalog, layers)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,
-                 top_k=np.full(n_rows, 2.0), n_layers=layers, d_model=d, batch_tokens=batch,
+                 n_layers=layers, d_model=d, batch_tokens=batch, **moe_cols,
                  microbatch_tokens=micro * seq / cp, microbatches=m,
                  flop_per_token=flop_per_token, counted_attention_flop_per_token=counted,
                  attention_flop_per_token=attn, dp=dp, tp=tp,
@@ -185,14 +224,15 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  sequence_parallel=sp, reduce_bucket_bytes=reduce_bucket,
                  gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
                  dp_comm_overlap=dp_overlap,
-                 fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d))
-    per_node = _num(layouts, "accelerators_per_node")
-    domain = np.where(per_node >= 1, per_node, hw["scaleup_domain_size"])
-    eta = gemm_max_efficiency(model.gemm, hw["accelerator"], hw["precision"])
+                 fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
+                 shard_group=_num(layouts, "shard_group"))
+    domain, scaleout = _topology(layouts, model.topology, hw)
+    eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
+                              np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
     mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
                    hbm_bytes_per_s=hw["hbm_bytes_per_s"],
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
-                   scaleout_bytes_per_s=hw["scaleout_bytes_per_s"], gemm_max_efficiency=eta,
+                   scaleout_bytes_per_s=scaleout, gemm_max_efficiency=eta,
                    cluster=cluster, network=model.network,
                    scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
                    sm_count=sm_counts_of(model.sm_count, hw["accelerator"]),
@@ -201,15 +241,33 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     needs_out = n > domain
     ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
-          & (~needs_out | np.isfinite(hw["scaleout_bytes_per_s"])))
+          & (~needs_out | np.isfinite(scaleout)))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
                 defaults=used + used_kernels + unknown_clusters)
 
 
+def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(scale-up domain, scale-out bytes/s per accelerator) per row: a cluster the row names
+    (data/catalog/clusters.csv) gives both; else the row's ``accelerators_per_node`` is its
+    domain and its accelerator's default cluster, then the hardware catalog, the rest."""
+    clusters, named = topology.of_rows(_text(frame, "cluster"), hw["accelerator"])
+    per_node = _num(frame, "accelerators_per_node")
+    c_domain = topology.column(clusters, "scaleup_domain_size")
+    domain = np.where(named & np.isfinite(c_domain), c_domain,
+                      np.where(per_node >= 1, per_node,
+                               np.where(np.isfinite(c_domain), c_domain,
+                                        hw["scaleup_domain_size"])))
+    c_out = topology.column(clusters, "scaleout_bytes_per_s")
+    return domain, np.where(np.isfinite(c_out), c_out, hw["scaleout_bytes_per_s"])
+
+
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
-    table = np.array([model.family_theta(f) for f in family],
-                     dtype=float).reshape(-1, len(PARAMETERS))
+    # a calibration written before a parameter existed: the missing ones held off (0)
+    table = np.array([np.pad(np.asarray(model.family_theta(f), float),
+                             (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
+                      for f in family], dtype=float).reshape(-1, len(PARAMETERS))
     return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
 
 
@@ -309,5 +367,6 @@ def model_from_table(table: pd.DataFrame, catalog: Catalog, catalog_dir: Path) -
         kernel_latency_s=const["kernel_latency_s"], scaleup_latency_s=const["scaleup_latency_s"],
         attention_flops=bool(const.get("attention_flops", 1.0)),
         aspect_ratio=float(const.get("aspect_ratio", 128.0)), sm_count=load_sm_counts(catalog_dir),
+        topology=load_topology(catalog_dir),
         residual_sd={str(r.parameter): float(r.estimate)
                      for r in group("residual_sd").itertuples()})

@@ -11,8 +11,7 @@ import pandera.pandas as pda
 from pydantic import Field
 
 from pipeline.contracts import ID, POS, SHARE, UNIT, B, F, Headline, I, Metrics, S, Stage, col
-from pipeline.fit.contract import LAW_NAMES
-from pipeline.vocab import SHARE_SLOTS
+from pipeline.vocab import LAW_NAMES, SHARE_SLOTS
 
 _SHARES = tuple(col(f"share_{k}", F, f"share of the measured step time: {k}", **SHARE)
                 for k in SHARE_SLOTS)

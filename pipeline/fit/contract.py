@@ -14,10 +14,9 @@ from pydantic import Field
 
 from pipeline.contracts import (ID, NONNEG, POS, SHARE, UNIT_CLOSED, B, F, Headline, I, Metrics,
                                 S, Stage, col)
-from pipeline.vocab import POWER_MEASUREMENTS
+from pipeline.vocab import LAW_NAMES, POWER_MEASUREMENTS
 
-# The law families the fit stage fits (pipeline/fit/__init__.py registers one module per name).
-LAW_NAMES = ("power", "amdahl", "usl", "comm")
+# LAW_NAMES (imported above from pipeline.vocab, its home) is the set the `law` columns allow.
 #: multiples of a series' largest measured N the fit stage predicts each law at (fits.parquet
 #: ``*_at_<m>x_n_max``), read by the report's section on the user's own runs
 MULTIPLES_OF_N_MAX = (4, 16)

@@ -52,6 +52,10 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("model_id", S, "model catalog id when resolved"),
     ("params", F, "total parameters (count)"),
     ("active_params", F, "parameters active per token (count); = params for dense"),
+    ("n_experts", I, "MoE routed experts (null: dense, or not stated and not in the catalog)"),
+    ("top_k", I, "MoE routed experts per token"),
+    ("capacity_factor", F, "MoE expert capacity factor of a token-dropping run (null: dropless "
+                           "or not stated)"),
     ("n_layers", I, "transformer layers"),
     ("d_model", I, "hidden size"),
     ("seq_len", I, "tokens per sequence"),

@@ -16,6 +16,7 @@ Nothing is written; the log is read once more than the ingest reads it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ import numpy as np
 
 from pipeline.bounded import short
 from pipeline.config import settings as load_group
-from pipeline.ingest.sources.common import READ_ERRORS, read_error
+from pipeline.catalog import name_key
+from pipeline.ingest.sources.common import READ_ERRORS, open_text_bytes, read_error
 from pipeline.ingest.sources.links import entry_problem
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.reader import (FORMATS, conflicts, merged_facts, parse_file,
@@ -32,10 +34,24 @@ from pipeline.ingest.sources.steplogs.reader import (FORMATS, conflicts, merged_
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar
 
-# Example values for the sidecar keys a log most often lacks (the catalog's own ids).
-EXAMPLES = {"accelerator": "H100-SXM5-80GB", "n_accelerators": "8", "model": "llama3-8b",
-            "params_b": "8.03", "seq_len": "4096", "global_batch_tokens": "1048576",
-            "precision": "bf16"}
+# What to write for a sidecar key the log gives no value for: a placeholder naming what the
+# value is, never a made-up value (a pasted "H100" or "llama3-8b" would become a wrong run).
+# A value the log itself names (``hints``) replaces the placeholder.
+EXAMPLES = {"accelerator": "<chip id of data/catalog/hardware.csv>",
+            "n_accelerators": "<chips in the job>",
+            "model": "<model id of data/catalog/models.csv>",
+            "params_b": "<parameters, billions>", "seq_len": "<tokens per sequence>",
+            "global_batch_tokens": "<tokens per optimizer step>",
+            "precision": "<bf16, fp16 or fp8: the matmuls' format>"}
+# Chip names as logs print them (nvidia-smi, torch.cuda.get_device_name, JAX's device kind,
+# the user's own echo): a vendor word, a model number, then size/form-factor words.
+_CHIP_RE = re.compile(
+    r"\b(?:(?:NVIDIA|Tesla|AMD|Instinct|Intel|Google)[ -])*(?:[A-Z]{1,3}\d{2,4}[A-Za-z]?|"
+    r"TPU[ _-]?v\d[a-z]?|Gaudi\d|Trainium\d?)(?:[ -](?:SXM\d?|PCIe|NVL|OAM|GCD|HBM\d?e?|"
+    r"\d+ ?GB|lite|[A-Z]?\d+GB))*")
+_MODEL_RE = re.compile(r"(?:model[_ -]?name|Running Model|--model(?:-name)?|model)\s*[:=]?\s*"
+                       r"['\"]?([A-Za-z][\w.-]*\d[\w.-]*)")
+HINT_BYTES = 1 << 20
 PARSER_ERRORS = (RecursionError, MemoryError, ValueError, TypeError, IndexError, KeyError,
                  OverflowError)
 SHOWN_FACTS = ("accelerator", "n_accelerators", "model", "params_b", "seq_len", "batch_samples",
@@ -64,6 +80,42 @@ class Diagnosis:
     needs: list[Need] = field(default_factory=list)
     not_derived: list[tuple[str, str]] = field(default_factory=list)
     problem: str | None = None  # a fault no sidecar key fixes (unreadable, no steps, ...)
+    # values the log names for keys it does not state as facts: key -> (value, why)
+    hints: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _chip_hint(line: str, lineno: int, catalog: Any) -> tuple[str, str] | None:
+    """The first chip name of ``line`` the catalog knows: (id, why), or for a name it knows as
+    ambiguous (bare "A100") a placeholder with the catalog's question; longest name first."""
+    for m in _CHIP_RE.finditer(line):
+        words = m.group(0).replace("-", " ").split()
+        for end in range(len(words), 0, -1):
+            name = " ".join(words[:end])
+            acc = catalog.resolve_accelerator(name)
+            if acc is not None:
+                return acc, f"the log names '{name}' at line {lineno}"
+            if name_key(name) in getattr(catalog, "accelerator_aliases", {}):  # known, but ambiguous
+                return (EXAMPLES["accelerator"], f"the log names '{name}' at line {lineno}: "
+                        + catalog.explain_accelerator(name))
+    return None
+
+
+def log_hints(text: str, catalog: Any) -> dict[str, tuple[str, str]]:
+    """Accelerator and model the log names (the first the catalog knows), each with the line
+    that names it (module ``EXAMPLES``: these replace the placeholders)."""
+    hints: dict[str, tuple[str, str]] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if "accelerator" not in hints and (chip := _chip_hint(line, lineno, catalog)):
+            hints["accelerator"] = chip
+        if "model" not in hints:
+            for m in _MODEL_RE.finditer(line):
+                model = catalog.resolve_model(m.group(1))
+                if model is not None:
+                    hints["model"] = (model, f"the log names '{m.group(1)}' at line {lineno}")
+                    break
+        if len(hints) == 2:
+            break
+    return hints
 
 
 def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
@@ -100,6 +152,8 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
         out.problem = f"malformed_row: the parser failed on this file ({type(exc).__name__})"
         return out
     out.conflicts = conflicts(state, side)
+    head = (whole[:HINT_BYTES] if whole is not None else _head(path)).decode("utf-8", "replace")
+    out.hints = log_hints(head, catalog)
     facts = merged_facts(state, side)
     s = load_group(params, "ingest.logs")
     red = reduce_steps(state, facts, s)
@@ -138,9 +192,21 @@ def diagnose(path: Path, logs_dir: Path, params: dict[str, Any], catalog: Any,
     return out
 
 
+def _head(path: Path) -> bytes:
+    """The first ``HINT_BYTES`` of a log (compressed logs decompressed), b"" if unreadable."""
+    try:
+        with open_text_bytes(path, HINT_BYTES) as fh:
+            return fh.read(HINT_BYTES)
+    except READ_ERRORS:
+        return b""
+
+
 def _needs(out: Diagnosis, facts: dict[str, Any], side: dict[str, Any], catalog: Any) -> None:
     """Fill ``needs`` and ``not_derived`` from the merged facts and the measures."""
     def need(key: str, why: str, example: str | None = None) -> None:
+        hint = out.hints.get(key)
+        if example is None and hint is not None:
+            example, why = hint[0], f"{why}; {hint[1]}"
         out.needs.append(Need(key, example or EXAMPLES.get(key, "..."), why))
 
     acc = facts.get("accelerator")
@@ -194,9 +260,11 @@ def _needs(out: Diagnosis, facts: dict[str, Any], side: dict[str, Any], catalog:
         reasons.append("no parameter count")
     if acc_id is not None and not facts.get("precision") and \
             catalog.peak_flops_per_s(acc_id, "fp8")[0] is not None:
-        reasons.append(f"precision not stated and {acc_id} has fp8 units (its bf16 and fp8 "
-                       "peaks differ 2x)")
-        need("precision", "MFU: which precision's peak the run is measured against")
+        sixteen = catalog.peak_flops_per_s(acc_id, "bf16")[1] or "bf16"
+        reasons.append(f"precision not stated and {acc_id} has fp8 units (its {sixteen} and "
+                       "fp8 peaks differ 2x)")
+        need("precision", "MFU: which precision's peak the run is measured against",
+             f"<{sixteen} or fp8: the matmuls' format>")
     if acc_id is None:
         reasons.append("no known accelerator (no peak)")
     if reasons:

@@ -37,6 +37,7 @@ REJECT_CODES = (
     "bad_link",             # a symlink that dangles, loops or leads out of the data folder
     "special_file",         # a FIFO, socket, device or directory where an input file was looked for
     "phase_change",         # a log whose N, batch or layout changes mid-run
+    "implausible",          # an MFU above its chip's limit (pipeline/plausibility.py)
 )
 
 # Fields a parser may set beyond format v1.

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from pipeline.bounded import cap, short
 from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_relative,
                              settings, strip_project_root)
+from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
@@ -35,6 +36,7 @@ from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
+from pipeline.ingest.roots import local_root
 from pipeline.ingest.sources.steplogs.reader import stream_logs
 from pipeline.io import pid_alive, write_json, write_parquet
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
@@ -55,7 +57,8 @@ def read_options(params: dict[str, Any]) -> tuple[IngestSettings, list[Path]]:
     cfg = settings(params, "ingest")
     paths = []
     for i, root in enumerate(cfg.mlperf_roots):
-        path = Path(root) if Path(root).is_absolute() else PROJ_ROOT / root
+        path = local_root(root, f"params: field 'ingest.mlperf_roots.{i}'")
+        path = path if path.is_absolute() else PROJ_ROOT / path
         if not path.is_dir():
             raise ConfigError(f"params: field 'ingest.mlperf_roots.{i}': folder {short(root)} "
                               f"does not exist")
@@ -175,16 +178,29 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
+class RunRow(dict):
+    """A run row that holds only its given values: a column it lacks reads as None. A row of
+    all ``RUN_COLUMNS`` (~70, most of them empty) as a plain dict costs ~4.7 kB; the values
+    alone ~1 kB, which keeps a 10^6-row table's runs in memory at a quarter of the size."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
-            power_rows: list[dict[str, Any]] | None = None
+            power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
     """Normalize every record: (run rows, reject rows, records read per (source, path)).
 
-    A run read twice keeps its first row; a power measurement read with the second copy (an
+    Runs of one configuration are one measurement (``core.conflicts``: a repeat keeps the
+    first, a disagreement rejects them all as ``conflict``). A run read twice keeps its first row; a power measurement read with the second copy (an
     MLPerf tree with power logs, whose runs the published table already holds) is attached to
     the first when that has none. Each power measurement becomes a row of ``power_rows``.
+    ``plausibility=False`` skips the MFU rule (``scripts/mfu_ceilings.py`` finds the records).
     """
-    cache = CatalogCache(catalog)
+    cache = CatalogCache(catalog, plausibility)
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
@@ -219,11 +235,21 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
                 power_rows.append(_power_row(owner, record, row, used))
             continue
         seen.update((k, len(runs)) for k in keys)
-        row["_path"] = record.path
+        row = RunRow((k, v) for k, v in row.items() if v is not None)
+        row["_path"], row["_line"] = record.path, record.line
         runs.append(row)
         if record.meta.get("power"):
             power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
+    runs, dropped = one_per_configuration(runs)
+    rejects += [{"source": r["source"], "path": r["_path"], "line": r["_line"],
+                 "record": cap(strip_project_root(_shown(r)), 500),
+                 "reason": cap(strip_project_root(reason))} for r, reason in dropped]
     return runs, rejects, read
+
+
+def _shown(row: dict[str, Any]) -> str:
+    """What a run dropped after normalization shows as its record: where it was read."""
+    return str(row["provenance"] or row["_path"])
 
 
 def check_accounting(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, Any]]
@@ -275,12 +301,13 @@ def _power_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "not_used_by_code": dict(sorted(not_used.items()))}
 
 
-def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path, catalog_dir: Path,
+def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     """Run the ingest stage; return the metrics written to ``metrics_path``."""
     options, mlperf_roots = read_options(params)
     catalog = load_catalog(Path(catalog_dir))
-    published_dir, logs_dir, out_dir = Path(published_dir), Path(logs_dir), Path(out_dir)
+    published_dir, out_dir = Path(published_dir), Path(out_dir)
+    logs_dir = local_root(logs_dir, "--logs")
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -13,19 +13,24 @@ from pipeline.calibrate.step import load_model
 from pipeline.config import load_params, settings
 from pipeline.frameworks import DEFAULT_FAMILY
 from pipeline.measures import FLOP_PER_PARAM_PER_TOKEN
+from pipeline.plan.batch import Batch, resolve_batch, resolve_seq_len
 from pipeline.plan.request import PlanError, Request, check_layout_divides
 from pipeline.plan.search import PlanContext, plan_for_n
 from pipeline.theory import laws as lw
 from pipeline.theory.memory_fit import memory_constants, overhead_of
 
-# JSON keys, in order (the issue's contract first, then the extras)
+# JSON keys, in order (the issue's contract first, then the extras); the training time and
+# energy only where --train-tokens asks for them
 KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
         "zero_stage", "recompute", "mfu", "mfu_low", "mfu_high", "step_time_s", "tokens_per_s",
         "memory_bytes_per_accelerator", "hbm_bytes", "binding", "ceiling_mfu",
-        "sequence_parallel", "microbatches", "global_batch_tokens", "seq_len",
-        "step_time_low_s", "step_time_high_s", "fits_memory", "train_time_s", "energy_mwh",
-        "framework_family")
+        "sequence_parallel", "microbatches", "global_batch_tokens", "global_batch_sequences",
+        "seq_len", "step_time_low_s", "step_time_high_s", "fits_memory", "framework_family",
+        "precision", "accelerators_per_node", "outside_measured", "outside_reasons",
+        "above_measured_mfu", "assumed", "a2a_share", "train_time_s", "energy_mwh")
+OPTIONAL_KEYS = ("train_time_s", "energy_mwh")
 JOULES_PER_MWH = 3.6e9
+MAKE_FIRST = "run `make report` first (or `dvc repro`): the planner reads the pipeline's outputs"
 
 
 def load_context(processed: Path, catalog: Path, theory_metrics: Path,
@@ -33,12 +38,23 @@ def load_context(processed: Path, catalog: Path, theory_metrics: Path,
                  framework: str | None = None) -> PlanContext:
     """The step model, the settings (``params`` defaults to the project's params.yaml), memory
     constants and the theory stage's fitted memory overhead of ``framework``'s family (default:
-    Megatron's)."""
-    step = load_model(processed, catalog)
+    Megatron's). A missing output is a PlanError saying to run the pipeline; a damaged one names
+    the file."""
+    for path in (Path(processed) / "calibration.parquet", Path(theory_metrics)):
+        if not path.exists():
+            raise PlanError(str(path), f"absent: {MAKE_FIRST}")
+    try:
+        step = load_model(processed, catalog)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PlanError(str(Path(processed) / "calibration.parquet"),
+                        f"cannot be read ({type(exc).__name__}: {str(exc)[:120]}): the file is "
+                        f"damaged; {MAKE_FIRST}") from None
     params = load_params() if params is None else params
-    node = {}
-    if Path(theory_metrics).exists():
+    try:
         node = json.loads(Path(theory_metrics).read_text(encoding="utf-8")).get("_memory", {})
+    except (OSError, ValueError, AttributeError) as exc:
+        raise PlanError(str(theory_metrics), f"cannot be read ({type(exc).__name__}): the file "
+                        f"is damaged; {MAKE_FIRST}") from None
     family = framework or DEFAULT_FAMILY
     return PlanContext(step=step, params=params, memory=memory_constants(params),
                        overhead=overhead_of(node, family), framework=family)
@@ -52,70 +68,87 @@ def default_batch_tokens(params: Mapping[str, Any], active_params: float) -> flo
     return float(lw.critical_batch_tokens(np.array([flop]), laws)[0])
 
 
-def answer(req: Request, ctx: PlanContext, batch_tokens: float | None, seq_len: float | None,
-           top: int, train_tokens: float | None = None) -> pd.DataFrame:
+def answer(req: Request, ctx: PlanContext, batch: Batch, top: int,
+           train_tokens: float | None = None) -> pd.DataFrame:
     """Rows (N, layout) of the best ``top`` layouts per N."""
-    params = ctx.params
-    seq = seq_len or (req.model.seq_len if np.isfinite(req.model.seq_len)
-                      else settings(params, "theory").bounds.seq_len)
-    if not seq >= 1:
-        raise PlanError("--seq-len", f"must be >= 1, got {seq_len!r}")
-    batch = batch_tokens or default_batch_tokens(params, req.model.active_params)
-    if not batch >= seq:
-        raise PlanError("--global-batch-tokens", f"{batch_tokens!r} is less than one sequence "
-                        f"of {seq:g} tokens")
     for n in req.n_values:
         check_layout_divides(req.layout, n)
-    frames = [plan_for_n(req.model, req.accelerator, n, batch, seq, req.layout, ctx, top)
+    frames = [plan_for_n(req.model, req.accelerator, n, batch, req.layout, ctx, top)
               for n in req.n_values]
     out = pd.concat(frames, ignore_index=True)
-    tdp = ctx.step.catalog.hardware.loc[req.accelerator, "tdp_w"]
+    out["global_batch_sequences"] = batch.sequences
     if train_tokens:
+        tdp = ctx.step.catalog.hardware.loc[req.accelerator, "tdp_w"]
+        if not pd.notna(tdp):
+            raise PlanError("--train-tokens", f"the catalog has no tdp_w for {req.accelerator} "
+                            "(data/catalog/hardware.csv): the energy cannot be computed; leave "
+                            "out --train-tokens or add the value with its source")
         out["train_time_s"] = train_tokens / out["tokens_per_s"]
         out["energy_mwh"] = (out["n_accelerators"] * float(tdp) * out["train_time_s"]
-                             / JOULES_PER_MWH) if pd.notna(tdp) else np.nan
-    else:
-        out["train_time_s"] = np.nan
-        out["energy_mwh"] = np.nan
+                             / JOULES_PER_MWH)
     return out
 
 
+def answer_tokens(req: Request, ctx: PlanContext, batch_tokens: float | None,
+                  seq_len: float | None, top: int) -> pd.DataFrame:
+    """:func:`answer` for a batch in tokens (None: the default batch, stated) and a sequence
+    length (None: the model's, else the theory's): the report's "Your runs" asks this way."""
+    seq, _ = resolve_seq_len(seq_len, req.model.seq_len,
+                             settings(ctx.params, "theory").bounds.seq_len)
+    default = (default_batch_tokens(ctx.params, req.model.active_params)
+               if batch_tokens is None else None)
+    return answer(req, ctx, resolve_batch(batch_tokens, None, seq, default), top)
+
+
 def records(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    """JSON-ready dicts with KEYS (integers as int, NaN as null)."""
+    """JSON-ready dicts with KEYS (integers as int); a key with no value is left out (the
+    answer never carries NaN, inf or null: pipeline.plan.checks refuses such rows first)."""
     out = []
     for r in rows.to_dict(orient="records"):
-        rec = {}
+        rec: dict[str, Any] = {}
         for k in KEYS:
             v = r.get(k)
             if isinstance(v, (np.bool_, bool)):
                 v = bool(v)
-            elif isinstance(v, (np.integer,)):
+            elif isinstance(v, np.integer):
                 v = int(v)
             elif isinstance(v, (float, np.floating)):
-                v = None if not np.isfinite(v) else (int(v) if k in _INTS else float(v))
+                if not np.isfinite(v):
+                    continue
+                v = int(v) if k in _INTS else float(v)
+            elif isinstance(v, (list, tuple, np.ndarray)):
+                v = [str(x) for x in v]
+            if v is None:
+                continue
             rec[k] = v
         out.append(rec)
     return out
 
 
 _INTS = {"n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
-         "zero_stage", "microbatches", "global_batch_tokens", "seq_len", "hbm_bytes"}
+         "zero_stage", "microbatches", "global_batch_tokens", "global_batch_sequences",
+         "seq_len", "hbm_bytes", "accelerators_per_node"}
 
 
 def table(rows: pd.DataFrame) -> str:
-    """A plain-text table, one line per (N, layout)."""
-    head = (f"{'N':>7} {'layout':<34} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
+    """A plain-text table, one line per (N, layout), and its batch under each N."""
+    head = (f"{'N':>7} {'family':<9} {'layout':<38} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
             f"{'GB/chip':>13} {'ceiling':>7}  binding")
     lines = [head, "-" * len(head)]
     for r in rows.itertuples():
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
                   + (f" ep{r.ep}" if r.ep > 1 else "")
-                  + f" mb{r.micro_batch} z{r.zero_stage} {r.recompute}")
+                  + f" mb{r.micro_batch} m{r.microbatches} z{r.zero_stage} {r.recompute}")
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
-        lines.append(f"{r.n_accelerators:>7} {layout:<34} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
+        flag = (" *" if r.outside_measured else "") + (" !" if r.above_measured_mfu else "")
+        lines.append(f"{r.n_accelerators:>7} {r.framework_family:<9} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
-                     f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}")
-        if np.isfinite(r.train_time_s):
+                     f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}{flag}"
+                     + (f" (all-to-all {r.a2a_share:.0%})" if r.ep > 1 else ""))
+        if not r.fits_memory:
+            lines.append(f"{'':>7}   does not fit in memory by the theory's model: answered "
+                         "because the layout was fixed")
+        if "train_time_s" in rows and np.isfinite(r.train_time_s):
             lines.append(f"{'':>7}   to train: {r.train_time_s / 86400:.1f} days, "
                          f"{r.energy_mwh:.3g} MWh at TDP")
     return "\n".join(lines)

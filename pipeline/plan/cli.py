@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import typer
 
-from pipeline.config import ConfigError, load_params, load_settings
-from pipeline.frameworks import FAMILIES
-from pipeline.plan.answer import answer, load_context, records, table
-from pipeline.plan.request import (PlanError, Request, check_n, parse_layout, resolve_accelerator,
+from pipeline.calibrate.families import KERNEL_DEFAULTS
+from pipeline.config import ConfigError, load_params, load_settings, settings
+from pipeline.frameworks import DEFAULT_FAMILY, FAMILIES, PRODUCTION_FAMILIES
+from pipeline.plan import coverage
+from pipeline.plan.answer import answer, default_batch_tokens, load_context, records, table
+from pipeline.plan.batch import Batch, resolve_batch, resolve_seq_len
+from pipeline.plan.checks import check_finite, check_hardware, check_precision
+from pipeline.plan.request import (MAX_BATCH_TOKENS, PlanError, Request, check_layout_fits_model,
+                                   check_n, finite, parse_layout, resolve_accelerator,
                                    resolve_model)
+from pipeline.plan.search import PlanContext
 
 
 def more_n(first: list[int], extra: list[str]) -> list[int] | str:
@@ -26,36 +36,191 @@ def more_n(first: list[int], extra: list[str]) -> list[int] | str:
     return values
 
 
+@dataclass(frozen=True)
+class Paths:
+    processed: Path
+    catalog: Path
+    theory_metrics: Path
+    params: Path
+
+
 def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_tokens: float | None,
              seq_len: float | None, layout: str | None, top: int, train_tokens: float | None,
              json_out: bool, shape: dict[str, Any], processed: Path, catalog: Path,
-             theory_metrics: Path, params_path: Path, framework: str | None = None) -> int:
+             theory_metrics: Path, params_path: Path, framework: str | None = None,
+             precision: str | None = None, kernels: dict[str, bool | None] | None = None,
+             moe: dict[str, float | None] | None = None, cluster: str | None = None) -> int:
+    paths = Paths(processed, catalog, theory_metrics, params_path)
     try:
-        params = load_params(params_path)
-        load_settings(params)
-        if global_batch_tokens is not None and not global_batch_tokens > 0:
-            raise PlanError("--global-batch-tokens", f"must be positive, got {global_batch_tokens}")
-        if train_tokens is not None and not train_tokens > 0:
-            raise PlanError("--train-tokens", f"must be positive, got {train_tokens}")
-        if isinstance(n, str):
-            raise PlanError(*n.split(": ", 1))
-        ns = check_n(n)
-        fixed = parse_layout(layout)
-        if framework is not None and framework not in FAMILIES:
-            raise PlanError("--framework", f"{framework!r} is not one of {', '.join(FAMILIES)}")
-        ctx = load_context(processed, catalog, theory_metrics, params, framework)
-        cat = ctx.step.catalog
-        req = Request(model=resolve_model(cat, model, shape),
-                      accelerator=resolve_accelerator(cat, accelerator), n_values=ns,
-                      layout=fixed)
-        rows = answer(req, ctx, global_batch_tokens, seq_len, top, train_tokens)
+        rows, req, batch, assumed = plan_rows(
+            model=model, accelerator=accelerator, n=n, global_batch_tokens=global_batch_tokens,
+            seq_len=seq_len, layout=layout, top=top, train_tokens=train_tokens, shape=shape,
+            paths=paths, framework=framework, precision=precision, kernels=kernels or {},
+            moe=moe, cluster=cluster)
     except (PlanError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
     if json_out:
         typer.echo(json.dumps(records(rows), indent=1))
     else:
-        typer.echo(f"{req.model.model_id} on {req.accelerator}: best layouts that fit in memory "
-                   f"(calibrated MFU, 95% interval; memory per chip against HBM)")
+        typer.echo(header(req, rows, batch, assumed))
         typer.echo(table(rows))
+        typer.echo(footnotes(rows))
     return 0
+
+
+def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
+              global_batch_tokens: float | None, seq_len: float | None, layout: str | None,
+              top: int, train_tokens: float | None, shape: dict[str, Any], paths: Paths,
+              framework: str | None, precision: str | None, kernels: dict[str, bool | None],
+              moe: dict[str, float | None] | None = None, cluster: str | None = None
+              ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
+    """The checked request, answered: rows, the request, the batch and the defaults assumed."""
+    params = load_params(paths.params)
+    load_settings(params)
+    finite("--train-tokens", train_tokens, 0, 1e16, low_open=True)
+    finite("--global-batch-tokens", global_batch_tokens, 0, MAX_BATCH_TOKENS, low_open=True)
+    if isinstance(n, str):
+        raise PlanError(*n.split(": ", 1))
+    ns = check_n(n)
+    fixed = parse_layout(layout)
+    if framework is not None and framework not in FAMILIES:
+        raise PlanError("--framework", f"{framework!r} is not one of {', '.join(FAMILIES)}")
+    ctx = _context(paths, framework)
+    cat = ctx.step.catalog
+    req = Request(model=resolve_model(cat, model, shape, moe),
+                  accelerator=resolve_accelerator(cat, accelerator), n_values=ns, layout=fixed)
+    check_layout_fits_model(fixed, req.model)
+    check_precision(cat, req.accelerator, precision or "bf16",
+                    "--precision" if precision else "ACCELERATOR")
+    topology = ctx.step.topology
+    if cluster is not None and "accelerators_per_node" not in fixed and \
+            cluster in topology.table.index:
+        fixed["accelerators_per_node"] = int(topology.table.loc[cluster, "scaleup_domain_size"])
+    priced = check_hardware(cat, topology, req.accelerator, cluster, max(ns),
+                            float(fixed.get("accelerators_per_node", np.nan)))
+    assumed = _assumed(framework, precision, fixed, kernels, cat, req.accelerator)
+    if cluster is None and priced is not None:
+        assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
+                       f" per node, {topology.table.loc[priced, 'scaleup_domain_size']:g} per "
+                       f"NVLink domain, {topology.table.loc[priced, 'scaleout_bytes_per_s'] / 1e9:g}"
+                       " GB/s scale-out per accelerator (the accelerator's default in "
+                       "data/catalog/clusters.csv; give --cluster)")
+    seq, seq_assumed = resolve_seq_len(seq_len, req.model.seq_len,
+                                       settings(params, "theory").bounds.seq_len)
+    default = (default_batch_tokens(params, req.model.active_params)
+               if global_batch_tokens is None and "global_batch_sequences" not in fixed else None)
+    batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
+                          default)
+    columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
+               **{k: v for k, v in kernels.items() if v is not None}}
+    measured = _measured(paths.processed, _stamp(paths.processed))
+    ctx = replace(ctx, columns=columns,
+                  family_for=None if framework else _default_family(ctx, measured,
+                                                                    req.accelerator))
+    rows = answer(req, ctx, batch, top, train_tokens)
+    rows = _flag(rows, ctx, measured, req.accelerator)
+    check_finite(rows, req.accelerator)
+    return rows, req, batch, [*seq_assumed, *batch.assumed, *assumed]
+
+
+def _stamp(*paths: Path) -> tuple:
+    """The files' modification times: a cached read is reused only while they are unchanged."""
+    out = []
+    for p in paths:
+        for f in (sorted(Path(p).glob("*.csv")) if Path(p).is_dir() else [Path(p)]):
+            out.append((str(f), f.stat().st_mtime_ns if f.exists() else None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_context(paths: Paths, framework: str | None, stamp: tuple) -> PlanContext:
+    return load_context(paths.processed, paths.catalog, paths.theory_metrics,
+                        load_params(paths.params), framework)
+
+
+def _context(paths: Paths, framework: str | None) -> PlanContext:
+    """The loaded outputs, read once per process while the files stay as they were (a script
+    that plans many layouts, as the replan test does, reads them once)."""
+    stamp = _stamp(Path(paths.processed) / "calibration.parquet", paths.theory_metrics,
+                   paths.params, paths.catalog)
+    return _cached_context(paths, framework, stamp)
+
+
+@functools.lru_cache(maxsize=2)
+def _measured(processed: Path, stamp: tuple) -> coverage.Measured:
+    return coverage.load_measured(processed, None)
+
+
+def _assumed(framework: str | None, precision: str | None, fixed: dict[str, Any],
+             kernels: dict[str, bool | None], cat, accelerator: str) -> list[str]:
+    """The defaults the answer takes where the request states nothing."""
+    out = []
+    if framework is None:
+        out.append(f"framework family per layout: the production family whose fitted runs "
+                   f"measured most of its features (ZeRO-3, pp, cp, precision, accelerator), "
+                   f"{DEFAULT_FAMILY} on ties (the most measured stack); give --framework")
+    if precision is None:
+        out.append("precision bf16 (give --precision; MFU is against the dense peak at the "
+                   "stated precision)")
+    if "sequence_parallel" not in fixed:
+        out.append("sequence parallelism on for the megatron family where tp > 1, off for the "
+                   "others (calibrate's default for a run that states none; give --layout sp=)")
+    for name, default in KERNEL_DEFAULTS.items():
+        if kernels.get(name) is None:
+            flag = name.replace("_", "-")
+            out.append(f"{name}={str(default).lower()} (give --{flag} or --no-{flag})")
+    return out
+
+
+def _default_family(ctx: PlanContext, measured: coverage.Measured, accelerator: str):
+    families = tuple(f for f in PRODUCTION_FAMILIES if f in ctx.step.theta)
+    acc_family = ctx.step.catalog.family(accelerator)
+    return lambda rows: coverage.covering_family(rows, measured, acc_family, families,
+                                                 DEFAULT_FAMILY)
+
+
+def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, accelerator: str
+          ) -> pd.DataFrame:
+    """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag."""
+    acc_family = ctx.step.catalog.family(accelerator)
+    reasons = [coverage.outside_reasons(r, measured, acc_family) for _, r in rows.iterrows()]
+    outside = np.array([bool(r) for r in reasons])
+    rows = coverage.widen(rows, ctx.step, outside)
+    rows["outside_measured"] = outside
+    rows["outside_reasons"] = [tuple(r) for r in reasons]
+    prec = str(ctx.columns.get("precision", "bf16"))
+    ceiling, citation = coverage.mfu_ceiling(ctx.step.catalog.directory or Path(
+        "data/catalog"), accelerator, prec)
+    rows["above_measured_mfu"] = rows["mfu"] > ceiling if np.isfinite(ceiling) else False
+    rows["measured_mfu_ceiling"] = ceiling
+    rows["measured_mfu_citation"] = citation
+    return rows
+
+
+def header(req: Request, rows: pd.DataFrame, batch: Batch, assumed: list[str]) -> str:
+    fams = ", ".join(dict.fromkeys(rows["framework_family"]))
+    lines = [f"{req.model.model_id} on {req.accelerator}, family {fams}"
+             f", {rows['precision'].iat[0]}: best layouts that fit in memory (calibrated MFU, "
+             "95% interval; memory per chip against HBM)",
+             f"global batch: {batch.sequences:,} sequences x {batch.seq_len:,} tokens = "
+             f"{batch.tokens:,} tokens per step (m = microbatches per step per pipeline)"]
+    lines += [f"assumed: {a}" for a in assumed]
+    return "\n".join(lines)
+
+
+def footnotes(rows: pd.DataFrame) -> str:
+    lines = []
+    seen: list[str] = []
+    for r in rows.itertuples():
+        for why in r.outside_reasons:
+            if why not in seen:
+                seen.append(why)
+    if seen:
+        lines.append("* outside the measured configurations (interval widened by the spread "
+                     "between the fitted families on the row): " + "; ".join(seen))
+    if rows["above_measured_mfu"].any():
+        lines.append(f"! above the highest MFU measured on this accelerator family at this "
+                     f"precision: {rows['measured_mfu_ceiling'].iat[0]:.1%} "
+                     f"({rows['measured_mfu_citation'].iat[0]})")
+    return "\n".join(lines)

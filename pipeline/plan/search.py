@@ -1,26 +1,31 @@
 """The planner's search: every layout of (tp, pp, v, cp, dp, ep, micro-batch, ZeRO stage,
 recompute) for N chips, those that fit in memory, ranked by the calibrated model's MFU.
 
-Layouts: powers of two for tp (up to the scale-up domain and dividing the heads), pp (up to the
-layers; uneven stages allowed, as Llama 3's), cp (while each rank keeps >= ``MIN_CP_TOKENS``
-tokens of a sequence) and ep (MoE: dividing dp cp, up to the experts); dp = N / (tp pp cp);
-micro-batches of 1-8 sequences with m = B / (dp mb s) microbatches, at least 1; interleaving
-v in 1, 2, 4, 8 and L / pp (one layer per chunk) where pp > 1, m is a multiple of pp and each chunk keeps a layer; ZeRO 0-3;
-recompute none, selective, full. Sequence parallelism is on wherever tp > 1 (it moves no more
-bytes than TP's all-reduces). Memory: :mod:`pipeline.theory.memory` with the theory stage's
-fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
+Searched (axes the request does not fix): powers of two for tp (up to the scale-up domain and
+dividing the heads), pp (up to the layers) and cp (while each rank keeps >= ``MIN_CP_TOKENS``
+tokens of a sequence), ep (MoE: dividing dp cp, up to the experts); micro-batches of 1, 2, 4, 8
+sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m is a multiple of pp and each
+chunk keeps a layer; ZeRO 0-3; recompute none, selective, full. A fixed axis takes any integer
+the request allows (``pipeline.plan.request.check_layout_fits_model``): pp that does not divide
+the layers (the stage with ceil(L / pp) layers sets the pace; the embedding sits on the first
+stage and the output layer on the last, not priced), any micro-batch. dp = N / (tp pp cp), and
+the batch is never changed: a layout is kept only where dp x mb divides its sequences (m = B /
+(dp mb s) microbatches). Sequence parallelism as the layout's ``sp=`` says, else calibrate's
+default for a run that states none (on for the megatron family with tp > 1). Memory: :mod:`pipeline.theory.memory` with
+the theory stage's fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import StepModel, predict
 from pipeline.frameworks import DEFAULT_FAMILY
+from pipeline.plan.batch import Batch
 from pipeline.plan.request import ModelShape, PlanError
 from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, fits_in, peak_memory
 from pipeline.theory.memory_inputs import memory_inputs
@@ -44,37 +49,85 @@ class PlanContext:
     #: the framework family planned for (pipeline/frameworks.py): its activation factor sizes
     #: memory and its calibrated parameters time the step
     framework: str = DEFAULT_FAMILY
+    #: columns every planned row carries (precision, cluster, kernel facts, ...): the flags
+    columns: Mapping[str, Any] = field(default_factory=dict)
+    #: where no family is asked for: the family per candidate row (the planner's stated rule,
+    #: pipeline.plan.coverage.covering_family); None: ``framework`` for every row
+    family_for: Callable[[pd.DataFrame], np.ndarray] | None = None
 
 
-def _powers(limit: float) -> np.ndarray:
-    return 2 ** np.arange(int(np.floor(np.log2(max(limit, 1.0)))) + 1)
+def _powers(limit: float) -> list[int]:
+    return [int(x) for x in 2 ** np.arange(int(np.floor(np.log2(max(limit, 1.0)))) + 1)]
 
 
-def candidates(model: ModelShape, accelerator: str, n: int, batch_tokens: float, seq_len: float,
-               domain: float, fixed: dict[str, Any]) -> pd.DataFrame:
-    """Every layout for N chips (before the memory check), runs.parquet-style columns."""
+def _axis(fixed: dict[str, Any], col: str, searched: list[int]) -> list[int]:
+    return [int(fixed[col])] if col in fixed else searched
+
+
+def _grid(model: ModelShape, n: int, seq_len: float, domain: float, fixed: dict[str, Any]
+          ) -> pd.DataFrame:
+    """(tp, pp, cp, dp, ep) with tp pp cp dp = N: powers of two searched, fixed axes as given
+    (any integer)."""
     heads = model.n_heads if np.isfinite(model.n_heads) else model.d_model / 128.0
-    tp = [t for t in _powers(min(domain, n)) if heads % t == 0]
-    pp = list(_powers(min(model.n_layers, n, MAX_PP)))
-    cp = list(_powers(min(seq_len / MIN_CP_TOKENS, n)))
-    grid = []
-    for t in tp:
-        for p in pp:
-            for c in cp:
-                if n % (t * p * c):
-                    continue
-                grid.append((t, p, c, n // (t * p * c)))
-    if not grid:
-        return pd.DataFrame()
-    g = pd.DataFrame(grid, columns=["tp", "pp", "cp", "dp"])
+    tp = _axis(fixed, "tp", [t for t in _powers(min(domain, n)) if heads % t == 0])
+    pp = _axis(fixed, "pp", _powers(min(model.n_layers, n, MAX_PP)))
+    cp = _axis(fixed, "cp", _powers(min(seq_len / MIN_CP_TOKENS, n)))
+    grid = [(t, p, c, n // (t * p * c)) for t in tp for p in pp for c in cp
+            if n % (t * p * c) == 0]
+    g = pd.DataFrame(grid, columns=["tp", "pp", "cp", "dp"], dtype=int)
+    if "dp" in fixed:
+        g = g[g["dp"] == int(fixed["dp"])]
     moe = np.isfinite(model.n_experts) and model.n_experts > 1
-    eps = list(_powers(model.n_experts)) if moe else [1]
+    eps = _axis(fixed, "ep", _powers(model.n_experts) if moe else [1])
     g = g.merge(pd.DataFrame({"ep": eps}), how="cross")
-    g = g[(g["dp"] * g["cp"]) % g["ep"] == 0]
-    g = g.merge(pd.DataFrame({"micro_batch": MICRO_BATCHES}), how="cross")
-    m = np.round(batch_tokens / (g["dp"] * g["micro_batch"] * seq_len))
-    g = g.assign(microbatches=m)[m >= 1]
-    # interleaving: 1, 2, 4, 8 and one layer per chunk (L / pp, the most)
+    return g[(g["dp"] * g["cp"]) % g["ep"] == 0]
+
+
+def candidates(model: ModelShape, accelerator: str, n: int, batch: Batch, domain: float,
+               fixed: dict[str, Any]) -> pd.DataFrame:
+    """Every layout for N chips whose axes multiply to N and whose micro-batches split the
+    batch (before the memory check), runs.parquet-style columns. Raises PlanError naming the
+    divisibility that fails when none does."""
+    seq_len = batch.seq_len
+    g = _grid(model, n, seq_len, domain, fixed)
+    if g.empty:
+        raise PlanError("--layout" if fixed else "--n", f"no layout of {model.model_id} has "
+                        f"tp x pp x cp x dp = N = {n}" + (f" with {_show(fixed)}" if fixed
+                                                          else ""))
+    g = g.merge(pd.DataFrame({"micro_batch": _axis(fixed, "micro_batch", list(MICRO_BATCHES))}),
+                how="cross")
+    per_step = g["dp"] * g["micro_batch"]
+    splits = batch.sequences % per_step == 0
+    if not splits.any():
+        raise PlanError("--layout" if fixed else "--global-batch-tokens", _no_split(g, batch))
+    g = g[splits].assign(microbatches=(batch.sequences // per_step[splits]).astype(int))
+    g = _interleave(g, model, fixed)
+    g = g.merge(pd.DataFrame({"zero_stage": _axis(fixed, "zero_stage", list(ZERO_STAGES))}),
+                how="cross")
+    rec = [fixed["recompute"]] if "recompute" in fixed else list(RECOMPUTE)
+    g = g.merge(pd.DataFrame({"recompute": rec}), how="cross").reset_index(drop=True)
+    g["global_batch_tokens"] = float(batch.tokens)
+    if "sequence_parallel" in fixed:
+        g["sequence_parallel"] = bool(fixed["sequence_parallel"])
+    if "shard_group" in fixed:
+        g["shard_group"] = int(fixed["shard_group"])
+    g["n_accelerators"] = n
+    g["accelerators_per_node"] = domain
+    g["accelerator"] = accelerator
+    g["params"], g["active_params"] = model.params, model.active_params
+    g["n_layers"], g["d_model"], g["seq_len"] = model.n_layers, model.d_model, float(seq_len)
+    g["model_id"] = model.model_id
+    for col in ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers"):
+        g[col] = getattr(model, col)
+    return g
+
+
+def _interleave(g: pd.DataFrame, model: ModelShape, fixed: dict[str, Any]) -> pd.DataFrame:
+    """v: the fixed one (any v with a layer per chunk, checked by the request), else 1, 2, 4,
+    8 and one layer per chunk (L / pp) where pp > 1, m is a multiple of pp (Megatron-LM's
+    interleaved schedule) and each chunk keeps a layer."""
+    if "virtual_pipeline" in fixed:
+        return g.assign(virtual_pipeline=int(fixed["virtual_pipeline"]))
     g = g.merge(pd.DataFrame({"virtual_pipeline": (*INTERLEAVE, 0)}), how="cross")
     most = np.maximum(np.floor(model.n_layers / g["pp"]), 1)
     g["virtual_pipeline"] = np.where(g["virtual_pipeline"] == 0, most,
@@ -82,23 +135,16 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     v = g["virtual_pipeline"]
     keep = (v == 1) | ((g["pp"] > 1) & (g["microbatches"] % g["pp"] == 0)
                        & (model.n_layers / (g["pp"] * v) >= 1))
-    g = g[keep].drop_duplicates()
-    g = g.merge(pd.DataFrame({"zero_stage": ZERO_STAGES}), how="cross")
-    g = g.merge(pd.DataFrame({"recompute": list(RECOMPUTE)}), how="cross")
-    for col, value in fixed.items():
-        if col in g:
-            g = g[g[col] == value]
-    g = g.reset_index(drop=True)
-    g["global_batch_tokens"] = g["dp"] * g["micro_batch"] * g["microbatches"] * seq_len
-    g["sequence_parallel"] = g["tp"] > 1
-    g["n_accelerators"] = n
-    g["accelerators_per_node"] = domain
-    g["accelerator"] = accelerator
-    g["precision"] = "bf16"
-    g["params"], g["active_params"] = model.params, model.active_params
-    g["n_layers"], g["d_model"], g["seq_len"] = model.n_layers, model.d_model, seq_len
-    g["model_id"] = model.model_id
-    return g
+    return g[keep].drop_duplicates()
+
+
+def _no_split(g: pd.DataFrame, batch: Batch) -> str:
+    """Why no (dp, micro-batch) splits the batch: the divisibility that fails."""
+    shown = ", ".join(f"dp {d} x mb {b} = {d * b}" for d, b in
+                      g[["dp", "micro_batch"]].drop_duplicates().head(4).itertuples(index=False))
+    return (f"the global batch of {batch.sequences} sequences ({batch.tokens:,} tokens) does not "
+            f"split into dp x micro-batch: {shown} do not divide {batch.sequences}; change mb, "
+            "the layout or the batch")
 
 
 def memory_of(layouts: pd.DataFrame, ctx: PlanContext) -> np.ndarray:
@@ -108,9 +154,8 @@ def memory_of(layouts: pd.DataFrame, ctx: PlanContext) -> np.ndarray:
     return ctx.overhead.apply(peak_memory(inputs, const))
 
 
-def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
-               seq_len: float, fixed: dict[str, Any], ctx: PlanContext, top: int
-               ) -> pd.DataFrame:
+def plan_for_n(model: ModelShape, accelerator: str, n: int, batch: Batch,
+               fixed: dict[str, Any], ctx: PlanContext, top: int) -> pd.DataFrame:
     """The best ``top`` layouts for N that fit, by predicted MFU (highest first; on ties the
     one that needs less memory)."""
     hw = ctx.step.catalog.hardware.loc[accelerator]
@@ -118,16 +163,27 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
     hbm = float(hw["hbm_usable_bytes"]) if pd.notna(hw.get("hbm_usable_bytes")) \
         else float(hw["hbm_bytes"])
     reserve = float(ctx.memory.runtime_reserve_bytes)
-    domain = float(hw["scaleup_domain_size"]) if pd.notna(hw["scaleup_domain_size"]) else 8.0
-    cand = candidates(model, accelerator, n, batch_tokens, seq_len, domain, fixed)
-    if cand.empty:
-        raise PlanError("--layout" if fixed else "--n", f"no layout of {model.model_id} "
-                        f"divides N = {n}" + (f" with {_show(fixed)}" if fixed else "")
-                        + (" at this batch (raise --global-batch-tokens)" if n > 1 else ""))
-    cand["framework_family"] = ctx.framework
+    domain = float(fixed.get("accelerators_per_node", ctx.columns.get("accelerators_per_node",
+                                                                       np.nan)))
+    if not domain >= 1:
+        domain = float(hw["scaleup_domain_size"])
+    cand = candidates(model, accelerator, n, batch, domain, fixed)
+    for col, value in ctx.columns.items():
+        cand[col] = value
+    cand["accelerators_per_node"] = domain
+    cand["framework_family"] = (ctx.framework if ctx.family_for is None
+                                else ctx.family_for(cand))
+    if "sequence_parallel" not in cand:
+        # calibrate's default where a run states none (pipeline/calibrate/families.py
+        # schedule): on for the megatron family with tp > 1, off elsewhere
+        cand["sequence_parallel"] = (cand["framework_family"] == "megatron") & (cand["tp"] > 1)
     cand["memory_bytes_per_accelerator"] = memory_of(cand, ctx)
     cand["hbm_bytes"] = hbm
     fits = fits_in(cand["memory_bytes_per_accelerator"].to_numpy(float), hbm, ctx.memory)
+    if not fits.any() and fixed:
+        # a layout the request fixed is answered whatever the memory model says (it ran, or
+        # the user will try it); the answer says it does not fit
+        return _ranked(cand.assign(_fits=False), ctx, top)
     if not fits.any():
         least = cand.loc[cand["memory_bytes_per_accelerator"].idxmin()]
         need = float(least["memory_bytes_per_accelerator"])
@@ -137,11 +193,16 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch_tokens: float,
                         f"per accelerator, {(need + reserve - hbm) / 1e9:.1f} GB "
                         f"({(need + reserve) / hbm - 1:.0%}) more than the {hbm / 1e9:.1f} GB "
                         f"{accelerator} reports, less the runtime's {reserve / 1e9:.1f} GB")
-    ok = cand[fits].reset_index(drop=True)
+    return _ranked(cand[fits].assign(_fits=True), ctx, top)
+
+
+def _ranked(cand: pd.DataFrame, ctx: PlanContext, top: int) -> pd.DataFrame:
+    """Priced and ranked: highest MFU first."""
+    ok = cand.rename(columns={"_fits": "fits_memory"}).reset_index(drop=True)
     pred = predict(ok, ctx.step)
     ok = pd.concat([ok, pred], axis=1)
-    ok["fits_memory"] = True
     ok["tokens_per_s"] = ok["global_batch_tokens"] / ok["step_time_s"]
+    ok["a2a_share"] = ok["ep_comm_s"] / ok["step_time_s"]   # MoE dispatch/combine exposed
     # equal MFU (to 1e-4): the simpler layout first (less recompute, lower ZeRO stage, less
     # memory)
     ok["_rank_mfu"] = ok["mfu"].round(4)

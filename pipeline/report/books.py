@@ -18,9 +18,12 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from pipeline.io import write_text
+from pipeline.report.markdown import md_escape
 
-# Tables with more rows than this leave the body for the appendix (their CSV stays linked).
+# Tables with more rows or columns than these leave the body for the appendix (their CSV stays
+# linked): the body keeps a section's claim, its figure and a short table that fits the page.
 BODY_ROWS = 10
+BODY_COLUMNS = 7
 PROJ_ROOT = Path(__file__).resolve().parents[2]
 # The Vega, Vega-Lite and Vega-Embed bundle `dvc plots show` uses (scripts/plots_page.py writes
 # it): the report's interactive charts run on the same libraries, offline.
@@ -37,8 +40,6 @@ def vega_script(page: Path = VEGA_PAGE) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    from pipeline.report.render import md_escape  # render imports this module
-
     return str(md_escape(value))
 
 
@@ -81,7 +82,8 @@ class FigureBook:
         k = self.shown[name] = len(self.shown) + 1
         src = f" Source: {source}" if source else ""
         if self.markdown:
-            return Markup(f"![{_md_cell(caption)}]({self.figures[name]})\n\n"
+            # the caption is printed under the image: the alt text only names the figure
+            return Markup(f"![Figure {k}]({self.figures[name]})\n\n"
                           f"*Figure {k}. {_md_cell(caption)}{_md_cell(src)}*")
         audit = escape(json.dumps(self.audits.get(name, []), sort_keys=True))
         img = (f'<img src="{self.figures[name]}" alt="{escape(caption)}" width="880" '
@@ -103,8 +105,9 @@ class FigureBook:
 
 
 class TableBook:
-    """Tables of at most ``BODY_ROWS`` rows are printed where they are used; longer ones are
-    listed there by name and printed in the appendix. Every table is kept for its CSV."""
+    """Tables of at most ``BODY_ROWS`` rows and ``BODY_COLUMNS`` columns are printed where they
+    are used; longer or wider ones are listed there by name and printed in the appendix. Every
+    table is kept for its CSV."""
 
     def __init__(self, markdown: bool, body_rows: int = BODY_ROWS):
         self.markdown, self.body_rows = markdown, body_rows
@@ -129,7 +132,7 @@ class TableBook:
             name = f"{name}_{sum(k.startswith(name) for k in self.kept) + 1}"
         self.kept[name] = (title, list(headers), [list(r) for r in rows])
         csv_link = f"tables/{name}.csv"
-        if len(rows) <= self.body_rows:
+        if len(rows) <= self.body_rows and len(headers) <= BODY_COLUMNS:
             table = self._render(headers, rows)
             if self.markdown:
                 return Markup(f"{table}\n*{_md_cell(title)}* ([CSV]({csv_link}))\n")
@@ -137,11 +140,11 @@ class TableBook:
                           f'{escape(title)} (<a href="{csv_link}">CSV</a>)</p></div>')
         self.long.append(name)
         if self.markdown:
-            return Markup(f"*{_md_cell(title)}*: {len(rows):,} rows, in the appendix and in "
-                          f"[{csv_link}]({csv_link}).\n")
-        return Markup(f'<p class="tablelink">{escape(title)}: {len(rows):,} rows, in the '
-                      f'<a href="#t-{escape(name)}">appendix</a> and in '
-                      f'<a href="{csv_link}">{csv_link}</a>.</p>')
+            return Markup(f"*{_md_cell(title)}*: {len(rows):,} rows x {len(headers)} columns, "
+                          f"in the appendix and in [{csv_link}]({csv_link}).\n")
+        return Markup(f'<p class="tablelink">{escape(title)}: {len(rows):,} rows x '
+                      f'{len(headers)} columns, in the <a href="#t-{escape(name)}">appendix</a> '
+                      f'and in <a href="{csv_link}">{csv_link}</a>.</p>')
 
     def appendix(self) -> Markup:
         """The long tables, collapsed in HTML."""

@@ -16,8 +16,8 @@ import pandas as pd
 from pipeline.report.data import ReportData, short_label
 from pipeline.report.decompose import LOST, by_source
 from pipeline.report.render import num, pct
-from pipeline.report.style import (COMPONENT_COLOURS, MARKERS, band, family_colour, new_figure,
-                                   note, save, tag)
+from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, MARKERS, band, family_colour,
+                                   new_figure, note, save, tag)
 
 LOST_LABELS = {"compute": "compute inefficiency", "hbm": "HBM", "net_tp": "TP network",
                "net_dp": "DP network", "net_pp": "PP network", "net_ep": "EP network",
@@ -265,7 +265,7 @@ def predicted_vs_actual(d: ReportData, out: Path) -> Path:
 def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
     """Measured MFU against N with the calibrated prediction and its 95% band, for the series
     spanning the widest range of N (one per source first)."""
-    fig, ax = new_figure(1, 4.2)
+    fig, ax = new_figure(1, 5.2)
     c = d.calibrated
     c = c[c["measured_mfu"] > 0] if not c.empty else c
     if c.empty:
@@ -278,20 +278,28 @@ def efficiency_bands(d: ReportData, out: Path, limit: int = 6) -> Path:
     span["turn"] = span.groupby("source").cumcount()
     chosen = span.sort_values(["turn", "n_accelerators", "series_id"],
                               ascending=[True, False, True]).head(limit)
-    for i, sid in enumerate(chosen["series_id"]):
+    # the model's in-sample median error on each source: a line far from its points says so
+    ape = c.groupby("source")["ape"].median() if "ape" in c else pd.Series(dtype=float)
+    for i, (sid, src) in enumerate(zip(chosen["series_id"], chosen["source"])):
         g = c[c["series_id"] == sid].groupby("n_accelerators")[
             ["measured_mfu", "predicted_mfu", "pi_low", "pi_high"]].median().reset_index()
         # colour: the accelerator family, as in every figure; marker: the series
         fam = d.runs.loc[d.runs["series_id"] == sid, "accelerator_family"] \
             if "accelerator_family" in d.runs else pd.Series(dtype=object)
         colour = family_colour(fam.iloc[0]) if len(fam) else f"C{i}"
-        tag(ax.plot(g["n_accelerators"], g["measured_mfu"], MARKERS[i % len(MARKERS)],
-                    color=colour, ms=4, label=short_label(sid, 60)), sid)
+        points = ax.plot(g["n_accelerators"], g["measured_mfu"], MARKERS[i % len(MARKERS)],
+                         color=colour, ms=4)
+        tag(points, sid)
         tag(ax.plot(g["n_accelerators"], g["predicted_mfu"], "-", color=colour, lw=1), sid)
-        band(ax, g["n_accelerators"], g["pi_low"], g["pi_high"], colour, sid, upper=1.0)
+        drawn = band(ax, g["n_accelerators"], g["pi_low"], g["pi_high"], colour, sid, upper=1.0)
+        err = ape.get(src, float("nan"))
+        why = (f"; model's median error on {src.split('_')[0]}: {100 * err:.0f}%"
+               if np.isfinite(err) else "")
+        gap = "" if drawn else f"; band wider than x{BAND_SPAN:.0f}, not drawn"
+        points[0].set_label(short_label(sid, 48) + why + gap)
     ax.set(xscale="log", yscale="log", xlabel="accelerators N", ylabel="MFU",
            title="measured (points) and calibrated (line, 95% band) MFU")
-    ax.legend(frameon=False, fontsize=6, loc="lower left")
+    ax.legend(frameon=False, fontsize=6, ncol=1, loc="upper center", bbox_to_anchor=(0.5, -0.17))
     return save(fig, out / "calibrate_efficiency.png")
 
 

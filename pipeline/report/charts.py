@@ -1,7 +1,8 @@
 """Interactive Vega-Lite charts for the HTML report, where a figure has too many series to read
-as a picture: every series is there, grey, with a tooltip naming it, its source and values;
-hovering one draws it black; the series the text talks about are coloured by accelerator family
-(``style.family_colour``, as in the PNGs) and named in a legend by marker.
+as a picture: every other series is there as grey points (a density, not a line each), with a
+tooltip naming it, its source and values; hovering a point draws its series as a black line;
+the series the text talks about are coloured by accelerator family (``style.family_colour``, as
+in the PNGs) and named in a legend by marker.
 
 Each chart replaces the PNG of the same name in the HTML (the PNG stays in the Markdown and as
 the HTML's fallback). The specs carry ``usermeta.panels``, the same readability audit as the
@@ -77,14 +78,15 @@ def scaling_efficiency(d: ReportData, limit: int, focus: tuple[str, ...] = ()
     hover = {"name": "hover", "select": {"type": "point", "fields": ["series"],
                                          "on": "pointerover", "clear": "pointerout"}}
     layers = [
-        {"params": [hover], "mark": {"type": "line", "point": {"size": 12}, "strokeWidth": 0.8,
-                                     "clip": True},
-         "encoding": {"x": x, "y": y, "detail": {"field": "series"},
-                      "color": {"condition": {"param": "hover", "empty": False,
-                                              "value": "#000000"}, "value": CONTEXT_GREY},
-                      "opacity": {"condition": {"param": "hover", "empty": False, "value": 1},
-                                  "value": 0.5},
-                      "tooltip": tooltip}},
+        {"params": [hover], "transform": [{"filter": "!datum.highlight"}],
+         "mark": {"type": "point", "size": 14, "filled": True, "clip": True},
+         "encoding": {"x": x, "y": y, "color": {"value": CONTEXT_GREY},
+                      "opacity": {"value": 0.45}, "tooltip": tooltip}},
+        # the hovered series alone, as a line: the others stay points
+        {"transform": [{"filter": {"param": "hover", "empty": False}}],
+         "mark": {"type": "line", "point": {"size": 14}, "strokeWidth": 1.2, "clip": True,
+                  "color": "#000000"},
+         "encoding": {"x": x, "y": y, "detail": {"field": "series"}, "tooltip": tooltip}},
         {"transform": [{"filter": "datum.highlight"}],
          "mark": {"type": "line", "point": {"size": 40, "filled": True}, "strokeWidth": 1.6,
                   "clip": True},
@@ -101,8 +103,8 @@ def scaling_efficiency(d: ReportData, limit: int, focus: tuple[str, ...] = ()
                       "tooltip": tooltip}},
     ]
     return {"$schema": SCHEMA, "data": {"values": rows},
-            "title": {"text": "Efficiency against N (hover a line: its series; every series "
-                              "is in the tooltip)", "anchor": "start", "fontSize": 12},
+            "title": {"text": "Efficiency against N (grey: every other series' points; hover "
+                              "one: its series)", "anchor": "start", "fontSize": 12},
             "facet": {"column": {"field": "scaling", "title": None,
                                  "sort": ["strong", "weak"]}},
             "spec": {"width": 330, "height": 300, "layer": layers},

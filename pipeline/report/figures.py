@@ -22,7 +22,7 @@ from pipeline.report.findings import strategy_runs
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX
 from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, CONTEXT_GREY, MARKERS,
                                    MAX_SERIES, STRATEGY_COLOURS, STRATEGY_NAMES, band, context,
-                                   end_labels, family_colour, new_figure, note, save, tag)
+                                   family_colour, new_figure, note, save, tag)
 from pipeline.vocab import SHARE_SLOTS
 
 LAW_COLOURS = {"power": "#1b9e77", "amdahl": "#d95f02", "usl": "#7570b3", "comm": "#e7298a"}
@@ -97,30 +97,96 @@ def series_label(data: ReportData, sid: str, width: int = 34) -> str:
     return f"{source.split('_')[0]}: {rest} ({fam})"
 
 
-def _context_lines(measured: pd.DataFrame, chosen: set[str]
-                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(N, y, efficiency) of every series of ``measured`` not in ``chosen`` with at least two
-    points, by series id and each by N: the grey context lines, split from one sort of all
-    rows rather than a frame per series."""
-    m = measured[measured["series_id"].notna()]
+# A band of the other series is drawn where at least this many of them have a point.
+BAND_MIN_SERIES = 5
+BAND_QUANTILES = (0.1, 0.5, 0.9)
+
+
+def context_band(measured: pd.DataFrame, chosen: set[str]) -> pd.DataFrame:
+    """The series of ``measured`` not in ``chosen`` summarised at each power-of-two bin of N
+    (N rounded to the nearest 2^k): the 10th, 50th and 90th percentiles of their throughput in
+    accelerator-equivalents at their smallest N (``y_q10``...) and of their efficiency
+    (``eff_q10``...), where ``BAND_MIN_SERIES`` or more of them have a point; the grey band of
+    the scaling figures, in place of one grey line per series."""
+    m = measured[measured["series_id"].notna() & ~measured["series_id"].isin(chosen)]
     m = m.sort_values(["series_id", "n_accelerators"], kind="mergesort")
-    sid = m["series_id"].to_numpy(object)
-    n, y = m["n_accelerators"].to_numpy(float), m["y"].to_numpy(float)
-    efficiency = m["efficiency"].to_numpy(float)
-    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]]) if len(sid) else np.zeros(0, int)
-    stops = np.r_[starts[1:], len(sid)].astype(int)
-    return [(n[a:z], y[a:z], efficiency[a:z]) for a, z in zip(starts, stops)
-            if z - a >= 2 and sid[a] not in chosen]
+    m = m[m.groupby("series_id")["n_accelerators"].transform("size") >= 2]
+    columns = ["n_accelerators", *(f"{v}_q{round(100 * q)}" for v in ("y", "eff")
+                                   for q in BAND_QUANTILES)]
+    if m.empty:
+        return pd.DataFrame(columns=columns)
+    first = m.groupby("series_id")[["y", "n_accelerators"]].transform("first")
+    m = m.assign(y_rel=m["y"] / (first["y"] / first["n_accelerators"]),
+                 bin=np.round(np.log2(m["n_accelerators"].to_numpy(float))))
+    rows = []
+    for k, g in m.groupby("bin", sort=True):
+        if g["series_id"].nunique() < BAND_MIN_SERIES:
+            continue
+        row = {"n_accelerators": float(2.0 ** k)}
+        for v, col in (("y", "y_rel"), ("eff", "efficiency")):
+            values = g[col].to_numpy(float)
+            values = values[np.isfinite(values)]
+            for q in BAND_QUANTILES:
+                row[f"{v}_q{round(100 * q)}"] = float(np.quantile(values, q)) if len(values) \
+                    else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _draw_band(ax: Any, band_frame: pd.DataFrame, prefix: str, n_other: int) -> None:
+    """The other series as one grey band (10th-90th percentile) and its median, dotted."""
+    if len(band_frame) < 2:
+        return
+    n = band_frame["n_accelerators"]
+    context(ax.fill_between(n, band_frame[f"{prefix}_q10"], band_frame[f"{prefix}_q90"],
+                            color=CONTEXT_GREY, alpha=0.45, lw=0, zorder=1,
+                            label=f"other {n_other} series: middle 80%"))
+    context(ax.plot(n, band_frame[f"{prefix}_q50"], ":", color="#999999", lw=1.0, zorder=1,
+                    label="their median"))
+
+
+def _chosen_series(data: ReportData, ax_t: Any, ax_e: Any, chosen: list[str],
+                   focus: tuple[str, ...]) -> tuple[float, float, float]:
+    """Draw each chosen series on the throughput and efficiency panels (points, named in the
+    legend; law; band); returns the N range drawn and the highest efficiency."""
+    lo, hi, top = np.inf, 0.0, 1.0
+    for i, sid in enumerate(chosen):
+        meas, curve = _series_frames(data, sid)
+        colour, marker = family_colour(meas["accelerator_family"].iloc[0]), MARKERS[i]
+        unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
+        n_max = float(meas["n_accelerators"].max())
+        bold = {"ms": 7, "mec": "k", "mew": 1.0} if sid in focus else {"ms": 5}
+        text = ("★ " if sid in focus else "") + series_label(data, sid)
+        tag(ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour,
+                      zorder=3, label=text, **bold), sid)
+        tag(ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
+                      zorder=3, label=text, **bold), sid)
+        law = law_domain(curve, n_max) if curve["predicted"].notna().any() else curve.iloc[0:0]
+        inside, past = law[law["n_accelerators"] <= n_max], law[law["n_accelerators"] >= n_max]
+        for part, ls in ((inside, "-"), (past, "--")):
+            if len(part) > 1:
+                tag(ax_t.plot(part["n_accelerators"], part["predicted"] / unit, ls,
+                              color=colour, lw=1), sid)
+                tag(ax_e.plot(part["n_accelerators"], part["efficiency_law"], ls,
+                              color=colour, lw=1), sid)
+        if len(law) > 1:
+            band(ax_t, law["n_accelerators"], law["pi_low"] / unit, law["pi_high"] / unit,
+                 colour, sid, upper=None)
+        top = max(top, float(meas["efficiency"].max()))
+        lo = min(lo, float(meas["n_accelerators"].min()))
+        hi = max(hi, float(law["n_accelerators"].max()) if len(law) else n_max)
+    return lo, hi, top
 
 
 def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             ) -> tuple[Path, Path]:
-    """Throughput and efficiency against N, strong and weak scaling apart: every series grey,
-    the chosen ones (``scaling_choice``) coloured by accelerator family, marked and labelled at
-    their line end; the fitted law solid over the measured N and dashed past it, only as far
-    as ``law_domain`` allows; bands only where they constrain the outcome."""
-    fig_t, axes_t = new_figure(2, 8.0, squeeze=False, nrows=2)
-    fig_e, axes_e = new_figure(2, 8.0, squeeze=False, nrows=2)
+    """Throughput and efficiency against N, strong and weak scaling apart: the chosen series
+    (``scaling_choice``) coloured by accelerator family, marked and named in the legend under
+    each panel; the fitted law solid over the measured N and dashed past it, only as far as
+    ``law_domain`` allows, its band only where it constrains the outcome; every other series
+    summarised as one grey band (``context_band``)."""
+    fig_t, axes_t = new_figure(2, 10.0, squeeze=False, nrows=2)
+    fig_e, axes_e = new_figure(2, 10.0, squeeze=False, nrows=2)
     axes_t, axes_e = axes_t[:, 0], axes_e[:, 0]
     summ, curves = data.comparison_series, data.comparison_curves
     threshold = data.metrics["compare"].get("efficiency_threshold", 0.5)
@@ -132,45 +198,11 @@ def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             note(ax_e, f"no {kind}-scaling series")
             continue
         meas_all = curves[(curves["kind"] == "measured") & (curves["scaling"] == kind)]
-        for n, y, efficiency in _context_lines(meas_all, set(chosen)):
-            unit = y[0] / n[0]
-            context(ax_t.plot(n, y / unit, "-", color=CONTEXT_GREY, lw=0.5, alpha=0.6,
-                              zorder=1))
-            context(ax_e.plot(n, efficiency, "-", color=CONTEXT_GREY, lw=0.5, alpha=0.6,
-                              zorder=1))
-        lo, hi, top = np.inf, 0.0, 1.0
-        labels_t, labels_e = [], []
-        for i, sid in enumerate(chosen):
-            meas, curve = _series_frames(data, sid)
-            colour, marker = family_colour(meas["accelerator_family"].iloc[0]), MARKERS[i]
-            unit = meas["y"].iloc[0] / meas["n_accelerators"].iloc[0]
-            n_max = float(meas["n_accelerators"].max())
-            bold = {"ms": 7, "mec": "k", "mew": 1.0} if sid in focus else {"ms": 5}
-            tag(ax_t.plot(meas["n_accelerators"], meas["y"] / unit, marker, color=colour,
-                          zorder=3, **bold), sid)
-            tag(ax_e.plot(meas["n_accelerators"], meas["efficiency"], marker, color=colour,
-                          zorder=3, **bold), sid)
-            law = law_domain(curve, n_max) if curve["predicted"].notna().any() else curve.iloc[0:0]
-            inside, past = law[law["n_accelerators"] <= n_max], law[law["n_accelerators"] >= n_max]
-            for part, ls in ((inside, "-"), (past, "--")):
-                if len(part) > 1:
-                    tag(ax_t.plot(part["n_accelerators"], part["predicted"] / unit, ls,
-                                  color=colour, lw=1), sid)
-                    tag(ax_e.plot(part["n_accelerators"], part["efficiency_law"], ls,
-                                  color=colour, lw=1), sid)
-            if len(law) > 1:
-                band(ax_t, law["n_accelerators"], law["pi_low"] / unit, law["pi_high"] / unit,
-                     colour, sid, upper=None)
-            top = max(top, float(meas["efficiency"].max()))
-            x_end = float(law["n_accelerators"].max()) if len(law) else n_max
-            end = law.iloc[-1] if len(law) else meas.iloc[-1]
-            y_t = float((end["predicted"] if len(law) else end["y"]) / unit)
-            y_e = float(end["efficiency_law"] if len(law) else end["efficiency"])
-            text = ("★ " if sid in focus else "") + series_label(data, sid)
-            labels_t.append((x_end, y_t, text, sid, colour))
-            labels_e.append((x_end, y_e, text, sid, colour))
-            lo = min(lo, float(meas["n_accelerators"].min()))
-            hi = max(hi, x_end)
+        others = meas_all.loc[~meas_all["series_id"].isin(chosen), "series_id"].nunique()
+        grey = context_band(meas_all, set(chosen))
+        _draw_band(ax_t, grey, "y", others)
+        _draw_band(ax_e, grey, "eff", others)
+        lo, hi, top = _chosen_series(data, ax_t, ax_e, chosen, focus)
         ideal = np.array([lo, hi])
         context(ax_t.plot(ideal, ideal, "k--", lw=0.8))
         ax_t.set(xscale="log", yscale="log", xlabel="accelerators N",
@@ -187,17 +219,19 @@ def scaling(data: ReportData, out: Path, limit: int, focus: tuple[str, ...] = ()
             ax_e.text(0.02, 0.98, "above 1: per-accelerator throughput rose with N "
                       "(see text)", transform=ax_e.transAxes, fontsize=6.5, va="top",
                       color="#7a5c00")
-        end_labels(ax_t, labels_t)
-        end_labels(ax_e, labels_e)
+        for ax in (ax_t, ax_e):
+            ax.legend(frameon=False, ncol=2, fontsize=6.5, loc="upper center",
+                      bbox_to_anchor=(0.5, -0.13))
     legend = ("points: measured, coloured by accelerator family (one series each); solid: "
               "fitted law over the measured N; dashed: to at most " f"{DRAW_BEYOND}x the "
               "largest N while its band stays within a factor "
-              f"{BAND_SPAN:.0f}; grey: every other series")
+              f"{BAND_SPAN:.0f}; grey band: every other series (10th-90th percentile at each "
+              "power of two of N)")
     for fig in (fig_t, fig_e):
         fig.text(0.01, 0.005, legend, ha="left", fontsize=6.5, color="#444444", wrap=True)
-    # room at the right for the line-end labels, at the bottom for the key
-    return (save(fig_t, out / "scaling_throughput.png", right=0.72, bottom=0.08),
-            save(fig_e, out / "scaling_efficiency.png", right=0.72, bottom=0.08))
+    # the legends under each panel are laid out with it; the key below them all
+    return (save(fig_t, out / "scaling_throughput.png", key_height=0.035),
+            save(fig_e, out / "scaling_efficiency.png", key_height=0.035))
 
 
 def holdout_in_equivalents(data: ReportData) -> pd.DataFrame:
@@ -348,7 +382,8 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
 def power_cost(data: ReportData, out: Path, highlight: int = 6) -> Path:
     """Tokens per accelerator-hour against N: what an accelerator-hour buys as the job grows
     (best run per source, model, family and N). The ``highlight`` lines over the widest range
-    of N are coloured by accelerator family and labelled at their end; the rest are grey.
+    of N are coloured by accelerator family, marked apart and named in the legend under the
+    axes; the other models' points are grey, without lines.
     Energy per token is the energy figure's (MLPerf power)."""
     c = data.comparison
     col = "tokens_per_accelerator_hour"
@@ -364,24 +399,22 @@ def power_cost(data: ReportData, out: Path, highlight: int = 6) -> Path:
         span = float(h["n_accelerators"].iloc[-1] / h["n_accelerators"].iloc[0])
         lines.append((-span, -len(h), src, model, fam, h))
     lines.sort(key=lambda t: t[:4])
-    chosen = {(t[2], t[3], t[4]) for t in lines[:min(highlight, MAX_SERIES)] if t[0] < -1}
-    labels = []
-    for _, _, src, model, fam, h in lines:
-        style = "o-" if len(h) > 1 else "o"
-        if (src, model, fam) in chosen:
-            key, colour = f"{src}|{model}|{fam}", family_colour(fam)
-            tag(ax.plot(h["n_accelerators"], h[col], style, ms=3.5, lw=1.3, color=colour,
-                        zorder=3), key)
-            labels.append((float(h["n_accelerators"].iloc[-1]), float(h[col].iloc[-1]),
-                           f"{_model_name(model, 20)} ({fam}, {src.split('_')[0]})", key, colour))
-        else:
-            context(ax.plot(h["n_accelerators"], h[col], style, ms=2.5, lw=0.7,
-                            color=CONTEXT_GREY, zorder=1))
+    chosen = [(t[2], t[3], t[4]) for t in lines[:min(highlight, MAX_SERIES)] if t[0] < -1]
+    rest = [t[5] for t in lines if (t[2], t[3], t[4]) not in chosen]
+    if rest:
+        others = pd.concat(rest)
+        context(ax.plot(others["n_accelerators"], others[col], "o", ms=2.5, color=CONTEXT_GREY,
+                        zorder=1, label=f"other models ({len(rest)}): best run per N"))
+    for i, (_, _, src, model, fam, h) in enumerate(t for t in lines if t[2:5] in chosen):
+        key, colour = f"{src}|{model}|{fam}", family_colour(fam)
+        tag(ax.plot(h["n_accelerators"], h[col], MARKERS[i] + "-", ms=3.5, lw=1.3,
+                    color=colour, zorder=3,
+                    label=f"{_model_name(model, 20)} ({fam}, {src.split('_')[0]})"), key)
     ax.set(xscale="log", yscale="log", xlabel="accelerators N",
            ylabel="tokens per accelerator-hour",
            title="tokens per accelerator-hour against N (best per model and N)")
-    end_labels(ax, labels)
-    return save(fig, out / "power_cost.png", right=0.72)
+    ax.legend(frameon=False, ncol=2, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    return save(fig, out / "power_cost.png")
 
 
 def frontier(data: ReportData, out: Path, scenarios: list[str],

@@ -58,9 +58,10 @@ def scaling_finding(d: ReportData) -> dict[str, Any] | None:
             "section": "series", "value": float(strong["loss"].median()),
             "caption": "Efficiency (per-accelerator throughput relative to the series' smallest "
                        f"N) against N, {len(strong)} strong- and {len(weak)} weak-scaling "
-                       "series; coloured: those spanning the widest N per source, grey: all "
-                       "others. The loss per doubling assumes it compounds evenly from a "
-                       "series' smallest to its largest N; the median is over series."}
+                       "series; coloured: those spanning the widest N per source, grey band: "
+                       "the middle 80% of all others at each N. The loss per doubling assumes "
+                       "it compounds evenly from a series' smallest to its largest N; the "
+                       "median is over series."}
 
 
 def ceiling_finding(d: ReportData, theory: dict[str, Any]) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.config import CATALOG_DIR, ConfigError
-from pipeline.plan.answer import answer, load_context, records
+from pipeline.plan.answer import answer_tokens, load_context, records
 from pipeline.plan.request import ModelShape, PlanError, Request, resolve_model
 from pipeline.plan.search import PlanContext, fits_in, memory_of
 from pipeline.fit.contract import MULTIPLES_OF_N_MAX
@@ -74,7 +74,7 @@ def plan_entry(ctx: PlanContext, run: pd.Series) -> dict[str, Any]:
         batch = batch0 * k if batch0 and run.get("scaling") == "weak" else batch0
         req = Request(model=model, accelerator=str(run["accelerator"]), n_values=(n,))
         try:
-            best = records(answer(req, ctx, batch, seq, 1))[0]
+            best = records(answer_tokens(req, ctx, batch, seq, 1))[0]
         except PlanError as exc:
             rows.append({"multiple": k, "n": n, "best": None, "note": str(exc)})
             continue
@@ -90,7 +90,7 @@ def add_plans(mine: dict[str, Any], runs: pd.DataFrame, processed_dir: Path,
         return mine
     try:
         ctx = load_context(processed_dir, CATALOG_DIR, Path(metrics_dir) / "theory.json", params)
-    except (ConfigError, OSError) as exc:
+    except (ConfigError, OSError, PlanError) as exc:
         for e in mine["series"]:
             e["plan"] = {"note": f"no plan: {exc}"}
         return mine

@@ -17,7 +17,8 @@ from markupsafe import Markup
 
 from pipeline.io import write_text
 from pipeline.report import books
-from pipeline.report.sections import SECTIONS
+from pipeline.report.markdown import md_escape
+from pipeline.report.sections import SECTIONS, has_user_runs
 from pipeline.report.style import BAND_SPAN, STRATEGY_NAMES
 from pipeline.text import escape_invisible
 
@@ -74,22 +75,6 @@ def strategy(family: Any) -> str:
     return STRATEGY_NAMES.get(str(family), str(family))
 
 
-# Characters that are Markdown syntax anywhere in a line (GFM tables: "|"), and "_" where it
-# can open or close emphasis (not between two letters or digits: "tp_pp" stays as it is).
-_MD_SPECIAL = re.compile(r"[\\`*\[\]<>|~&]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^[#+\-=]")
-_LINE_BREAKS = re.compile(r"\s*[\r\n\u2028\u2029]+\s*")
-
-
-def md_escape(value: Any) -> Markup:
-    """``value`` as literal Markdown text: syntax characters backslash-escaped, line breaks
-    (which would end a table row or a paragraph) joined with a space. Text already marked
-    safe (template output, macro results) is returned as it is."""
-    if isinstance(value, Markup):
-        return value
-    text = _LINE_BREAKS.sub(" ", str(value))
-    return Markup(_MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text))
-
-
 def _md_join(value: Any, d: str = "", attribute: Any = None) -> Markup:
     items = list(value)
     if attribute is not None:
@@ -138,6 +123,7 @@ def render(context: dict[str, Any], figures: dict[str, Path], out_dir: Path,
     md_figs = {k: Path(p).relative_to(out_dir).as_posix() if Path(p).is_relative_to(out_dir)
                else Path(p).as_posix() for k, p in figures.items()}
     sections = [s for s in SECTIONS if s.shown(context)]
+    context = {**context, "has_user_runs": has_user_runs(context)}
     html_book = books.FigureBook(html_figs, markdown=False, charts=charts, audits=audits)
     html_tables = books.TableBook(markdown=False)
     html = environment(True).get_template("report.html.j2").render(

@@ -68,14 +68,16 @@ def new_figure(ncols: int = 1, height_in: float = 4.2, nrows: int = 1, **kw: obj
 
 
 def save(fig: plt.Figure, path: Path, right: float | None = None,
-         bottom: float | None = None) -> Path:
+         bottom: float | None = None, key_height: float = 0.0) -> Path:
     """Write a PNG with no software/date metadata so identical inputs give identical bytes.
-    ``right``/``bottom``: figure fractions kept free (line-end labels, a key under the axes)."""
+    ``right``/``bottom``: figure fractions kept free (line-end labels, a key under the axes);
+    ``key_height``: a strip at the bottom the layout leaves to a key written with ``fig.text``
+    (the axes, their labels and legends are laid out above it)."""
     plain_text(fig)
     for t in fig.findobj(Text):
         if (t.get_gid() or "").startswith("label:"):
             t.set_in_layout(False)  # placed in the margin ``right`` keeps
-    fig.tight_layout()
+    fig.tight_layout(rect=(0.0, key_height, 1.0, 1.0) if key_height else None)
     if right is not None or bottom is not None:
         fig.subplots_adjust(right=right, bottom=bottom)
     with atomic_path(path) as tmp:
@@ -254,8 +256,24 @@ def audit(fig: plt.Figure) -> list[dict[str, object]]:
         if series or n_context or widest:
             panels.append({"title": ax.get_title(), "series": len(series),
                            "labelled": sum(series.values()), "context": n_context,
-                           "widest_band": round(widest, 3)})
+                           "widest_band": round(widest, 3),
+                           "labels_outside": _labels_outside(ax)})
     return panels
+
+
+def _labels_outside(ax: object) -> int:
+    """Line-end labels (``end_label``) of ``ax`` that reach past its axes box."""
+    texts = [t for t in ax.texts if (t.get_gid() or "").startswith("label:")]
+    if not texts:
+        return 0
+    renderer = ax.figure.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    outside = 0
+    for t in texts:
+        e = t.get_window_extent(renderer)
+        outside += e.x0 < box.x0 - 0.5 or e.x1 > box.x1 + 0.5 or e.y0 < box.y0 - 0.5 \
+            or e.y1 > box.y1 + 0.5
+    return int(outside)
 
 
 def end_labels(ax: object, items: list[tuple[float, float, str, str, str]],

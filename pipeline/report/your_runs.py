@@ -31,12 +31,15 @@ FIXES = {
                         "prints every one with an example value)",
     "unknown_accelerator": "write a catalog id or alias as the sidecar's accelerator "
                            "(data/catalog/accelerator_aliases.csv)",
-    "conflict": "the log and run.yaml disagree: fix or delete the sidecar key (the log's value "
-                "is usually right)",
+    "conflict": "the log and run.yaml disagree (fix or delete the sidecar key; the log's value "
+                "is usually right), or two logs of one configuration give different measures "
+                "(correct or remove one, or state what differs, e.g. system:)",
+    "implausible": "the MFU is above what the chip can reach: give active_params_b for an MoE "
+                   "model, the job's total n_accelerators, or the precision (fp8) it ran at",
     "too_few_steps": "log more steps past warm-up, or lower ingest.logs.min_steady_steps",
     "truncated_log": "the log is cut short or empty: use the complete file",
     "not_a_run": "no step lines of a known format: set format in run.yaml, or convert the log "
-                 "to the generic JSONL format (data/raw/logs/README.md)",
+                 "to the generic JSONL format (docs/your-logs.md)",
     "no_measure": "the log prints no step time or throughput the ingest can read",
     "bad_value": "a sidecar value has the wrong type or an unknown key: see the reason",
     "malformed_row": "the file could not be read as a log or its sidecar as YAML: see the reason",

@@ -77,6 +77,8 @@ def _shape_of(spec: dict) -> dict:
     out = {"n_heads": a, "n_kv_heads": kv, "ffn_size": f, "vocab_size": vocab,
            "top_k": get("top_k"), "n_experts": get("n_experts"), "gated_mlp": False,
            "n_embeddings": 0.0}
+    if np.isfinite(out["n_experts"]) and out["n_experts"] > 1:
+        return _moe_shape(out, get)
     if not all(np.isfinite(v) for v in (h, layers, a, f, vocab, params)):
         if np.isfinite(vocab):
             out["n_embeddings"] = 2.0
@@ -90,6 +92,22 @@ def _shape_of(spec: dict) -> dict:
             if best is None or err < best[0]:
                 best = (err, gated, n_emb)
     out["gated_mlp"], out["n_embeddings"] = best[1], best[2]
+    return out
+
+
+def _moe_shape(out: dict, get) -> dict:
+    """An MoE catalog row: its MLP activations are the routed tokens' (top-k copies at the
+    expert width) plus the shared experts', so ``ffn_size`` (multiplied by top-k in
+    :func:`pipeline.theory.memory.activation_bytes_per_layer`) is expert_ffn_size x (top_k +
+    shared) / top_k; every catalogued MoE model has gated (SwiGLU/GLU) experts and untied
+    embeddings (their configs: ``tie_word_embeddings`` false), which the dense four-way match
+    cannot tell when experts hold most parameters."""
+    f_e, k = get("expert_ffn_size"), out["top_k"]
+    shared = get("shared_experts") if np.isfinite(get("shared_experts")) else 0.0
+    if np.isfinite(f_e) and np.isfinite(k) and k >= 1:
+        out["ffn_size"] = f_e * (k + shared) / k
+    out["gated_mlp"] = True
+    out["n_embeddings"] = 2.0 if np.isfinite(out["vocab_size"]) else 0.0
     return out
 
 
@@ -121,8 +139,10 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
     active = _num(frame, "active_params")
     active = np.where(active > 0, active, params)
     # routed experts: what the active count leaves out, plus the top-k experts it includes
-    top_k = np.where(np.isfinite(shape["top_k"]), shape["top_k"], 1.0)
-    n_exp = shape["n_experts"]
+    # (a row's stated n_experts / top_k, else the catalog's)
+    top_k = np.where(_num(frame, "top_k") >= 1, _num(frame, "top_k"), shape["top_k"])
+    top_k = np.where(np.isfinite(top_k), top_k, 1.0)
+    n_exp = np.where(_num(frame, "n_experts") >= 1, _num(frame, "n_experts"), shape["n_experts"])
     expert = np.where((active < params) & np.isfinite(n_exp) & (n_exp > top_k),
                       (params - active) * n_exp / (n_exp - top_k), 0.0)
     expert = np.minimum(expert, params)

@@ -178,6 +178,8 @@ def search(scn: Scenario, flop) -> Frontier:
     out["memory_bytes_per_accelerator"] = memory
     out["fits_memory"] = fits_in(memory, float(np.asarray(scn.hardware.hbm_bytes)),
                                  scn.memory_constants)
+    if scn.search.memory_check:  # feasible: finishes within the duration AND fits in HBM
+        out["feasible"] &= out["fits_memory"]
     return Frontier(training_flop=flop, n_evaluations=int(n_eval + c.size), **out)
 
 
@@ -210,6 +212,8 @@ def _cells(scn: Scenario, model: dict, combo: dict, flop: np.ndarray, q: float
     if s.memory_check:
         lo = np.maximum(lo, np.ceil(q * _memory_log2_dp(scn, model, combo, idx, k) - 1e-9))
     lo = np.maximum(lo, 0.0)
+    if s.memory_check:
+        lo = _fitting_lo(scn, model, combo, idx, k, lo, hi, q)
     worth = (hi >= lo) & (_time_lower_bound(scn, model, combo, idx, k, hi, q)
                           <= scn.duration_s)
     has_cell = np.zeros(flop.size, bool)
@@ -321,6 +325,27 @@ def layout_memory(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: n
     """Predicted peak bytes per accelerator (with the scenario's fitted overhead)."""
     parts = peak_memory(_memory_inputs(scn, model, combo, idx, k, dp), scn.memory_constants)
     return scn.memory_overhead.apply(parts)
+
+
+def _fitting_lo(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, q: float, rounds: int = 8) -> np.ndarray:
+    """``lo`` raised until the layout fits at dp = floor(2^(lo/q)): the bound of
+    ``_memory_log2_dp`` is exact for the real-valued dp, and the grid's floor may land just
+    below it (then the frontier would call a layout feasible that does not fit). Memory falls
+    with dp, so every dp from the returned ``lo`` up fits; a cell still not fitting after
+    ``rounds`` steps (or past ``hi``) is left to the ``hi >= lo`` test."""
+    hbm = float(np.asarray(scn.hardware.hbm_bytes))
+    lo = lo.copy()
+    for _ in range(rounds):
+        open_ = lo <= hi
+        if not open_.any():
+            break
+        memory = layout_memory(scn, model, combo, idx[open_], k[open_], _dp(lo[open_], q))
+        short = ~fits_in(memory, hbm, scn.memory_constants)
+        if not short.any():
+            break
+        lo[np.nonzero(open_)[0][short]] += 1.0
+    return lo
 
 
 def _memory_log2_dp(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.ndarray

@@ -58,6 +58,10 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     def write(rel: str, text: str) -> None:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
+        if rel.startswith("logs/") and rel.endswith((".log", ".jsonl", ".txt", ".out")):
+            # each case its own configuration, not a repeat of its neighbour's
+            # (pipeline/ingest/core/conflicts.py)
+            (root / f"{rel}.yaml").write_text(f"system: {rel[5:].replace('/', '-')}\n")
 
     # Sidecars: an alias bomb under every allowed key; nesting; size.
     for key in sorted(ALLOWED_KEYS):
@@ -98,7 +102,7 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     write("logs/nest/only_deep.jsonl", _nested_json(100_000))
     expected["logs/nest/only_deep.jsonl"] = (
         "not_a_run: no step lines of a known format (megatron, torchtitan, nanotron, nemo, "
-        "deepspeed, hf_trainer, jsonl); set 'format:' in a sidecar to force one")
+        "deepspeed, hf_trainer, maxtext, torchtune, composer, jsonl); set 'format:' in a sidecar to force one")
     write("logs/nest/deep_then_steps.jsonl", _nested_json(100_000) + JSONL_STEPS)
     expected["logs/nest/deep_then_steps.jsonl"] = None  # the deep line is step 1 (no values)
     write("logs/nest/deep_line_in.jsonl", JSONL_STEPS[:200] + '{"x": ' + "[" * 100_000
@@ -110,7 +114,8 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     expected["logs/nest/hf_deep.log"] = (
         "truncated_log: no training summary: neither the end-of-training dict ({'train_runtime': "
         "...}) nor the '***** train metrics *****' block with train_runtime and "
-        "train_steps_per_second was found")
+        "train_steps_per_second (or the total optimization steps, or a finished progress bar) "
+        "was found")
     write("logs/nest/megatron_deep.log", "[" * 100_000 + "\n" + "".join(
         MEGATRON_STEP.format(i=i, s=64 * i) for i in range(1, 21)))
     expected["logs/nest/megatron_deep.log"] = None
@@ -118,6 +123,7 @@ def build(root: Path, links: bool = True) -> dict[str, object]:
     with open(root / "logs/nest/overlong.jsonl", "wb") as fh:
         fh.write(b"x" * (70 << 20))
         fh.write(b"\n" + JSONL_STEPS.encode())
+    write("logs/nest/overlong.jsonl.yaml", "system: nest-overlong\n")
     expected["logs/nest/overlong.jsonl"] = None
 
     # Logs whose values are implausible.

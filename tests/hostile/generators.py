@@ -58,6 +58,12 @@ class _Writer:
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        folder_sidecar = path.parent / "run.yaml"
+        if rel.startswith("logs/") and rel.endswith((".log", ".jsonl", ".txt", ".out")) and not (
+                folder_sidecar.is_file() and "system:" in folder_sidecar.read_text("utf-8")):
+            # Each case is a configuration of its own (a system named after its file): cases
+            # that share a sidecar are not repeats of one configuration (ingest.core.conflicts).
+            (self.root / f"{rel}.yaml").write_text(f"system: {rel[5:].replace('/', '-')}\n")
 
 
 def numbers(root: Path) -> dict[str, Expect]:
@@ -100,18 +106,19 @@ def numbers(root: Path) -> dict[str, Expect]:
                    f'"tokens_per_s": 100000}}\n' for i in range(1, 41)))
     out["logs/num_negative/steps.jsonl"] = Expect(
         run={"step_time_s": 1.0},
-        notes=("20 step(s) with a step time <= 0 or above 1e+06 s left out (lines 1, 3, 5, 7, "
-               "9, ...)",))
+        notes=("20 step(s) with a step time <= 0 or above 1e+06 s left out (20 negative: lines "
+               "1, 3, 5, 7, 9, ...)",))
     w.text("logs/num_inf/run.yaml", SIDECAR)
     w.text("logs/num_inf/steps.log", "\n".join(_megatron_lines(20) + [
         MEGATRON.format(i=i, s=64 * i, ms="1e400") for i in (21, 22)]) + "\n")
     out["logs/num_inf/steps.log"] = Expect(
         run={"step_time_s": 1.0}, notes=("2 step(s) with a step time <= 0 or above 1e+06 s "
-                                         "left out (lines 21, 22)",))
+                                         "left out (2 above 1e+06 s (infinite included): "
+                                         "lines 21, 22)",))
     w.text("logs/num_zero/run.yaml", SIDECAR)
     w.text("logs/num_zero/steps.jsonl", _jsonl(20) + _jsonl(5, t=0.0, start=21))
     out["logs/num_zero/steps.jsonl"] = Expect(
-        run={"step_time_s": 1.0}, notes=("5 step(s) with a step time <= 0",))
+        run={"step_time_s": 1.0}, notes=("5 step(s) with a step time <= 0", "5 zero"))
     rows = [f"n,c,GPT-3,175,H100,{HUGE},50000", "n,c,GPT-3,175,H100,64,1e400",
             "n,c,GPT-3,1e-30,H100,64,50000", "n,c,GPT-3,175,H100,64,-5",
             "n,c,GPT-3,175,H100,0x40,50000", "n,c,GPT-3,175,H100,1_000,50000"]

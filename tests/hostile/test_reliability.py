@@ -258,4 +258,5 @@ def test_validate_names_the_steps_left_out(outcome: dict[str, Any]) -> None:
     folder = outcome["root"] / "logs" / "num_negative"
     found = validate_logs(folder, _params(), CATALOG)
     text = logs_summary(folder, *found)
-    assert "note: 20 step(s) with a step time <= 0 or above 1e+06 s left out (lines 1, 3," in text
+    assert ("note: 20 step(s) with a step time <= 0 or above 1e+06 s left out (20 negative: lines 1, 3,"
+            in text)

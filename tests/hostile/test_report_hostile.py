@@ -76,7 +76,7 @@ def test_hostile_names_render(tmp_path: Path) -> None:
     assert "2 scaling series of mega$\\\\frac{tron$\\</script\\>\\<script\\>" in yours
     assert "<script>" not in yours
     section = (out / "report.md").read_text(encoding="utf-8").split(
-        "## What limits measured scaling", 1)[1].split("## Method", 1)[0]
+        "## What limits measured scaling", 1)[1].split("## Appendix", 1)[0]
     assert md_escape(SOURCE) in section and SOURCE not in section
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "<script>" not in md and "\\<script\\>" in md

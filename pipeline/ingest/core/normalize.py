@@ -28,11 +28,14 @@ import hashlib
 import math
 import re
 from numbers import Real
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pipeline.bounded import short
+from pipeline.plausibility import above_record
+from pipeline.plausibility import check_mfu as check_mfu_limit
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (check_layout, check_mfu, check_params, check_scale,
@@ -56,13 +59,14 @@ MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops
             "hardware_flops_per_s", "inverse_time_to_train_per_s")
 _TEXT = ("citation", "model", "strategy", "notes", "benchmark", "mlperf_version", "system",
          "submitter", "result_path", "framework", "cluster")
-_POSITIVE = ("global_batch_tokens", "tokens_per_s", "tokens_per_s_per_accelerator",
+_POSITIVE = ("global_batch_tokens", "capacity_factor", "tokens_per_s", "tokens_per_s_per_accelerator",
              "model_flops_per_s", "step_time_s", "time_to_train_s", "inverse_time_to_train_per_s",
              "power_w_per_accelerator", "energy_j_per_token", "olympic_score_s", "energy_j",
              "energy_j_nodes")
 # Integer columns and their smallest allowed value.
 _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1, "dp": 1,
-           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0}
+           "tp": 1, "pp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "zero_stage": 0,
+           "n_experts": 1, "top_k": 1}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
 _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
@@ -73,8 +77,12 @@ _ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", 
 class CatalogCache:
     """Memoized catalog look-ups: the same alias or model is resolved once per stage run."""
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: Any, plausibility: bool = True) -> None:
+        """``plausibility``: apply the MFU rule of ``pipeline.plausibility`` (read from the
+        catalog's folder; a catalog without one, such as a test stub, applies none)."""
         self.catalog = catalog
+        directory = getattr(catalog, "directory", None)
+        self.plausibility_dir = Path(directory) if plausibility and directory else None
         self._acc: dict[str, str | None] = {}
         self._peak: dict[tuple[str, str], tuple[float | None, str | None]] = {}
         self._family: dict[str, str | None] = {}
@@ -263,11 +271,14 @@ def normalize(record: Record, catalog: CatalogCache, options: IngestSettings) ->
     # otherwise `precision` stays empty as the source left it, and the peak columns say which
     # precision their (assumed) peak is at.
     if assumed and from_peak:
-        precision = options.default_precision
+        # the precision whose peak was used: fp16 on a chip without bf16 units (V100, T4),
+        # never a format the chip does not have
+        precision = row["peak_precision"] or options.default_precision
         derived.append("precision")
     elif assumed and peak is not None:
         derived.append("peak_precision")
     row["precision"] = precision
+    _check_plausible(row, catalog, given["active_b"])
     if peak_withheld and row["mfu"] is None and row["model_flops_per_s"] is not None:
         row["notes"] = _note(row["notes"], "mfu not derived: precision not stated and the chip "
                                            "has fp8 units")
@@ -301,6 +312,23 @@ def _check_stated_mfu(f: dict[str, Any], row: dict[str, Any], peak: float | None
                  else "tokens_per_s")
         check_mfu(row["mfu"], row["model_flops_per_s"], row["n_accelerators"], peak, basis,
                   rounding(f["mfu"]))
+
+
+def _check_plausible(row: dict[str, Any], catalog: CatalogCache, active_b: float | None
+                     ) -> None:
+    """The run's MFU (stated or derived) against its chip's limit (``pipeline.plausibility``):
+    above it a reject naming the likely causes; above the family's record a note."""
+    if row["mfu"] is None or catalog.plausibility_dir is None:
+        return
+    precision = row["precision"] or row["peak_precision"]
+    total_only = active_b is None and row["active_params"] >= row["params"]
+    reason = check_mfu_limit(row["mfu"], row["accelerator"], precision,
+                             total_params_only=total_only, catalog_dir=catalog.plausibility_dir)
+    if reason is not None:
+        raise Reject("implausible", reason)
+    note = above_record(row["mfu"], row["accelerator"], precision, catalog.plausibility_dir)
+    if note is not None:
+        row["notes"] = _note(row["notes"], note)
 
 
 def _status(f: dict[str, Any]) -> str:
@@ -419,6 +447,10 @@ def _chip(f: dict[str, Any], row: dict[str, Any], acc_name: str, catalog: Catalo
     peak, peak_precision = catalog.peak(acc_id, precision or options.default_precision)
     row["peak_flops_per_s_per_accelerator"] = peak
     row["peak_precision"] = peak_precision if peak is not None else None
+    if precision is not None and peak is not None and peak_precision != precision:
+        row["notes"] = _note(row["notes"], f"precision {precision} stated, but the catalog lists "
+                                           f"no {precision} peak for {acc_id}: rated at its "
+                                           f"{peak_precision} peak")
     # The chip's compute-to-bandwidth ratios (Fernandez et al. 2024: faster chips on the same
     # memory and network expose communication); the fit stage regresses MFU on them.
     hbm, scaleout = catalog.bandwidths(acc_id)
@@ -461,10 +493,22 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
     if row["active_params"] > params:
         raise Reject("out_of_range", f"active_params {row['active_params']:.4g} > params "
                                      f"{params:.4g}")
-    for name in ("n_layers", "d_model", "seq_len"):
+    for name in ("n_layers", "d_model", "seq_len", "n_experts", "top_k"):
         if row[name] is None and shape.get(name):
             row[name] = int(shape[name])
             derived.append(name)
     check_shape(row["active_params"], row["n_layers"], row["d_model"])
+    _check_moe(row)
+
+
+def _check_moe(row: dict[str, Any]) -> None:
+    """MoE counts must agree: top_k <= n_experts, ep <= n_experts (an EP rank holds at least
+    one expert). A total stated as the active count is the MFU plausibility rule's reject."""
+    experts, top_k, ep = row["n_experts"], row["top_k"], row["ep"]
+    if experts is not None and top_k is not None and top_k > experts:
+        raise Reject("out_of_range", f"top_k {top_k} > n_experts {experts}")
+    if experts is not None and ep is not None and ep > experts:
+        raise Reject("out_of_range", f"ep {ep} > n_experts {experts} (an expert-parallel rank "
+                                     "holds at least one expert)")
 
 

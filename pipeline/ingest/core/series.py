@@ -16,7 +16,7 @@ Batch policy (the ``scaling`` label), when the source does not state it:
 * any batch unknown -> ``unknown``.
 
 A source's ``strong`` label with differing batches splits the same way; its other labels are kept
-as given. MLPerf states no batch policy: its labels come from the logged global batch, which each
+as given. A stated ``strong`` or ``weak`` that the batches contradict gets a note saying so. MLPerf states no batch policy: its labels come from the logged global batch, which each
 submitter picks per system, so ``weak`` there means "the chosen batch grows with N" (and a
 time-to-train y then also absorbs the extra samples a larger batch needs to converge). ``y_metric`` is the first of ``Y_METRICS`` present on every run of the series. Every
 eligible run gets a ``series_id``; ``series.parquet`` lists the series with at least two
@@ -109,11 +109,29 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for row in group:
             batch = row["global_batch_tokens"] if label == "split" else None
             row_label = "strong" if label == "split" else label
+            _note_contradiction(row, inferred)
             if row["scaling"] is None:
                 row["scaling"] = row_label
                 row["derived"] = f"{row['derived']};scaling" if row["derived"] else "scaling"
             row["series_id"] = _series_id(row, row_label, batch)
     return _series_table(rows)
+
+
+_BATCH_SAYS = {"strong": "every run of its group has the same global batch",
+               "weak": "the global batch grows with N in its group",
+               "split": "the global batch of its group neither stays fixed nor only grows "
+                        "with N"}
+
+
+def _note_contradiction(row: dict[str, Any], inferred: str) -> None:
+    """A note when the run's stated ``scaling`` (strong/weak) is not what the batches of its
+    group show (``_batch_label``); the stated label is kept, or split into fixed batches."""
+    stated = row["scaling"]
+    if stated not in ("strong", "weak") or inferred in ("unknown", stated):
+        return
+    note = (f"[scaling {stated} stated, but {_BATCH_SAYS[inferred]}"
+            + (": one series per global batch]" if stated == "strong" else "]"))
+    row["notes"] = f"{row['notes']} {note}" if row["notes"] else note
 
 
 def _common_label(group: list[dict[str, Any]]) -> str | None:

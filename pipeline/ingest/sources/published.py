@@ -172,10 +172,11 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
         assert row is not None
         if not row or all(not cell.strip() for cell in row):
             continue  # blank line: not a record
+        if header is None and _excel_sep(row) == ",":
+            continue  # Excel's delimiter line before the header: a directive, not a record
         if header is None:
-            header = [h.strip() for h in row]
+            header, bad = _header(row, raw)
             source_col = header.index("source") if "source" in header else None
-            bad = _has_bad_chars(raw) or _header_problem(header)
             if bad:
                 # Without a usable header no row of this file can be read: one reject for
                 # the header, and every data row below is rejected against it.
@@ -201,6 +202,27 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
             continue
         fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
         yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
+
+
+def _header(row: list[str], raw: str) -> tuple[list[str], str | None]:
+    """Column names as format v1 spells them (lower case, no surrounding spaces: a
+    spreadsheet's "MODEL" or "params_b " is the same column) and why the header cannot be
+    read (None: it can)."""
+    header = [h.strip().lower() for h in row]
+    sep = _excel_sep(row)
+    return header, _has_bad_chars(raw) or (
+        f"Excel's 'sep={sep}' line: the table is delimited by {sep!r}; format v1 is "
+        "comma-separated (export as CSV with commas)" if sep is not None
+        else _header_problem(header))
+
+
+def _excel_sep(row: list[str]) -> str | None:
+    """The delimiter an Excel ``sep=X`` first line names (None: no such line)."""
+    cells = [c.strip() for c in row]
+    if cells and cells[0].lower().startswith("sep=") and not any(cells[1:]):
+        text = ",".join(row).strip()  # "sep=," reads as ["sep=", ""]
+        return text[4:5] or None
+    return None
 
 
 def _header_problem(header: list[str]) -> str | None:

@@ -31,7 +31,9 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RANK_PREFIX_RE = re.compile(
     r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d+): |\[\d+,(\d+)\]<std(?:out|err)>:)")
 # A number as the frameworks print it: 12936.1, 1.395349E-07, 6,543, NAN, -inf.
-NUM = r"[-+]?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NAN|NaN|inf|INF|Inf)"
+# ASCII digits only, as ``pipeline.numbers`` (``\d`` would take full-width and Arabic-Indic).
+NUM = (r"[-+]?(?:[0-9][0-9,]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|"
+       r"nan|NAN|NaN|inf|INF|Inf)")
 
 _PREFIX_START = frozenset("[0123456789 \t")
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -224,6 +226,9 @@ class ParseState:
     # The latest value of each fact, and each change of one (see ``fact``).
     latest: dict[str, Any] = field(default_factory=dict)
     changes: list[tuple[str, Any, Any, int]] = field(default_factory=list)
+    # Per-step values that are not numbers ("1.0s", true, [..]): (key, value, line), the first
+    # few; the reader rejects such a log as ``bad_value`` quoting them (never a silent drop).
+    bad_values: list[tuple[str, Any, int]] = field(default_factory=list)
 
     def add(self, step: int, line: int, rank: int = -1, *, nan_loss: bool = False,
             step_time_s: float = NAN, tokens_per_s: float = NAN,

@@ -3,7 +3,10 @@
 Files read under the logs folder (recursively): ``*.log``, ``*.txt``, ``*.out``, ``*.jsonl``,
 each also gzipped (``.gz``) or zstd-compressed (``.zst``), decompressed as it is streamed
 (``pipeline.ingest.sources.common.open_binary``; a corrupt or cut stream is an ``unreadable``
-reject) (``README*`` files and YAML sidecars are not logs). Each log is streamed once in binary, in
+reject), and rotated ones (``train.log.1``, ``train.log.2.gz``: each part is a log of its own;
+parts that agree are one measurement, ``ingest.core.conflicts``). ``README*`` files, hidden
+files and YAML sidecars are not logs; every other file is a ``not_a_run`` reject stating the
+naming rule, so nothing under the logs folder goes unsaid. Each log is streamed once in binary, in
 4 MiB blocks cut at line ends and decoded with ``errors="replace"``; the format module finds
 its lines in a block with C-level searches, so lines of other output cost almost nothing; a
 block of nothing but step lines is matched whole by one pattern and turned into numpy columns
@@ -27,8 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
-from concurrent.futures import ProcessPoolExecutor
+import re
 from dataclasses import replace
 from pathlib import Path
 from collections.abc import Iterator
@@ -38,10 +42,14 @@ import pandas as pd
 
 from pipeline.bounded import cap, short
 from pipeline.config import LogsSettings, settings as load_group
+from pipeline.processes import stream_in_order
 from pipeline.vocab import KERNEL_COLUMNS
 from pipeline.ingest.sources.steplogs.formats import deepspeed
 from pipeline.ingest.sources.steplogs.formats import hf_trainer
 from pipeline.ingest.sources.steplogs.formats import jsonl
+from pipeline.ingest.sources.steplogs.formats import composer
+from pipeline.ingest.sources.steplogs.formats import maxtext
+from pipeline.ingest.sources.steplogs.formats import torchtune
 from pipeline.ingest.sources.steplogs.formats import megatron
 from pipeline.ingest.sources.steplogs.formats import nanotron
 from pipeline.ingest.sources.steplogs.formats import nemo
@@ -53,7 +61,7 @@ from pipeline.ingest.sources.common import (READ_ERRORS, SNIFF_BYTES, bom_encodi
                                             unify_line_ends, utf16_without_bom)
 from pipeline.ingest.sources.links import candidates, entry_problem  # noqa: F401
 from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar, same_value
-from pipeline.ingest.sources.steplogs.base import ParseState
+from pipeline.ingest.sources.steplogs.base import ANSI_RE, ParseState
 from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
@@ -61,8 +69,11 @@ from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_r
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "find_logs", "detect_format"]
 
 FORMATS = {m.NAME: m for m in (megatron, torchtitan, nanotron, nemo, deepspeed, hf_trainer,
-                               jsonl)}
+                               maxtext, torchtune, composer, jsonl)}
 LOG_SUFFIXES = (".log", ".txt", ".out", ".jsonl")
+# A rotated log's number (logrotate, Python's RotatingFileHandler): ``train.log.1``.
+ROTATED_RE = re.compile(r"\.\d{1,6}$")
+SIDECAR_SUFFIXES = (".yaml", ".yml")
 DETECT_BYTES = 1 << 18
 CHUNK_BYTES = 1 << 22
 BUFFER_BYTES = 1 << 20
@@ -87,19 +98,21 @@ RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
             "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel",
-            "framework", *KERNEL_COLUMNS, "cluster")
+            "framework", *KERNEL_COLUMNS, "cluster", "n_experts", "top_k", "capacity_factor")
 # The software a log format is printed by (its format module's docstring cites the source); a
 # sidecar's ``framework:`` overrides it. The generic JSON Lines format names none. Megatron's
 # format is printed by its forks too: an argument dump with ``zero_stage`` is Megatron-DeepSpeed's
 # (Megatron-LM has no such argument); other forks (gpt-neox, ...) need the sidecar's word.
 FORMAT_FRAMEWORK = {"megatron": "Megatron-LM", "nemo": "NeMo", "deepspeed": "DeepSpeed",
                     "nanotron": "nanotron", "torchtitan": "torchtitan",
-                    "hf_trainer": "Hugging Face Trainer"}
+                    "hf_trainer": "Hugging Face Trainer", "maxtext": "MaxText", "torchtune": "torchtune",
+                    "composer": "Composer"}
 
 
 def find_logs(logs_dir: Path) -> list[Path]:
     """Log files under ``logs_dir``, sorted: every entry named like a log, links, special files
-    and folders so named included (``read_one`` rejects those, saying why). Listed as
+    and folders so named included (``read_one`` rejects those, saying why), and every other
+    file but sidecars, READMEs and hidden ones (``is_listed``: a ``not_a_run`` reject each). Listed as
     ``Path.rglob`` lists (links to folders not followed, unreadable folders skipped), but by
     ``os.scandir``, whose entries know their type: no ``stat`` per file, and the name is
     checked before anything else (a fleet's archive holds more sidecars than logs)."""
@@ -110,11 +123,13 @@ def find_logs(logs_dir: Path) -> list[Path]:
         try:
             with os.scandir(folders.pop()) as entries:
                 for entry in entries:
-                    if is_log_name(entry.name):
-                        found.append(entry.path)
+                    is_dir = False
                     with contextlib.suppress(OSError):
-                        if entry.is_dir(follow_symlinks=False):
-                            folders.append(entry.path)
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    if is_dir:
+                        folders.append(entry.path)
+                    if is_log_name(entry.name) or (not is_dir and is_listed(entry.name)):
+                        found.append(entry.path)
         except PermissionError:
             continue
     # Path order (component by component, as ``sorted`` of Paths), from the texts: comparing
@@ -123,9 +138,27 @@ def find_logs(logs_dir: Path) -> list[Path]:
 
 
 def is_log_name(name: str) -> bool:
-    """Whether a file of this name is read as a step log (``LOG_SUFFIXES``, maybe compressed;
-    not hidden, not a README)."""
-    return not name.startswith((".", "README")) and logical_suffix(name) in LOG_SUFFIXES
+    """Whether a file of this name is read as a step log (``LOG_SUFFIXES``, maybe compressed,
+    maybe rotated: ``train.log.1``, ``train.log.2.gz``; not hidden, not a README)."""
+    if name.startswith((".", "README")):
+        return False
+    if logical_suffix(name) in LOG_SUFFIXES:
+        return True
+    base = logical_name(name)
+    rotated = ROTATED_RE.search(base)
+    return rotated is not None and logical_suffix(base[:rotated.start()]) in LOG_SUFFIXES
+
+
+def is_listed(name: str) -> bool:
+    """Whether ``find_logs`` lists a file of this name: every file but hidden ones, READMEs
+    and YAML sidecars. Those not named like a log (``is_log_name``) become ``not_a_run``
+    rejects that state the naming rule, so that no file under the logs folder goes unsaid."""
+    return not name.startswith((".", "README")) and not name.lower().endswith(SIDECAR_SUFFIXES)
+
+
+NAMING_RULE = ("step logs are files named *.log, *.txt, *.out or *.jsonl, maybe compressed "
+               "(.gz, .zst) and maybe rotated (train.log.1, train.log.2.gz); YAML files are "
+               "sidecars; hidden files and README* are not read")
 
 
 def campaign_source(path: Path, logs_dir: Path, cache: dict | None = None) -> str:
@@ -250,9 +283,32 @@ def parse_file(path: Path, fmt: str, whole: bytes | None = None) -> tuple[ParseS
         lineno -= 1
     parser.finish()
     if carry and len(state) and state.line[-1] == lineno:
-        state.drop_last()  # its last number may be cut short (12936.1 -> 129)
-        counts["cut_step_line"] += 1
+        if _complete(fmt, carry):  # ends as the format's lines end: every number terminated
+            counts["unterminated_step_line"] += 1
+        else:
+            state.drop_last()  # its last number may be cut short (12936.1 -> 129)
+            counts["cut_step_line"] += 1
     return state, lineno, bool(carry)
+
+
+def _bad_values(state: ParseState) -> str:
+    """The reject detail of a log whose per-step values are not numbers: each key's first such
+    value with its line and how many lines hold one."""
+    return "; ".join(
+        f"{key} = {short(json.dumps(value, default=str), 60)} at line {line} is not a number "
+        f"({state.counts[f'non_number:{key}']} line(s))" for key, value, line in state.bad_values
+    ) + (" (per-step values are JSON numbers in the unit of their key's name: "
+         "\"step_time_s\": 1.0, not \"1.0s\")")
+
+
+def _complete(fmt: str, last: bytes) -> bool:
+    """Whether a last line without a newline ends the way every step line of ``fmt`` ends
+    (the format module's ``LINE_END_RE``, e.g. DeepSpeed's ``MaxMemAllocated=0.97GB``): the
+    numbers read from it were all followed by more text, so none was cut short. A log pasted
+    into an issue thread loses its final newline, not its last line."""
+    end = getattr(FORMATS[fmt], "LINE_END_RE", None)
+    return end is not None and end.search(ANSI_RE.sub("", last.decode("utf-8", "replace")))
+
 
 
 def _count_notes(state: ParseState, cut: bool) -> list[str]:
@@ -264,6 +320,8 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
               "garbled_step_lines": "step line(s) garbled by interleaved output skipped",
               "unparsed_step_lines": "step-like line(s) that did not parse skipped",
               "cut_step_line": "last step line cut mid-line (no newline) skipped",
+              "unterminated_step_line": "last step line has no newline but ends as the "
+                                        "format's lines end: kept",
               "progress_bar_redraws": "progress-bar redraw(s) of the same step collapsed",
               "validation_lines": "validation line(s) ignored",
               "progress_bar_rate_steps": "step(s) timed by the progress bar's rate (s/it, a "
@@ -272,7 +330,8 @@ def _count_notes(state: ParseState, cut: bool) -> list[str]:
     notes = [f"{state.counts[k]} {label}" for k, label in labels.items() if state.counts.get(k)]
     notes += [f"log states {k.split(':', 1)[1]} more than once with different values; first "
               "kept" for k in sorted(state.counts) if k.startswith("fact_changed:")]
-    if cut and not state.counts.get("cut_step_line"):
+    if cut and not state.counts.get("cut_step_line") and not state.counts.get(
+            "unterminated_step_line"):
         notes.append("log ends without a final newline")
     return notes
 
@@ -322,6 +381,39 @@ def _merge(state: ParseState, side: Any) -> dict[str, Any]:
     return merged_facts(state, side)
 
 
+def _open(path: Path, logs_dir: Path, cache: dict, display: Any
+          ) -> tuple[str, str] | tuple[Any, str, bool, Any]:
+    """A log's sidecar and format: (sidecar, format, whole, encoding), or the reject (code,
+    detail) of an entry that is no readable text log of a known format."""
+    problem = entry_problem(path, logs_dir)
+    if problem:
+        return problem
+    if not is_log_name(path.name):
+        return "not_a_run", (f"not read as a step log: {NAMING_RULE} (rename it, or move it "
+                             "out of the logs folder)")
+    try:
+        side = load_sidecar(path, logs_dir, cache, display=display)
+        kind, fmt, whole, encoding = sniff(path)
+    except SidecarError as exc:
+        return exc.code, exc.detail
+    except READ_ERRORS as exc:
+        return "unreadable", f"{display(path)}: {read_error(exc)}"
+    if kind == "empty":
+        return "truncated_log", "empty file (0 bytes)"
+    if kind == "binary":
+        return "binary_file", fmt or ("NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
+                                      "a text log")
+    if "format" in side.values:
+        fmt = side.values["format"]
+        if fmt not in FORMATS:
+            return "bad_value", (f"sidecar {side.origin['format']}: format '{fmt}' is not one "
+                                 f"of {', '.join(FORMATS)}")
+    if fmt is None:
+        return "not_a_run", ("no step lines of a known format (" + ", ".join(FORMATS)
+                             + "); set 'format:' in a sidecar to force one")
+    return side, fmt, whole, encoding
+
+
 def read_one(path: Path, logs_dir: Path, s: LogsSettings,
              cache: dict) -> tuple[dict[str, Any] | tuple[str, str], dict[str, Any] | None]:
     """One log -> (run fields or (code, detail), its step rows (``steplog_store``))."""
@@ -329,29 +421,10 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
         return shown_path(p, folders=cache)
 
     shown = display(path)
-    problem = entry_problem(path, logs_dir)
-    if problem:
-        return problem, None
-    try:
-        side = load_sidecar(path, logs_dir, cache, display=display)
-        kind, fmt, whole, encoding = sniff(path)
-    except SidecarError as exc:
-        return (exc.code, exc.detail), None
-    except READ_ERRORS as exc:
-        return ("unreadable", f"{shown}: {read_error(exc)}"), None
-    if kind == "empty":
-        return ("truncated_log", "empty file (0 bytes)"), None
-    if kind == "binary":
-        return ("binary_file", fmt or "NUL, control or non-UTF-8 bytes in the first 64 KiB: not "
-                                      "a text log"), None
-    if "format" in side.values:
-        fmt = side.values["format"]
-        if fmt not in FORMATS:
-            return ("bad_value", f"sidecar {side.origin['format']}: format '{fmt}' is not one "
-                                 f"of {', '.join(FORMATS)}"), None
-    if fmt is None:
-        return ("not_a_run", "no step lines of a known format (" + ", ".join(FORMATS)
-                + "); set 'format:' in a sidecar to force one"), None
+    opened = _open(path, logs_dir, cache, display)
+    if isinstance(opened, tuple) and len(opened) == 2:
+        return opened, None
+    side, fmt, whole, encoding = opened
     try:
         state, _, cut = parse_file(path, fmt, whole)
     except READ_ERRORS as exc:
@@ -359,6 +432,8 @@ def read_one(path: Path, logs_dir: Path, s: LogsSettings,
     changed = phase_change(state.changes, shown)
     if changed:
         return ("phase_change", changed), None
+    if state.bad_values:
+        return ("bad_value", _bad_values(state)), None
     try:
         facts = _merge(state, side)
     except SidecarError as exc:
@@ -552,17 +627,11 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
     batches = _batches(list(order), sizes)
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
-    with contextlib.ExitStack() as stack:
-        if parallel:
-            pool = stack.enter_context(ProcessPoolExecutor(
-                max_workers=min(workers, len(paths)), initializer=_fresh_worker))
-            # An early exit (an error downstream, the iterator closed) must not wait for
-            # batches nobody will read.
-            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
-            done = pool.map(_read_batch, tasks)  # every batch handed out now, results in order
-        else:
-            cache: dict = {}
-            done = (_read_batch(t, cache) for t in tasks)
+    # Over the stage's executor (pipeline.processes: this machine's pool or a Dask cluster),
+    # results in order; an early exit (an error downstream, the iterator closed) cancels the
+    # batches nobody will read.
+    with stream_in_order(_read_batch, tasks, workers if parallel else 1,
+                         initializer=_fresh_worker) as done:
         if started:
             yield None
         # Outcomes that came before the logs ahead of them in path order wait here.

@@ -18,7 +18,10 @@ Order of work, per log:
    warm-up ends at the first logged step that, with the next one, lies within
    ``max(settle_tolerance * m, 3 * 1.4826 * MAD)`` of ``m``, the median of the segment's second
    half (MAD: its median absolute deviation), and never covers more than
-   ``max_warmup_fraction`` of the segment.
+   ``max_warmup_fraction`` of the segment. Warm-up is looked for at the start only, and only
+   where training (or a restart) starts: when the log's first logged step is above
+   ``WARMUP_HORIZON_STEPS`` the log opens mid-run and only leading steps at least
+   ``MID_RUN_SLOW_FACTOR`` times the steady median are dropped.
 5. Steady state: steps of the kept rank, past warm-up, with a finite step measure and a
    finite loss (NaN-loss steps are counted and left out). Fewer than ``min_steady_steps``:
    reject ``too_few_steps``. The run's ``step_time_s`` is their median, its interquartile range
@@ -44,6 +47,14 @@ if TYPE_CHECKING:  # the ``ingest.logs`` group is passed in as validated
 MAX_STEP_TIME_S = 1e6
 
 CLOCK_JUMP_FACTOR = 20.0
+# Warm-up belongs to the start of training and to each restart: a log whose first logged step
+# is above this (Megatron's default log interval, 100) opens in the middle of a run (an
+# excerpt, or a job resumed into a new file), where only a step at least this many times the
+# steady median is warm-up (a resume's compilation or checkpoint load), not a few percent of
+# settling: nanotron#23's iterations 991-993 of 1,000 (45, 41.2, 39.4 ms) are three steady
+# steps.
+WARMUP_HORIZON_STEPS = 100
+MID_RUN_SLOW_FACTOR = 2.0
 # Whole-job over per-chip tokens/s must be this close to an integer to give N: nanotron prints
 # both in 3 significant digits (22.8K / 11.4K), so their ratio is off by up to ~1 %.
 N_RATIO_TOLERANCE = 0.02
@@ -100,8 +111,15 @@ def _segments(step: np.ndarray) -> np.ndarray:
     return np.cumsum(back)
 
 
-def warmup_count(x: np.ndarray, s: LogsSettings) -> int:
-    """Logged steps of one segment to drop as warm-up (see module docstring, item 4)."""
+def _opens_mid_run(step: np.ndarray) -> bool:
+    """Whether a log's first segment starts after ``WARMUP_HORIZON_STEPS`` (module docstring)."""
+    return bool(len(step)) and int(step[0]) > WARMUP_HORIZON_STEPS
+
+
+def warmup_count(x: np.ndarray, s: LogsSettings, mid_run: bool = False) -> int:
+    """Logged steps of one segment to drop as warm-up (see module docstring, item 4).
+    ``mid_run``: the log opens in the middle of a run (module docstring: only steps at least
+    ``MID_RUN_SLOW_FACTOR`` times the steady median are warm-up there)."""
     n = len(x)
     if s.warmup_steps != "auto":
         return min(s.warmup_steps, n)
@@ -110,13 +128,28 @@ def warmup_count(x: np.ndarray, s: LogsSettings) -> int:
     if n < 2 or not len(tail):
         return 0
     m = median_of(tail)
+    cap = int(math.floor(s.max_warmup_fraction * n))
+    if mid_run:
+        slow = ~finite | (x >= MID_RUN_SLOW_FACTOR * m)
+        return min(int(np.argmin(slow)) if not slow.all() else n, cap)
     band = max(s.settle_tolerance * abs(m), 3 * 1.4826 * median_of(np.abs(tail - m)))
     inside = finite & (np.abs(x - m) <= band)
-    cap = int(math.floor(s.max_warmup_fraction * n))
     for i in range(n):
         if inside[i] and (i + 1 == n or inside[i + 1]):
             return min(i, cap)
     return cap
+
+
+def _bad_time_note(t: np.ndarray, bad_time: np.ndarray, lines: np.ndarray) -> str:
+    """The note on printed step times left out, by kind (negative, zero, too long)."""
+    kinds = [(int((bad_time & (t < 0)).sum()), "negative"),
+             (int((bad_time & (t == 0)).sum()), "zero"),
+             (int((bad_time & (t > MAX_STEP_TIME_S)).sum()),
+              f"above {MAX_STEP_TIME_S:g} s (infinite included)")]
+    which = ", ".join(f"{k} {name}" for k, name in kinds if k)
+    return (f"{int(bad_time.sum())} step(s) with a step time <= 0 or above {MAX_STEP_TIME_S:g} s"
+            f" left out ({which}: lines {', '.join(map(str, lines))}"
+            f"{', ...' if bad_time.sum() > 5 else ''})")
 
 
 def _wall_step_time(step: np.ndarray, wall: np.ndarray, seg: np.ndarray) -> tuple[np.ndarray, int]:
@@ -160,15 +193,41 @@ def reduce_steps(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Redu
 
 
 def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
-    """The body of ``reduce``. Over 80 lines on purpose: its masks (rank, segments, warm-up,
-    NaN loss, clock jumps) are views of the same step arrays, kept in one scope so that a
-    million-step log is never copied per step of the reduction."""
+    """The body of ``reduce``: the steps of one rank, their step times, then the steady state.
+    The helpers index the same step arrays through ``sel`` (a slice, a view, where one rank
+    logged), so a million-step log is never copied per step of the reduction."""
     step = _arr(st.step, "int64")
-    rank = _arr(st.rank, "int32")
     cols = {name: _arr(col, "float64") for name, col in st.cols.items()}
     nan_loss = (_arr(st.flags, "int8") & FLAG_NAN_LOSS) > 0
+    rank = _arr(st.rank, "int32")
     red = Reduced(columns={})
-    notes = red.notes
+    used = _one_rank(step, rank, red.notes)
+    # One rank (the usual log): index with a slice, a view, not a copy of every column.
+    sel: Any = slice(None) if used.all() else used
+    seg = np.zeros(len(step), dtype=np.int64)
+    seg[sel] = _segments(step[sel])
+    n_restarts = int(seg.max()) if len(seg) else 0
+    if n_restarts:
+        back = np.flatnonzero(np.diff(seg[sel]) > 0) + 1
+        where = ", ".join(f"line {int(_arr(st.line, 'int64')[sel][i])} (step "
+                          f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
+        red.notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
+    t, batch = _step_times(st, facts, cols, step, seg, sel, red)
+    steady, warm = _steady_steps(st, s, cols, t, batch, step, seg, sel, used, nan_loss, red)
+    red.columns = {"step": step, "rank": rank, "segment": seg,
+                   "line": _arr(st.line, "int64"), **cols, "step_time_s": t, "is_warmup": warm,
+                   "is_nan_loss": nan_loss, "used": steady}
+    if not red.n_steady:
+        return red
+    lines = red.columns["line"][steady]
+    red.first_line, red.last_line = int(lines.min()), int(lines.max())
+    _measures(red, cols, t, batch, steady, facts)
+    return red
+
+
+def _one_rank(step: np.ndarray, rank: np.ndarray, notes: list[str]) -> np.ndarray:
+    """The mask of the steps kept: the most frequent rank's where ranks interleave, without the
+    repeats of one step that ranks printing without a launcher prefix leave."""
     used = np.ones(len(step), dtype=bool)
     if len(step) and rank.min() != rank.max():
         ranks, counts = np.unique(rank, return_counts=True)
@@ -184,17 +243,15 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
         used[repeats] = False
         notes.append(f"{len(repeats)} repeated line(s) of the same step (ranks printing without "
                      "a prefix) set aside")
-    # One rank (the usual log): index with a slice, a view, not a copy of every column.
-    sel: Any = slice(None) if used.all() else used
-    seg = np.zeros(len(step), dtype=np.int64)
-    seg[sel] = _segments(step[sel])
-    n_restarts = int(seg.max()) if len(seg) else 0
-    if n_restarts:
-        back = np.flatnonzero(np.diff(seg[sel]) > 0) + 1
-        where = ", ".join(f"line {int(_arr(st.line, 'int64')[sel][i])} (step "
-                          f"{int(step[sel][i - 1])} -> {int(step[sel][i])})" for i in back[:5])
-        notes.append(f"{n_restarts} restart(s), step numbers went back at {where}")
+    return used
 
+
+def _step_times(st: ParseState, facts: dict[str, Any], cols: dict[str, np.ndarray],
+                step: np.ndarray, seg: np.ndarray, sel: Any,
+                red: Reduced) -> tuple[np.ndarray, np.ndarray]:
+    """(step time s, global batch samples) per step: the printed times, else from the log's
+    time stamps or batch / samples per second (named in ``red.derived``); clock jumps noted."""
+    notes = red.notes
     t = cols["step_time_s"].copy()  # filled in below where the format prints no time
     wall = cols["wall_s"]
     batch = cols["batch_samples"]
@@ -222,19 +279,28 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
         notes.append(f"{jumps} clock jump(s) or pause(s) in the time stamps (going back, or "
                      f"ahead of the printed step times by {CLOCK_JUMP_FACTOR:g}x + 60 s); "
                      "timing uses the printed step times")
+    return t, batch
 
+
+def _steady_steps(st: ParseState, s: LogsSettings, cols: dict[str, np.ndarray], t: np.ndarray,
+                  batch: np.ndarray, step: np.ndarray, seg: np.ndarray, sel: Any, used: np.ndarray,
+                  nan_loss: np.ndarray, red: Reduced) -> tuple[np.ndarray, np.ndarray]:
+    """(steady, warm-up) masks: each segment's warm-up dropped, steps with a NaN loss or an
+    impossible step time left out, the final batch phase kept; ``red.n_steady`` and the summary
+    note set."""
+    notes = red.notes
     # The series that warm-up detection and the steady-state test look at.
     x = t.copy()
     for name in ("tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s"):
         if np.isfinite(x).any():
             break
         x = 1.0 / cols[name]
-    warm = np.zeros(len(step), dtype=bool)
+    warm = np.zeros(len(t), dtype=bool)
     n_warm = 0
     used_idx = None if isinstance(sel, slice) else np.flatnonzero(used)
-    for part in _runs(seg[sel]):
+    for i, part in enumerate(_runs(seg[sel])):
         idx = part if used_idx is None else used_idx[part]
-        w = warmup_count(x[idx], s)
+        w = warmup_count(x[idx], s, mid_run=i == 0 and _opens_mid_run(step[idx]))
         if used_idx is None:
             warm[part.start:part.start + w] = True
         else:
@@ -246,9 +312,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
     if bad_time.any():
         lines = _arr(st.line, "int64")[bad_time][:5]
         steady &= ~bad_time
-        notes.append(f"{int(bad_time.sum())} step(s) with a step time <= 0 or above "
-                     f"{MAX_STEP_TIME_S:g} s left out (lines {', '.join(map(str, lines))}"
-                     f"{', ...' if bad_time.sum() > 5 else ''})")
+        notes.append(_bad_time_note(t, bad_time, lines))
     steady, batch_note, red.phase_reject = final_batch_phase(batch, steady, s.min_steady_steps)
     if batch_note:
         notes.append(batch_note)
@@ -259,15 +323,7 @@ def _reduce(st: ParseState, facts: dict[str, Any], s: LogsSettings) -> Reduced:
                     f"{red.n_steady} steady")
     if n_nan:
         notes.append(f"{n_nan} step(s) with NaN/inf loss left out")
-    red.columns = {"step": step, "rank": rank, "segment": seg, "line": _arr(st.line, "int64"),
-                   **cols, "step_time_s": t, "is_warmup": warm, "is_nan_loss": nan_loss,
-                   "used": steady}
-    if not red.n_steady:
-        return red
-    lines = red.columns["line"][steady]
-    red.first_line, red.last_line = int(lines.min()), int(lines.max())
-    _measures(red, cols, t, batch, steady, facts)
-    return red
+    return steady, warm
 
 
 def _measures(red: Reduced, cols: dict[str, np.ndarray], t: np.ndarray, batch: np.ndarray,

@@ -39,6 +39,9 @@ from pipeline.ingest.sources.steplogs.base import (
 from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "deepspeed"
+# How a complete step line ends (the throughput-timer line ends with the memory high-water mark): a last line without a newline that
+# ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"MaxMemAllocated=[\d.]+GB\s*$")
 _TPUT_RE = re.compile(r"global_step=(\d+),.*?\bCurrSamplesPerSec=(" + NUM + r")")
 # The throughput-timer line in one pattern, for the bulk path; other lines go one by one.
 _FAST_RE = re.compile(

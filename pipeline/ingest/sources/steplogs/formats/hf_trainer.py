@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from pipeline.config import LogsSettings
 
 NAME = "hf_trainer"
+# How a complete step line ends (a logged dict ends with its closing brace): a last line without a newline that
+# ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"\}\s*$")
 _BATCH_RE = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
 _STEPS_RE = re.compile(r"Total optimization steps = ([\d,]+)")
 _PARAMS_RE = re.compile(r"Number of trainable parameters = ([\d,]+)")
@@ -50,6 +53,9 @@ _BLOCK_LINE_RE = re.compile(r"(?:^|\s)([a-z][a-z0-9_]*)\s+=\s+(\S(?:.*\S)?)\s*$"
 _RUNTIME_RE = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 _SETUP_MARKERS = ("Total train batch size", "Total optimization steps",
                   "Number of trainable parameters")
+# A tqdm bar as the Trainer's ProgressCallback draws it (tqdm's ``format_meter``):
+# ``100%|##########| 950/950 [27:00<00:00,  1.28s/it]`` or ``[2:25:52<00:00,  1.04it/s]``.
+_BAR_RE = re.compile(r"\b(\d+)/(\d+) \[(?:(\d+):)?(\d+):(\d\d)<")
 SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
                 "train_tokens_per_second")
 
@@ -97,23 +103,52 @@ def runtime_s(text: str) -> float:
     return (int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + float(seconds))
 
 
+def _step_time(f: dict[str, Any]) -> tuple[float | None, float | None, str]:
+    """(seconds a step, steps, how) from the summary, in order: ``train_steps_per_second``
+    (4.9 and later); ``train_runtime`` over the optimization steps (the set-up block's ``Total
+    optimization steps``, else the finished progress bar's total: releases 4.0-4.8 print no
+    steps/s); the finished bar's elapsed time over its steps (a log without the summary's
+    runtime). None where none of them is in the log."""
+    steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
+    steps = f.get("total_steps") or f.get("bar_total")
+    if steps_per_s and runtime:
+        return 1.0 / steps_per_s, steps_per_s * runtime, "train_steps_per_second"
+    if runtime and steps:
+        return runtime / steps, steps, ("train_runtime / Total optimization steps"
+                                        if f.get("total_steps") else
+                                        "train_runtime / the progress bar's steps")
+    if f.get("bar_elapsed_s") and f.get("bar_total"):
+        return (f["bar_elapsed_s"] / f["bar_total"], f["bar_total"],
+                "the finished progress bar's elapsed time / its steps")
+    return None, None, ""
+
+
 def summary_measures(state: ParseState, facts: dict[str, Any],
                      s: LogsSettings) -> tuple[dict[str, float], list[str], str]:
     """The run measures of a Trainer log from its end-of-training summary: (measures,
-    derived columns, note)."""
+    derived columns, note). The step time as ``_step_time`` finds it; tokens/s from
+    ``train_samples_per_second`` x the sequence length (the sidecar's: the Trainer prints
+    none), else ``train_tokens_per_second`` x N."""
     f = state.facts
-    steps_per_s, runtime = f.get("train_steps_per_second"), f.get("train_runtime")
-    if not steps_per_s or not runtime:
+    step_time, n_steps, how = _step_time(f)
+    seq, n = facts.get("seq_len"), facts.get("n_accelerators")
+    has_tokens = bool((seq and f.get("train_samples_per_second"))
+                      or (n and f.get("train_tokens_per_second")))
+    if step_time is None and not has_tokens:
         raise SidecarError("truncated_log", "no training summary: neither the end-of-training "
                            "dict ({'train_runtime': ...}) nor the '***** train metrics *****' "
-                           "block with train_runtime and train_steps_per_second was found")
-    n_steps = steps_per_s * runtime
-    if n_steps < s.min_steady_steps:
+                           "block with train_runtime and train_steps_per_second (or the total "
+                           "optimization steps, or a finished progress bar) was found"
+                           + ("; train_samples_per_second is printed: give seq_len in the "
+                              "sidecar to read tokens/s from it"
+                              if f.get("train_samples_per_second") else ""))
+    if n_steps is not None and n_steps < s.min_steady_steps:
         raise SidecarError("too_few_steps", f"{n_steps:.0f} steps < min_steady_steps "
                                             f"{s.min_steady_steps}")
-    out = {"step_time_s": 1.0 / steps_per_s}
-    derived = ["step_time_s"]
-    seq, n = facts.get("seq_len"), facts.get("n_accelerators")
+    out, derived = {}, []
+    if step_time is not None:
+        out["step_time_s"] = step_time
+        derived.append("step_time_s")
     if seq and f.get("train_samples_per_second"):
         out["tokens_per_s"] = f["train_samples_per_second"] * seq
         derived.append("tokens_per_s")
@@ -123,8 +158,12 @@ def summary_measures(state: ParseState, facts: dict[str, Any],
     if seq and facts.get("batch_samples"):
         out["global_batch_tokens"] = facts["batch_samples"] * seq
         derived.append("global_batch_tokens")
-    return out, derived, (f"whole-run average from the Trainer summary, warm-up included "
-                          f"({n_steps:.0f} steps, {runtime:g} s)")
+    runtime = f.get("train_runtime") or f.get("bar_elapsed_s")
+    return out, derived, ("whole-run average from the Trainer summary, warm-up included ("
+                          + ", ".join(x for x in (f"{n_steps:.0f} steps" if n_steps else "",
+                                                  f"{runtime:g} s" if runtime else "",
+                                                  f"step time from {how}" if how else "")
+                                      if x) + ")")
 
 
 class Parser:
@@ -148,6 +187,8 @@ class Parser:
             self._dict(found[lineno], lineno)
         if self.in_block or BLOCK_MARKER in text:
             self._blocks(text, first_lineno)
+        if "/it]" in text or "it/s]" in text:
+            self._bars(text, first_lineno)
         if header:
             for marker in _SETUP_MARKERS:
                 for lineno, line in lines_with(text, marker, first_lineno):
@@ -203,6 +244,20 @@ class Parser:
                 number = runtime_s(value) if key.endswith("_runtime") else to_float(value)
                 if math.isfinite(number):
                     self.block[key] = (number, first_lineno + i)
+
+    def _bars(self, text: str, first_lineno: int) -> None:
+        """The last finished training bar (n == total): its steps and elapsed seconds. An
+        evaluation bar that finishes later counts too only if it is longer (the training bar
+        holds the most steps)."""
+        for m in _BAR_RE.finditer(text):
+            done, total = int(m.group(1)), int(m.group(2))
+            if done != total or total < self.state.facts.get("bar_total", 0):
+                continue
+            hours, minutes, seconds = (int(g or 0) for g in m.group(3, 4, 5))
+            lineno = first_lineno + text.count("\n", 0, m.start())
+            self.state.facts["bar_total"] = float(total)
+            self.state.facts["bar_elapsed_s"] = float(hours * 3600 + minutes * 60 + seconds)
+            self.state.fact_lines["bar_total"] = lineno
 
     def finish(self) -> None:
         """The block's values fill what no summary dict gave (the dict is unrounded)."""

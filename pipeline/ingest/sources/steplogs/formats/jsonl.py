@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from array import array
 
 import numpy as np
@@ -29,6 +30,9 @@ import pyarrow.json as pa_json
 from pipeline.ingest.sources.steplogs.base import NAN, ParseState
 
 NAME = "jsonl"
+# How a complete step line ends (a JSON object ends with its closing brace): a last line without a newline that
+# ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"\}\s*$")
 # Integers beyond int64 are no step number or per-step value (float() of 10^400 overflows).
 _MAX_INT = 2**63
 STEP_KEYS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "samples_per_s",
@@ -197,6 +201,12 @@ class Parser:
             st.counts["unparsed_step_lines"] += 1
             return
         get = obj.get
+        for key in STEP_KEYS + ("time",):
+            value = get(key)
+            if value is not None and value.__class__ not in (int, float):
+                st.counts[f"non_number:{key}"] += 1
+                if st.counts[f"non_number:{key}"] == 1:
+                    st.bad_values.append((key, value, lineno))
         rank = get("rank")
         loss_given = get("loss") is not None
         loss = _num(get("loss"))

@@ -48,6 +48,10 @@ from pipeline.ingest.sources.steplogs.base import (
 from pipeline.ingest.sources.steplogs.bulk import StepParser, float_col, int_col, rank_col, transpose
 
 NAME = "megatron"
+# How a complete step line ends (the ``number of nan iterations: N |`` field, which every
+# Megatron variant prints after the figures read here, then only ``|``-closed fields): a last
+# line without a newline that ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"nan iterations:\s*\d+\s*\|(?:[^|\n]*\|)*\s*$")
 # ``\biteration...`` written literal first (the same matches): a pattern that starts with
 # ``\b`` is tried at every character, one with a literal jumps between the literal's places
 # (~15x quicker on a log; most of telling the formats apart).

@@ -23,7 +23,9 @@ Start-up facts from the Hydra config NeMo 1.x prints (``trainer.devices``, ``tra
 read from indented ``key: value`` lines before the first step only.
 
 Read: step = ``global_step``; ``step_time_s`` = train_step_timing (the step's own time, not
-averaged); ``loss`` = reduced_train_loss; ``batch_samples`` = global_batch_size.
+averaged); ``loss`` = reduced_train_loss; ``batch_samples`` = global_batch_size;
+``tflops_per_accelerator`` = ``TFLOPS_per_GPU`` where NeMo 2's ``FLOPsMeasurementCallback``
+prints it (its own model-FLOP count per GPU, e.g. ``| TFLOPS_per_GPU: 85.8 |``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ _FAST_RE = re.compile(
     r"(?:\.0+)? \| reduced_train_loss: ([^ |\n]+) \| train_step_timing in s: ([^ |\n]+)([^\n]*)$",
     re.MULTILINE)
 # tqdm's rate inside the bar's brackets: ``[9:07:58<878:01:48, 41.36s/it,`` or ``, 2.10it/s,``.
+_TFLOPS_RE = re.compile(r"\| TFLOPS_per_GPU: (" + NUM + r")")
 _RATE_RE = re.compile(r"<[^,\]]*, *(" + NUM + r") ?(s/it|it/s)")
 _KV_EQ_RE = re.compile(r"([A-Za-z_][\w ]*?)=(" + NUM + r")")
 _CFG_RE = re.compile(r"^[ \t]{2,}(tensor_model_parallel_size|pipeline_model_parallel_size|"
@@ -105,14 +108,15 @@ class Parser(StepParser):
                         self.header = False
 
     def _bulk(self, rows: list[tuple[str, ...]], linenos: Sequence[int]) -> bool:
-        r1, r2, gbs, step, loss, timing, _ = transpose(rows)
+        r1, r2, gbs, step, loss, timing, tails = transpose(rows)
         steps = int_col(step)
         if steps[0] == self.last_step or bool((steps[1:] == steps[:-1]).any()):
             return False  # redraws of one step: the line path keeps the last of each
         loss_f = float_col(loss)
+        tflops = [m.group(1) if (m := _TFLOPS_RE.search(t)) else "nan" for t in tails]
         self.state.extend(steps, linenos, rank_col(r1, r2), ~np.isfinite(loss_f),
                           step_time_s=float_col(timing), loss=loss_f,
-                          batch_samples=float_col(gbs))
+                          batch_samples=float_col(gbs), tflops_per_accelerator=float_col(tflops))
         self.last_step = int(steps[-1])
         return True
 
@@ -172,7 +176,8 @@ class Parser(StepParser):
         st.add(step, lineno, rank_of(text),
                nan_loss=loss_text is not None and not math.isfinite(loss),
                step_time_s=timing, loss=loss,
-               batch_samples=to_float(fields.get("global_batch_size", "nan")))
+               batch_samples=to_float(fields.get("global_batch_size", "nan")),
+               tflops_per_accelerator=to_float(fields.get("TFLOPS_per_GPU", "nan")))
 
     def finish(self) -> None:
         if self.devices and self.nodes:

@@ -38,6 +38,9 @@ from pipeline.ingest.sources.steplogs.bulk import (
 )
 
 NAME = "torchtitan"
+# How a complete step line ends (the step line ends with the MFU in percent): a last line without a newline that
+# ends so is kept (reader._complete).
+LINE_END_RE = re.compile(r"%\s*$")
 # ``(?<![\w.])step:...`` and ``\b(?:tps|wps):`` written literal first (the same matches; see
 # megatron._STEP_RE).
 _STEP_RE = re.compile(r"step(?<![\w.]step):\s*(\d+)\s+loss:\s*(" + NUM + r")")

@@ -1,0 +1,135 @@
+"""Mixture-of-experts terms of the step time: token dispatch and combine over the EP group, the
+expert GEMMs at their per-expert token count, load imbalance and overlap.
+
+Called by :func:`pipeline.calibrate.critical_path.step_components` (``ep_comm`` and the routed
+share of ``compute``); vectorised over configurations like it. Every input is a stated column
+of the layout row with a default (``pipeline/calibrate/step.py`` fills them from the row, else
+the model catalog):
+
+- n_experts E, top_k k, expert_ffn_size f (one routed expert's SwiGLU width), moe_layers
+  L_moe (layers with routed experts), etp (expert tensor parallel, default 1).
+- Routed parameters a token uses: P_r = L_moe k 3 d f (SwiGLU: up, gate and down, d x f
+  each; Shazeer 2020, arXiv:2002.05202; Mixtral's experts, arXiv:2401.04088 Sec 2.1). Where f
+  is not given, from the counts: total - active = L_moe (E - k) 3 d f, so
+  P_r = (params - active) k / (E - k).
+- Dispatch and combine (Lepikhin et al. 2020, GShard, arXiv:2006.16668 Sec 2.2; Fedus et al.
+  2021, arXiv:2101.03961 Sec 2): per MoE layer and microbatch, each rank sends its t tokens to
+  k experts and receives them back: 2 all-to-alls forward (dispatch, combine), 2 backward (their
+  gradients), 2 more forward under full recomputation; each moves n = t k d w / tp bytes per
+  rank. Of them (p_in - 1) / ep stay inside the scale-up domain and (ep - p_in) / ep leave it
+  (p_in: EP ranks per domain, the group's ranks etp apart: Megatron-Core lays the expert
+  layers out as expert-tp x ep x expert-dp over the same ranks, whatever the attention's tp
+  and cp (``--expert-tensor-parallel-size``, NVIDIA/Megatron-LM
+  megatron/core/transformer/moe/README.md), so EP 64 with TP 2 on 64 GPUs is one 64-rank
+  group). An all-to-all drives both tiers at once, so
+  ``t = alpha + max(n (p_in - 1) / ep / (e_up B_up), n (ep - p_in) / ep / (e_out B_out))``.
+  e_up: the network's measured one-node efficiency (collectives.csv; all_gather stands in where
+  no all_to_all is measured); e_out = ``SCALEOUT_A2A_EFFICIENCY``: across nodes an all-to-all
+  gets one NIC's rate per GPU, 46-49 of 50 GB/s at 400 Gb/s NDR (NCCL maintainers in
+  NVIDIA/nccl-tests#267 and #290: "Alltoall cannot aggregate the bandwidth of multiple NICs";
+  "CX-7 NICs at NDR rate (400Gbps) should achieve up to 48-49GB/s per NIC"), and DeepEP's
+  measured internode dispatch/combine on H800 with CX7 (deepseek-ai/DeepEP docs/legacy.md:
+  43-58 GB/s "bottleneck bandwidth (RDMA)" of ~50 GB/s at EP 16-64) agrees.
+- Expert GEMMs: with balanced routing a local expert sees m_e = t ep k / E tokens per
+  microbatch (the ep ranks' t tokens, k copies each, over E experts); its up and down GEMMs
+  (m_e x d x f / etp and back) run at the measured GEMM rate of that shape
+  (:func:`pipeline.calibrate.hardware.gemm_efficiency`, wave quantization included), against
+  the dense rate of the layer's other GEMMs: small m_e is what makes fine-grained experts slow.
+- Load imbalance u: the busiest expert's tokens over the mean. Token-dropping runs cap it at the
+  capacity factor (GShard Sec 2.2: "expert capacity"); a stated ``moe_imbalance`` is used as
+  given; otherwise 1.0 (forced-balanced routing, as the NVIDIA benchmark tables state). The
+  routed share x = P_r / active of the linear FLOP then takes u x (dense rate / expert rate)
+  times the dense time.
+- Overlap: ``moe_a2a_overlap`` true (DeepEP's or Megatron's
+  ``--overlap-moe-expert-parallel-comm`` schedules) hides the family's overlap share of the
+  all-to-alls like the TP collectives; false or not stated: exposed (Megatron's default
+  all-to-all dispatcher runs it on the compute stream).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.calibrate.hardware import gemm_efficiency, wave_efficiency
+
+# Scale-out all-to-all efficiency per GPU NIC (module docstring): 48.5 of 50 GB/s (the NCCL
+# maintainers' 48-49 GB/s per 400 Gb/s NDR NIC, NVIDIA/nccl-tests#267).
+SCALEOUT_A2A_EFFICIENCY = 0.97
+# All-to-alls per MoE layer and microbatch: dispatch + combine forward and backward; full
+# recomputation replays the forward pair.
+A2A_PER_LAYER = 4.0
+A2A_RECOMPUTED = 2.0
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=float)
+
+
+def routed_params(n_experts, top_k, expert_ffn_size, moe_layers, d_model, params,
+                  active_params) -> np.ndarray:
+    """P_r, the routed-expert parameters one token uses (module docstring): L_moe k 3 d f,
+    else (params - active) k / (E - k); 0 for dense rows (E <= 1 or no routed share)."""
+    e, k, f = _f(n_experts), _f(top_k), _f(expert_ffn_size)
+    from_shape = _f(moe_layers) * k * 3.0 * _f(d_model) * f
+    with np.errstate(invalid="ignore", divide="ignore"):
+        from_counts = (_f(params) - _f(active_params)) * k / (e - k)
+    out = np.where(np.isfinite(from_shape) & (from_shape > 0), from_shape, from_counts)
+    moe = (e > 1) & np.isfinite(out) & (out > 0)
+    return np.where(moe, np.minimum(out, _f(active_params)), 0.0)
+
+
+def imbalance(capacity_factor, moe_imbalance) -> np.ndarray:
+    """u: a stated imbalance, else the capacity factor of a token-dropping run, else 1.0."""
+    u, cf = _f(moe_imbalance), _f(capacity_factor)
+    out = np.where(np.isfinite(u) & (u >= 1.0), u, np.where(np.isfinite(cf) & (cf > 0), cf, 1.0))
+    return np.maximum(out, 1.0)
+
+
+def a2a_time(nbytes, ep, stride, domain, up_bytes_per_s, out_bytes_per_s, e_up, latency_s,
+             e_out=SCALEOUT_A2A_EFFICIENCY) -> np.ndarray:
+    """Seconds of one all-to-all of ``nbytes`` per rank over ``ep`` ranks ``stride`` apart: both
+    tiers at once (module docstring); 0 where ep = 1."""
+    ep = np.maximum(_f(ep), 1.0)
+    p_in = np.clip(np.floor(_f(domain) / np.maximum(_f(stride), 1.0)), 1.0, ep)
+    n = _f(nbytes)
+    t_in = n * (p_in - 1.0) / ep / (_f(e_up) * _f(up_bytes_per_s))
+    with np.errstate(invalid="ignore"):
+        t_out = np.where(ep > p_in, n * (ep - p_in) / ep / (_f(e_out) * _f(out_bytes_per_s)),
+                         0.0)
+    return np.where(ep > 1.0, _f(latency_s) + np.maximum(t_in, t_out), 0.0)
+
+
+def expert_rate_ratio(microbatch_tokens, ep, n_experts, top_k, expert_ffn_size, etp, d_model,
+                      dense_rate, eta_max, peak_flops_per_s, hbm_bytes_per_s, sm_count,
+                      bytes_per_value, launch_s) -> np.ndarray:
+    """Dense GEMM rate over the routed experts' (module docstring); 1 where the expert width is
+    unknown (the routed FLOP then run at the dense rate)."""
+    d = _f(d_model)
+    width = _f(expert_ffn_size) / np.maximum(_f(etp), 1.0)
+    m_e = np.maximum(_f(microbatch_tokens) * np.maximum(_f(ep), 1.0) * _f(top_k)
+                     / np.maximum(_f(n_experts), 1.0), 1.0)
+    args = (_f(peak_flops_per_s), _f(hbm_bytes_per_s), bytes_per_value, launch_s)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        up = gemm_efficiency(m_e, d, width, _f(eta_max) * wave_efficiency(m_e, width, sm_count),
+                             *args)
+        down = gemm_efficiency(m_e, width, d, _f(eta_max) * wave_efficiency(m_e, d, sm_count),
+                               *args)
+        ratio = _f(dense_rate) * (1.0 / up + 1.0 / down) / 2.0
+    return np.where(np.isfinite(ratio) & (ratio > 0), ratio, 1.0)
+
+
+def linear_time_scale(routed_share, imbalance_factor, rate_ratio) -> np.ndarray:
+    """Factor on the linear layers' time: (1 - x) + x u (dense rate / expert rate)."""
+    x = np.clip(_f(routed_share), 0.0, 1.0)
+    return (1.0 - x) + x * _f(imbalance_factor) * _f(rate_ratio)
+
+
+def dispatch_bytes(microbatch_tokens, top_k, d_model, tp, bytes_per_value) -> np.ndarray:
+    """n = t k d w / tp: one dispatch's bytes per rank (module docstring)."""
+    return _f(microbatch_tokens) * _f(top_k) * _f(d_model) * bytes_per_value / np.maximum(
+        _f(tp), 1.0)
+
+
+def a2a_count(recompute) -> np.ndarray:
+    """All-to-alls per MoE layer and microbatch (4, 6 under full recomputation)."""
+    return A2A_PER_LAYER + np.where(_f(recompute) >= 2, A2A_RECOMPUTED, 0.0)

@@ -1,0 +1,90 @@
+"""One measurement of one configuration: runs that state the same configuration are one run.
+
+Two runs have the same configuration when every column that describes what ran is equal
+(``CONFIGURATION``: source, model and shape, chip, N, layout, batch, precision, software, the
+scaling label, and the peak memory a source states, since a different footprint shows that
+something unlisted differed: the Ultra-Scale Playbook lists some configurations several times,
+"what differs is not shown", each with its own memory). MLPerf results are left alone: a
+submission's repeated runs of one system are its measurement (the olympic score uses them).
+
+Within a group, the runs are ordered by where they were read (file, line) and compared on the
+first measure all of them state (``MEASURES``):
+
+* all within ``REPEAT_RTOL`` of the first: a repeat. The first is kept; each later one is a
+  ``duplicate`` reject naming the kept run and both values;
+* any further apart: the records cannot all be right and nothing says which is. Every run of
+  the group becomes a ``conflict`` reject naming all values and where each was read, so that
+  neither enters a series or a fit.
+
+``REPEAT_RTOL = 0.10`` is a stated tolerance, not a measurement: repeated runs of one
+configuration differ by a few percent (the shipped tables' repeats agree within it: none
+differs here), while a factor like 1.5 (30,000 vs 45,000 tokens/s) or 2 (1.0 vs 2.0 s a
+step) is a different configuration or a wrong value.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from operator import itemgetter
+from typing import Any
+
+REPEAT_RTOL = 0.10
+CONFIGURATION = (
+    "source", "source_kind", "model", "model_id", "params", "active_params", "n_layers",
+    "d_model", "seq_len", "accelerator", "n_accelerators", "accelerators_per_node", "precision",
+    "peak_precision", "dp", "tp", "pp", "cp", "ep", "zero_stage", "micro_batch", "recompute",
+    "virtual_pipeline", "sequence_parallel", "fused_attention", "tp_comm_overlap",
+    "dp_comm_overlap", "global_batch_tokens", "strategy", "framework", "scaling", "system",
+    "cluster", "status", "peak_memory_bytes",
+)
+MEASURES = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "model_flops_per_s",
+            "mfu", "time_to_train_s")
+
+
+_KEY = itemgetter(*CONFIGURATION)
+
+
+def _measure(group: list[dict[str, Any]]) -> str | None:
+    return next((m for m in MEASURES if all(r.get(m) is not None for r in group)), None)
+
+
+def _where(row: dict[str, Any]) -> str:
+    return str(row.get("provenance") or row.get("_path"))
+
+
+def one_per_configuration(runs: list[dict[str, Any]]
+                          ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """(runs kept, [(run, reject reason)]) under the module's rule; ``runs`` keep their order."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for row in runs:
+        if row.get("source_kind") != "mlperf" and row.get("benchmark") is None \
+                and row.get("mlperf_version") is None:
+            try:
+                key = _KEY(row)  # a run row holds every column: one C call
+            except KeyError:
+                key = tuple(row.get(c) for c in CONFIGURATION)
+            groups[key].append(row)
+    dropped: dict[int, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda r: (str(r.get("_path")), r.get("_line") or 0, r["run_id"]))
+        measure = _measure(group)
+        if measure is None:
+            continue
+        first = group[0][measure]
+        values = ", ".join(f"{r[measure]:.6g} ({_where(r)})" for r in group)
+        if all(abs(r[measure] - first) <= REPEAT_RTOL * abs(first) for r in group):
+            for r in group[1:]:
+                dropped[id(r)] = (f"duplicate: same configuration as {_where(group[0])}, "
+                                  f"{measure} {r[measure]:.6g} vs {first:.6g} (within "
+                                  f"{REPEAT_RTOL:.0%}): one measurement per configuration, "
+                                  "the first kept")
+            continue
+        for r in group:
+            dropped[id(r)] = (f"conflict: {len(group)} records of one configuration disagree on "
+                              f"{measure}: {values}, more than {REPEAT_RTOL:.0%} apart; which "
+                              "is right cannot be told: correct or remove one, or state what "
+                              "differs (layout, batch, precision, system)")
+    kept = [r for r in runs if id(r) not in dropped]
+    return kept, [(r, dropped[id(r)]) for r in runs if id(r) in dropped]

@@ -1,0 +1,184 @@
+"""Where a planned configuration lies against the measured ones, and how far to trust it there.
+
+A family's fitted values (pipeline/calibrate/families.py) apply to the configurations its runs
+measured. For a planned row, :func:`outside_reasons` lists each feature its family's fitted
+runs never had (ZeRO-3, a precision on an accelerator family, an accelerator family, pp / cp /
+ep > 1, a node size, a sequence longer than any fitted one). Such an answer transfers the
+family's values to a configuration it never saw; :func:`widen` widens its interval by what the
+data say about such a transfer: the spread of the step time between the production families'
+fitted values on the same row (the families are different software measured on different
+configurations, so their disagreement on this row is the data's own measure of how much a
+family's values may move off its measurements), added in quadrature to the conformal
+half-width.
+
+:func:`mfu_ceiling` is the highest MFU measured on an accelerator family at a precision, as the
+shared plausibility rule (``pipeline.plausibility``) records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline import plausibility
+from pipeline.calibrate.step import StepModel, predict
+from pipeline.frameworks import PRODUCTION_FAMILIES
+
+FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
+                   "accelerators_per_node", "seq_len", "mfu", "status")
+
+TEXT_COLUMNS = ("precision", "accelerator_family", "family")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The runs calibrate fitted (with their family), and every measured run (for the MFU
+    ceiling)."""
+
+    fitted: pd.DataFrame
+    runs: pd.DataFrame
+
+
+def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Measured:
+    """Read runs.parquet and calibrated.parquet (the fitted runs and their family); absent
+    files give empty tables (the planner still answers, flagging every row as outside)."""
+    runs_path, cal_path = Path(processed) / "runs.parquet", Path(processed) / "calibrated.parquet"
+    runs = pd.read_parquet(runs_path) if runs_path.exists() else pd.DataFrame()
+    if runs.empty or not cal_path.exists():
+        return Measured(pd.DataFrame(columns=FEATURE_COLUMNS), runs)
+    cal = pd.read_parquet(cal_path, columns=["run_id", "family"])
+    fitted = runs.merge(cal, on="run_id", how="inner")
+    fitted["precision"] = fitted["precision"].fillna("bf16")
+    return Measured(fitted, runs)
+
+
+def _feature_present(fitted: pd.DataFrame, col: str, test) -> bool:
+    return bool(test(_col(fitted, col)).any())
+
+
+def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list[str]:
+    """Features of a planned row its family's fitted runs never had (module docstring)."""
+    fam = row["framework_family"]
+    own = measured.fitted[measured.fitted["family"] == fam]
+    everyone = measured.fitted
+    out = []
+
+    def check(name: str, col: str, test) -> None:
+        if not _feature_present(own, col, test):
+            others = sorted(set(everyone.loc[test(_col(everyone, col)), "family"]))
+            seen = f" ({', '.join(others)} did)" if others else " (no fitted run did)"
+            out.append(f"{fam} never measured {name}{seen}")
+
+    if row["zero_stage"] >= 3:
+        check("ZeRO-3", "zero_stage", lambda s: s >= 3)
+    for axis in ("pp", "cp", "ep"):
+        if row[axis] > 1:
+            check(f"{axis} > 1", axis, lambda s: s > 1)
+    prec = str(row.get("precision") or "bf16")
+    check(f"{prec} on {acc_family}", "precision",
+          lambda s: (s == prec) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
+    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    node = row.get("accelerators_per_node")
+    if node is not None and np.isfinite(node) and node != 8:
+        check(f"{int(node)} accelerators per scale-up domain", "accelerators_per_node",
+              lambda s: s == node)
+    longest = pd.to_numeric(own["seq_len"], errors="coerce").max()
+    if not (row["seq_len"] <= longest):
+        out.append(f"{fam} never measured sequences of {int(row['seq_len']):,} tokens "
+                   f"(longest fitted: {longest:,.0f})" if np.isfinite(longest)
+                   else f"{fam} has no fitted run")
+    return out
+
+
+def _col(frame: pd.DataFrame, col: str) -> pd.Series:
+    return frame[col] if col in TEXT_COLUMNS else pd.to_numeric(frame[col], errors="coerce")
+
+
+def family_spread(rows: pd.DataFrame, step: StepModel) -> np.ndarray:
+    """Per row: max - min of log step time over the production families' fitted values."""
+    logs = []
+    for fam in PRODUCTION_FAMILIES:
+        if fam in step.theta:
+            t = predict(rows.assign(framework_family=fam), step)["step_time_s"].to_numpy(float)
+            logs.append(np.log(t))
+    if len(logs) < 2:
+        return np.zeros(len(rows))
+    stack = np.vstack(logs)
+    return np.nanmax(stack, axis=0) - np.nanmin(stack, axis=0)
+
+
+def widen(rows: pd.DataFrame, step: StepModel, outside: np.ndarray) -> pd.DataFrame:
+    """Rows with the interval of the outside ones widened: log half-width h -> sqrt(h^2 +
+    spread^2) on both ends (module docstring); the fast end stays at or below the ceiling."""
+    if not outside.any():
+        return rows
+    out = rows.copy()
+    t = out["step_time_s"].to_numpy(float)
+    h = np.log(out["step_time_high_s"].to_numpy(float) / t)
+    spread = family_spread(out, step)
+    wide = np.where(outside, np.sqrt(h ** 2 + spread ** 2), h)
+    ideal = t * out["mfu"].to_numpy(float) / out["ceiling_mfu"].to_numpy(float)
+    low = np.maximum(t * np.exp(-wide), ideal)
+    high = t * np.exp(wide)
+    flop_ratio = out["mfu"].to_numpy(float) * t
+    out["step_time_low_s"], out["step_time_high_s"] = low, high
+    out["mfu_low"], out["mfu_high"] = flop_ratio / high, flop_ratio / low
+    out["interval_widened_by"] = np.where(outside, spread, 0.0)
+    return out
+
+
+def mfu_ceiling(catalog_dir: Path, accelerator: str, precision: str) -> tuple[float, str]:
+    """(the highest MFU measured on the family of ``accelerator`` at ``precision``, its
+    citation): the shared plausibility rule's record (``pipeline.plausibility``,
+    data/catalog/mfu_ceilings.csv); NaN where none is listed."""
+    ceiling = plausibility.mfu_ceiling(accelerator, precision, catalog_dir)
+    value = float("nan") if ceiling.value is None else float(ceiling.value)
+    return value, ceiling.citation
+
+
+def _covered(fitted: pd.DataFrame) -> set[tuple]:
+    """The features a family's fitted runs measured (see :func:`covering_family`)."""
+    if fitted.empty:
+        return set()
+    out: set[tuple] = {("accelerator_family", a) for a in fitted["accelerator_family"].dropna()}
+    out |= {("precision@", (p, a)) for p, a in zip(fitted["precision"],
+                                                  fitted["accelerator_family"])}
+    for name, col, threshold in (("zero3", "zero_stage", 3), ("pp", "pp", 2), ("cp", "cp", 2)):
+        if (pd.to_numeric(fitted[col], errors="coerce") >= threshold).any():
+            out.add((name, True))
+    return out
+
+
+def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
+              ) -> list[tuple]:
+    out: list[tuple] = [("accelerator_family", acc_family),
+                        ("precision@", (precision, acc_family))]
+    if zero >= 3:
+        out.append(("zero3", True))
+    if pp > 1:
+        out.append(("pp", True))
+    if cp > 1:
+        out.append(("cp", True))
+    return out
+
+
+def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
+                    families: tuple[str, ...], default: str) -> np.ndarray:
+    """The planner's default family per row, a stated rule: the production family whose fitted
+    runs measured the most of the row's features (ZeRO-3, pp > 1, cp > 1, its precision on its
+    accelerator family, the accelerator family), ``default`` on ties, then the family with more
+    fitted runs. So a ZeRO-3 layout is priced by a family that ran ZeRO-3."""
+    fitted = measured.fitted
+    counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
+    order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
+    covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
+    keys = list(zip(rows["zero_stage"], rows["pp"], rows["cp"], rows["precision"]))
+    chosen: dict[tuple, str] = {}
+    for key in set(keys):
+        feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
+        score = {f: sum(x in covered[f] for x in feats) for f in order}
+        chosen[key] = max(order, key=lambda f: score[f])  # first of the best (order kept)
+    return np.array([chosen[k] for k in keys], dtype=object)

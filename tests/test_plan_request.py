@@ -1,0 +1,61 @@
+"""The planner's request parser: any text is a layout or a PlanError naming the field, never
+another exception; the batch the user gives is never changed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.plan.batch import resolve_batch, resolve_seq_len
+from pipeline.plan.request import LAYOUT_KEYS, PlanError, finite, parse_layout
+
+KEY = st.sampled_from(sorted(LAYOUT_KEYS) + ["x", "", "TP", "zero "])
+VALUE = st.one_of(st.integers(-10, 10**9).map(str), st.text(max_size=6),
+                  st.sampled_from(["none", "full", "true", "1e3", "inf", "nan", "4.5"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(KEY, VALUE), max_size=6))
+def test_any_layout_text_is_parsed_or_refused_by_name(parts):
+    text = ",".join(f"{k}={v}" for k, v in parts)
+    try:
+        out = parse_layout(text)
+    except PlanError as exc:
+        assert str(exc).startswith("--layout: ")
+        return
+    for col, value in out.items():
+        assert col in LAYOUT_KEYS.values()
+        if col in ("tp", "pp", "cp", "dp", "ep", "micro_batch", "virtual_pipeline"):
+            assert value >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30),
+                 st.text(max_size=5)))
+def test_numbers_are_finite_in_range_or_refused(value):
+    try:
+        x = finite("--n", value, 1, 1e7, integer=True)
+    except PlanError as exc:
+        assert str(exc).startswith("--n: ")
+        return
+    assert 1 <= x <= 1e7 and x == int(x)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10**6), st.sampled_from([1024, 2048, 4096, 8192]))
+def test_a_given_batch_is_kept(sequences, seq_len):
+    batch = resolve_batch(float(sequences * seq_len), None, seq_len, None)
+    assert batch.tokens == sequences * seq_len and batch.assumed == ()
+
+
+def test_a_default_batch_is_a_power_of_two_and_stated():
+    batch = resolve_batch(None, None, 2048, 3.1e6)
+    assert batch.sequences == 2048 and batch.assumed
+    seq, assumed = resolve_seq_len(None, float("nan"), 4096)
+    assert seq == 4096 and "theory.bounds.seq_len" in assumed[0]
+
+
+def test_sequences_and_tokens_must_agree():
+    with pytest.raises(PlanError, match="give one of them"):
+        resolve_batch(2048.0 * 100, 99, 2048, None)
