@@ -50,7 +50,7 @@ UNITS = {
     "inverse_time_to_train_per_s": "1/s", "power_w_per_accelerator": "W",
     "energy_j_per_token": "J/token", "peak_memory_bytes": "B", "energy_j": "J",
     "energy_j_nodes": "J", "energy_j_interconnect": "J", "olympic_score_s": "s",
-    "year": "year",
+    "n_experts": "count", "top_k": "count", "capacity_factor": "1 (ratio)", "year": "year",
 }
 SOURCE_FIELDS = (("source", "sc:Text", "source id, as in runs"),
                  ("citation", "sc:Text", "how to cite it: publisher (date). title. URL"),
