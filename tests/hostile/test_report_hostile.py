@@ -68,9 +68,9 @@ def test_hostile_names_render(tmp_path: Path) -> None:
                 metrics_path=metrics / "compare.json", plots_dir=tmp_path / "plots")
     report_run(params, processed_dir=processed, metrics_dir=metrics, out_dir=out)
 
-    # 8, focus.png (your runs), energy.png (measured MLPerf energy, issue 10) and the calibrate
-    # section's 4
-    assert len(list((out / "figures").glob("*.png"))) == 14
+    # 8, focus.png (your runs), energy.png (measured MLPerf energy, issue 10), the calibrate
+    # section's 4 and coverage.png (what the data cover)
+    assert len(list((out / "figures").glob("*.png"))) == 15
     yours = (out / "report.md").read_text(encoding="utf-8").split("## Your runs", 1)[1]
     yours = yours.split("## Key findings", 1)[0]
     assert "2 scaling series of mega$\\\\frac{tron$\\</script\\>\\<script\\>" in yours
