@@ -219,6 +219,21 @@ class RunRow(dict):
         return None
 
 
+# Run columns whose values repeat across the runs of a table (its source, model, notes, the
+# chip's ratios): one object each is kept (``_compact``), not one a run. Not run_id, provenance.
+_SHARED = frozenset(("source", "source_kind", "citation", "model", "status", "derived", "notes",
+                     "precision", "strategy", "framework", "cluster", "system", "submitter",
+                     "benchmark", "mlperf_version", "scaling", "flops_per_hbm_byte",
+                     "flops_per_scaleout_byte"))
+
+
+def _compact(row: dict[str, Any], shared: dict[Any, Any]) -> RunRow:
+    """``row``'s given values as a RunRow; a value of a ``_SHARED`` column equal to one seen
+    before is that earlier object (same value: a 10^6-row table holds its model name once)."""
+    return RunRow({k: (shared.setdefault(v, v) if k in _SHARED else v)
+                   for k, v in row.items() if v is not None})
+
+
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
@@ -235,6 +250,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
     seen: dict[tuple[str, str], int] = {}
+    shared: dict[Any, Any] = {}
     power_rows = power_rows if power_rows is not None else []
     for record in records:
         read[(record.source, record.path)] += 1
@@ -265,7 +281,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
                 power_rows.append(_power_row(owner, record, row, used))
             continue
         seen.update((k, len(runs)) for k in keys)
-        row = RunRow({k: v for k, v in row.items() if v is not None})
+        row = _compact(row, shared)
         row["_path"], row["_line"] = record.path, record.line
         runs.append(row)
         if record.meta.get("power"):
