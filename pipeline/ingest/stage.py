@@ -146,29 +146,36 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
         values = _transposed(rows, [c[0] for c in columns])
     else:  # other rows hold every column
         values = {c[0]: [r[c[0]] for r in rows] for c in columns}
-    return pd.DataFrame({c[0]: _column(values.pop(c[0]), pandas_dtype(c[1])) for c in columns})
+    return pd.DataFrame({c[0]: _column(values.pop(c[0], None), pandas_dtype(c[1]), len(rows))
+                         for c in columns})
 
 
 def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     """Column lists of ``rows`` (None where a row lacks the column), in one pass over the rows:
     a RunRow holds only its given values (~20 of ~70 columns), and one pass reads each row's
-    memory once, where a pass per column would read every row ~70 times."""
-    out: dict[str, list[Any]] = {name: [None] * len(rows) for name in names}
+    memory once, where a pass per column would read every row ~70 times. A column no row
+    holds has no list."""
+    wanted = set(names)  # not the stage's own keys (_path, _line, _series)
+    out: dict[str, list[Any]] = {}
     for i, row in enumerate(rows):
         for name, value in row.items():
             column = out.get(name)
-            if column is not None:  # not the stage's own keys (_path, _line, _series)
-                column[i] = value
+            if column is None:
+                if name not in wanted:
+                    continue
+                column = out[name] = [None] * len(rows)
+            column[i] = value
     return out
 
 
-def _column(values: list[Any], dtype: Any) -> Any:
-    """``values`` as a pandas array of ``dtype``. A column with no value (most run columns of
-    most sources) is built from a NaN block: the same array as from the list of Nones, without
-    pandas inferring each element's type."""
-    if not any(map(is_not, values, repeat(None))):  # by identity: a pd.NA has no truth value
-        fill = (np.full(len(values), None, dtype=object) if dtype is object
-                else np.full(len(values), np.nan))
+def _column(values: list[Any] | None, dtype: Any, n_rows: int) -> Any:
+    """``values`` (None: ``n_rows`` Nones) as a pandas array of ``dtype``. A column with no
+    value (most run columns of most sources) is built from a NaN block: the same array as from
+    the list of Nones, without pandas inferring each element's type."""
+    # by identity: a pd.NA has no truth value
+    if values is None or not any(map(is_not, values, repeat(None))):
+        fill = (np.full(n_rows, None, dtype=object) if dtype is object
+                else np.full(n_rows, np.nan))
         return pd.array(fill, dtype=dtype)
     return pd.array(values, dtype=dtype)
 
