@@ -19,9 +19,12 @@ import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import repeat
+from operator import is_not
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -139,8 +142,42 @@ def _reject_row(record: Record, reason: str) -> dict[str, Any]:
 
 def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
     """DataFrame with the dtypes of ``columns`` (name, pyarrow type[, doc]); nullable ints."""
-    return pd.DataFrame({c[0]: pd.array([r[c[0]] for r in rows], dtype=pandas_dtype(c[1]))
+    if rows and type(rows[0]) is RunRow:
+        values = _transposed(rows, [c[0] for c in columns])
+    else:  # other rows hold every column
+        values = {c[0]: [r[c[0]] for r in rows] for c in columns}
+    return pd.DataFrame({c[0]: _column(values.pop(c[0], None), pandas_dtype(c[1]), len(rows))
                          for c in columns})
+
+
+def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
+    """Column lists of ``rows`` (None where a row lacks the column), in one pass over the rows:
+    a RunRow holds only its given values (~20 of ~70 columns), and one pass reads each row's
+    memory once, where a pass per column would read every row ~70 times. A column no row
+    holds has no list."""
+    wanted = set(names)  # not the stage's own keys (_path, _line, _series)
+    out: dict[str, list[Any]] = {}
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            column = out.get(name)
+            if column is None:
+                if name not in wanted:
+                    continue
+                column = out[name] = [None] * len(rows)
+            column[i] = value
+    return out
+
+
+def _column(values: list[Any] | None, dtype: Any, n_rows: int) -> Any:
+    """``values`` (None: ``n_rows`` Nones) as a pandas array of ``dtype``. A column with no
+    value (most run columns of most sources) is built from a NaN block: the same array as from
+    the list of Nones, without pandas inferring each element's type."""
+    # by identity: a pd.NA has no truth value
+    if values is None or not any(map(is_not, values, repeat(None))):
+        fill = (np.full(n_rows, None, dtype=object) if dtype is object
+                else np.full(n_rows, np.nan))
+        return pd.array(fill, dtype=dtype)
+    return pd.array(values, dtype=dtype)
 
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_nodes", "energy_j_interconnect", "power_measurement",
@@ -189,6 +226,21 @@ class RunRow(dict):
         return None
 
 
+# Run columns whose values repeat across the runs of a table (its source, model, notes, the
+# chip's ratios): one object each is kept (``_compact``), not one a run. Not run_id, provenance.
+_SHARED = frozenset(("source", "source_kind", "citation", "model", "status", "derived", "notes",
+                     "precision", "strategy", "framework", "cluster", "system", "submitter",
+                     "benchmark", "mlperf_version", "scaling", "flops_per_hbm_byte",
+                     "flops_per_scaleout_byte"))
+
+
+def _compact(row: dict[str, Any], shared: dict[Any, Any]) -> RunRow:
+    """``row``'s given values as a RunRow; a value of a ``_SHARED`` column equal to one seen
+    before is that earlier object (same value: a 10^6-row table holds its model name once)."""
+    return RunRow({k: (shared.setdefault(v, v) if k in _SHARED else v)
+                   for k, v in row.items() if v is not None})
+
+
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
@@ -205,6 +257,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
     seen: dict[tuple[str, str], int] = {}
+    shared: dict[Any, Any] = {}
     power_rows = power_rows if power_rows is not None else []
     for record in records:
         read[(record.source, record.path)] += 1
@@ -235,7 +288,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
                 power_rows.append(_power_row(owner, record, row, used))
             continue
         seen.update((k, len(runs)) for k in keys)
-        row = RunRow((k, v) for k, v in row.items() if v is not None)
+        row = _compact(row, shared)
         row["_path"], row["_line"] = record.path, record.line
         runs.append(row)
         if record.meta.get("power"):

@@ -150,8 +150,11 @@ def _text(fields: Any, name: str) -> str | None:
 def _float(fields: Any, name: str) -> float | None:
     """A numeric field through the one number parser (``pipeline.numbers``): never raises on
     size (a 400-digit integer is a reject, not an OverflowError)."""
+    value = fields.get(name)
+    if value is None:  # not given (most optional fields of most records)
+        return None
     try:
-        return parse_number(fields.get(name), name)
+        return parse_number(value, name)
     except NumberError as exc:
         raise Reject(exc.code, str(exc)) from None
 
@@ -217,7 +220,9 @@ def run_id(source: str, row: dict[str, Any], path: str | None) -> str:
     The file path is part of the identity only for per-file sources (MLPerf trees, step logs);
     a published row keeps its id when rows are added or moved in its table.
     """
-    parts = [source] + [_canonical(row.get(name)) for name in _ID_FIELDS]
+    get = row.get
+    parts = [source] + ["" if (v := get(name)) is None else v if type(v) is str
+                        else _canonical(v) for name in _ID_FIELDS]
     if path is not None:
         parts.append(path)
     return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
@@ -234,8 +239,11 @@ def _canonical(value: Any) -> str:
 def _visible(fields: Any) -> tuple[Any, list[tuple[str, list[str]]]]:
     """``fields`` with bidi controls and zero-width characters removed from text values
     (``pipeline.text``; ``Record`` cleans its source itself), and which fields had them."""
-    found = []
+    found: list[tuple[str, list[str]]] = []
     cleaned = None
+    # One search over all text values finds the common case (none) in one C call.
+    if not INVISIBLE.search("\x1f".join(v for v in fields.values() if isinstance(v, str))):
+        return fields, found
     for name, value in fields.items():
         if isinstance(value, str) and INVISIBLE.search(value):
             if cleaned is None:

@@ -96,6 +96,7 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         if _eligible(row):
             groups[_base_key(row)].append(row)
+    scaled: dict[str | None, str] = {}
     for key, group in groups.items():
         explicit = key[0] == "explicit"
         given = _common_label(group) if explicit else group[0]["scaling"]
@@ -106,14 +107,22 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             label = given
         else:
             label = "unknown" if explicit and inferred == "split" else inferred
+        # The id is a function of the group's key, the label and the batch: built once for
+        # each (label, batch) of the group, one string shared by its runs.
+        ids: dict[tuple[str, float | None], str] = {}
         for row in group:
             batch = row["global_batch_tokens"] if label == "split" else None
             row_label = "strong" if label == "split" else label
             _note_contradiction(row, inferred)
             if row["scaling"] is None:
                 row["scaling"] = row_label
-                row["derived"] = f"{row['derived']};scaling" if row["derived"] else "scaling"
-            row["series_id"] = _series_id(row, row_label, batch)
+                if row["derived"] not in scaled:  # one string for each derived list
+                    scaled[row["derived"]] = (f"{row['derived']};scaling" if row["derived"]
+                                              else "scaling")
+                row["derived"] = scaled[row["derived"]]
+            if (row_label, batch) not in ids:
+                ids[(row_label, batch)] = _series_id(row, row_label, batch)
+            row["series_id"] = ids[(row_label, batch)]
     return _series_table(rows)
 
 
