@@ -174,7 +174,8 @@ class _GroupProblem:
         self.s_idx = _positions(rows.source, self.sources)
         self.F, self.S, self.P = F, S, P = len(self.fams), len(self.sources), len(PARAMETERS)
         self.use_u = not playbook and S > 1
-        self.use_delta = not playbook and F > 1
+        # the sweeps' group: each sweep its own family (a deviation from the group's centre)
+        self.use_delta = F > 1
         self.prior = to_z(np.array([PRIOR_CENTRE[p] for p in PARAMETERS]))
         self.n_src = np.bincount(self.s_idx, minlength=S)
         self.weight = np.sqrt((self.n_src.mean() / self.n_src[self.s_idx]) ** balance)
@@ -187,7 +188,10 @@ class _GroupProblem:
         else:
             sig = np.full(S, 0.3)
             self.sig_u = SIGMA_U_START
-        self.floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
+        # the Playbook's measured repeat noise floors its residual sd (not another sweep's)
+        noisy = np.bincount(self.s_idx, weights=(rows.family == PLAYBOOK).astype(float),
+                            minlength=S) > 0
+        self.floor = np.where(playbook & noisy, PLAYBOOK_NOISE_FLOOR, 1e-3)
         self.sig = np.maximum(sig, self.floor)
         self._last: dict[str, Any] = {}   # the step function at the last family values
         self.n = n = log_t.size
@@ -457,6 +461,8 @@ def _start_vector(prior: np.ndarray, fams: list[str], sources: list[str],
                         np.zeros(len(sources) if use_u else 0)])
     if start is not None:
         x[:P] = start.z_pop
+        if not use_delta and len(fams) == 1 and fams[0] in start.z_family:
+            x[:P] = start.z_family[fams[0]]   # one family left (a refit without the others)
         if use_delta:
             for i, f in enumerate(fams):
                 x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop
