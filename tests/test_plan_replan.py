@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipeline.calibrate.families import SWEEP_FAMILIES
 from pipeline.config import PROJ_ROOT
 from pipeline.plan.cli import Paths, plan_rows
 
@@ -32,7 +33,7 @@ def _runs() -> pd.DataFrame:
     runs = pd.read_parquet(PROCESSED / "runs.parquet")
     cal = pd.read_parquet(PROCESSED / "calibrated.parquet")
     fitted = runs.merge(cal[["run_id", "family", "predicted_mfu"]], on="run_id")
-    return fitted[fitted["family"] != "playbook"].reset_index(drop=True)
+    return fitted[~fitted["family"].isin(SWEEP_FAMILIES)].reset_index(drop=True)
 
 
 def _why_not_full(r: pd.Series) -> str | None:

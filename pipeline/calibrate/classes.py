@@ -1,5 +1,5 @@
 """Leave-source-out scores per class of run: dense BF16, FP8, long context (>= 16K tokens per
-sequence), and each accelerator family; production sources only (the Playbook sweep apart).
+sequence), and each accelerator family; production sources only (the layout sweeps apart).
 
 Median APE of the step time (the MFU's, the same ratio), interval coverage and median width
 (high / low) of the calibrated predictor's leave-source-out predictions, the figures
@@ -19,10 +19,13 @@ def _cut(g: pd.DataFrame) -> dict:
                 median_width=float((g["pi_high"] / g["pi_low"]).median()))
 
 
-def class_scores(pred: pd.DataFrame, runs: pd.DataFrame, playbook_source: str) -> dict:
-    """{class: {n, median_ape, coverage, median_width}} (module docstring)."""
+def class_scores(pred: pd.DataFrame, runs: pd.DataFrame, playbook_source: str,
+                 sweep_ids: frozenset[str] = frozenset()) -> dict:
+    """{class: {n, median_ape, coverage, median_width}} (module docstring); the layout sweeps'
+    runs (``sweep_ids``) apart."""
     src = pred[(pred["holdout"] == "source") & (pred["predictor"] == "calibrated")
-               & (pred["source"] != playbook_source)]
+               & (pred["source"] != playbook_source)
+               & ~pred["run_id"].astype(str).isin(sweep_ids)]
     facts = runs[["run_id", "precision", "seq_len", "accelerator_family", "params",
                   "active_params"]].astype({"run_id": str})
     g = src.astype({"run_id": str}).merge(facts, on="run_id", how="left")

@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate.critical_path import PARAMETERS, Theta, step_components
-from pipeline.frameworks import PLAYBOOK
+from pipeline.calibrate.families import SWEEP_FAMILIES
 from pipeline.calibrate.hardware import load_gemm, load_network, load_sm_counts
 from pipeline.calibrate.topology import load_topology
 from pipeline.calibrate.step import Rows, StepModel, rows_of
@@ -30,7 +30,7 @@ class Data:
     measured_mfu: np.ndarray
     has_layout: np.ndarray
     fit: np.ndarray             # the fit set
-    playbook: np.ndarray
+    playbook: np.ndarray        # the layout sweeps' rows (``SWEEP_FAMILIES``), fitted apart
     flop_per_rank: np.ndarray   # model FLOP per rank per step
     log_ideal: np.ndarray       # log of the ideal step time (the ceiling)
     accelerator_family: np.ndarray
@@ -73,20 +73,21 @@ def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
     family = (runs["accelerator_family"].astype(object).to_numpy() if "accelerator_family" in runs
               else runs["accelerator"].astype(object).to_numpy())
     return Data(runs=runs, rows=rows, log_t=log_t, measured_mfu=measured,
-                has_layout=has_layout & rows.ok, fit=fit, playbook=rows.family == PLAYBOOK,
+                has_layout=has_layout & rows.ok, fit=fit,
+                playbook=np.isin(rows.family, SWEEP_FAMILIES),
                 flop_per_rank=flop, log_ideal=log_ideal, accelerator_family=family)
 
 
 @dataclass
 class Fitted:
     production: ft.GroupFit
-    playbook: ft.GroupFit | None
+    playbook: ft.GroupFit | None     # the layout sweeps' group (one family per sweep)
     form: str
     forms: pd.DataFrame
 
     def theta_of(self, family: str) -> np.ndarray:
         """One family's natural parameters: its group's estimate, else the population's."""
-        group = self.playbook if family == PLAYBOOK and self.playbook is not None \
+        group = self.playbook if family in SWEEP_FAMILIES and self.playbook is not None \
             else self.production
         return group.theta(family) if family in group.z_family else self.production.population
 
@@ -96,9 +97,13 @@ class Fitted:
         table = np.array([self.theta_of(f) for f in names], dtype=float)
         return table.reshape(-1, len(PARAMETERS))[codes]
 
-    def source_effect(self, source: np.ndarray) -> np.ndarray:
+    def source_effect(self, source: np.ndarray, family: np.ndarray | None = None
+                      ) -> np.ndarray:
+        """Each row's production source effect; 0 on a sweep's rows (``family``), which are
+        fitted apart without one."""
         u = dict(self.production.u)
-        return np.array([u.get(s, 0.0) for s in source], dtype=float)
+        out = np.array([u.get(s, 0.0) for s in source], dtype=float)
+        return out if family is None else np.where(np.isin(family, SWEEP_FAMILIES), 0.0, out)
 
 
 def fit_groups(data: Data, mask: np.ndarray, free: tuple[str, ...], *, em_rounds: int,
@@ -173,7 +178,7 @@ def fit_forms(data: Data, forms: dict[str, list[str]], criterion: str, *, em_rou
 def step_model(fitted: Fitted, base: StepModel, interval_q: dict[str, float]) -> StepModel:
     theta = {f: fitted.production.theta(f) for f in fitted.production.families}
     if fitted.playbook is not None:
-        theta[PLAYBOOK] = fitted.playbook.theta(PLAYBOOK)
+        theta.update({f: fitted.playbook.theta(f) for f in fitted.playbook.families})
     sd = dict(fitted.production.sigma)
     if fitted.playbook is not None:
         sd.update(fitted.playbook.sigma)
@@ -207,10 +212,10 @@ def calibration_table(fitted: Fitted, model: StepModel, level: float,
     rows = []
     groups = [("production", fitted.production)]
     if fitted.playbook is not None:
-        groups.append((PLAYBOOK, fitted.playbook))
+        groups.append(("sweeps", fitted.playbook))
     for gname, g in groups:
         held = {j for j, p in enumerate(PARAMETERS) if p not in g.free}
-        names = ["population"] + g.families if gname == "production" else [PLAYBOOK]
+        names = ["population"] + g.families if gname == "production" else g.families
         for f in names:
             z = g.z_pop if f == "population" else g.z_family[f]
             est = g.population if f == "population" else g.theta(f)

@@ -9,6 +9,8 @@ repeat noise far above the production sources', so it must not set their values.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -20,6 +22,32 @@ from pipeline.frameworks import PLAYBOOK
 # Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
 # 0.60, so one measurement carries 0.60 / sqrt(2) = 0.42 (the family's residual sd floor).
 PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
+
+# Layout sweeps: one team's configurations of small models on one machine, each fitted apart as
+# its own family (with the Playbook's; never in the production population or its intervals)
+# and scored on layout choice. vTrain's single-node sweep (github.com/VIA-Research/vTrain
+# data/ground_truth_single.csv: 1,440 layouts of 0.2-1.3B GPT shapes on 2-8 A100,
+# Megatron-DeepSpeed) runs 2-4 ms per layer and microbatch outside the GEMMs (its per-layer
+# overhead grows with tp), a launch-bound regime no production run is in; its 109 multi-node
+# runs (ground_truth_multi.csv) stay in the deepspeed family. Rows are told by their series
+# (the ingest's ``series_id``), their kernels and buckets by the software that ran them.
+VTRAIN_SWEEP = "vtrain_sweep"
+SWEEP_FAMILIES = (PLAYBOOK, VTRAIN_SWEEP)
+_SWEEP_SERIES = ((re.compile(r"^vtrain2024/vtrain2024-single-"), VTRAIN_SWEEP),)
+
+
+def sweep_family(frame: pd.DataFrame, family: np.ndarray) -> np.ndarray:
+    """``family`` with the rows of a layout sweep (``_SWEEP_SERIES``, by ``series_id``) given
+    their sweep family."""
+    if "series_id" not in frame:
+        return family
+    out = np.asarray(family, dtype=object).copy()
+    series = frame["series_id"].astype(object).to_numpy()
+    for pattern, name in _SWEEP_SERIES:
+        hit = np.array([isinstance(x, str) and pattern.match(x) is not None for x in series],
+                       dtype=bool)
+        out[hit] = name
+    return out
 
 RECOMPUTE_CODE = {"none": 0, "selective": 1, "full": 2}
 

@@ -48,9 +48,11 @@ from pipeline.calibrate.step import Rows
 
 # Physical ranges: eta (the family's rate relative to the measured GEMM rate), omega (share of
 # TP/CP/EP traffic hidden behind compute), phi (share of the backward window the gradient
-# traffic hides in), c0 (fixed seconds per step), k (seconds per layer and microbatch).
+# traffic hides in), c0 (fixed seconds per step), k (seconds per layer and microbatch: up to
+# 5 ms, above the 2-4 ms per layer and microbatch vTrain's single-node Megatron-DeepSpeed sweep
+# runs outside its GEMMs, docs/theory.md §10.3).
 BOUNDS = {"compute_efficiency": (0.3, 1.0), "tp_overlap": (0.0, 0.95),
-          "dp_overlap": (0.0, 1.0), "fixed_s": (0.0, 2.0), "layer_overhead_s": (0.0, 2e-3),
+          "dp_overlap": (0.0, 1.0), "fixed_s": (0.0, 2.0), "layer_overhead_s": (0.0, 5e-3),
           "attention_efficiency": (0.2, 1.0), "expert_overhead_s": (0.0, 5e-3)}
 # k's centre: ~30 small kernels per layer forward + backward at theory.latency's 3 us launch
 PRIOR_CENTRE = {"compute_efficiency": 0.85, "tp_overlap": 0.5, "dp_overlap": 0.8,
@@ -174,7 +176,8 @@ class _GroupProblem:
         self.s_idx = _positions(rows.source, self.sources)
         self.F, self.S, self.P = F, S, P = len(self.fams), len(self.sources), len(PARAMETERS)
         self.use_u = not playbook and S > 1
-        self.use_delta = not playbook and F > 1
+        # the sweeps' group: each sweep its own family (a deviation from the group's centre)
+        self.use_delta = F > 1
         self.prior = to_z(np.array([PRIOR_CENTRE[p] for p in PARAMETERS]))
         self.n_src = np.bincount(self.s_idx, minlength=S)
         self.weight = np.sqrt((self.n_src.mean() / self.n_src[self.s_idx]) ** balance)
@@ -187,7 +190,10 @@ class _GroupProblem:
         else:
             sig = np.full(S, 0.3)
             self.sig_u = SIGMA_U_START
-        self.floor = PLAYBOOK_NOISE_FLOOR if playbook else 1e-3
+        # the Playbook's measured repeat noise floors its residual sd (not another sweep's)
+        noisy = np.bincount(self.s_idx, weights=(rows.family == PLAYBOOK).astype(float),
+                            minlength=S) > 0
+        self.floor = np.where(playbook & noisy, PLAYBOOK_NOISE_FLOOR, 1e-3)
         self.sig = np.maximum(sig, self.floor)
         self._last: dict[str, Any] = {}   # the step function at the last family values
         self.n = n = log_t.size
@@ -457,6 +463,8 @@ def _start_vector(prior: np.ndarray, fams: list[str], sources: list[str],
                         np.zeros(len(sources) if use_u else 0)])
     if start is not None:
         x[:P] = start.z_pop
+        if not use_delta and len(fams) == 1 and fams[0] in start.z_family:
+            x[:P] = start.z_family[fams[0]]   # one family left (a refit without the others)
         if use_delta:
             for i, f in enumerate(fams):
                 x[P + i * P:P + (i + 1) * P] = start.z_family.get(f, start.z_pop) - start.z_pop

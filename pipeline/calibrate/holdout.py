@@ -103,7 +103,7 @@ def predicted_log_time(data: Data, fitted: Fitted, mask: np.ndarray,
     sub = data.subset(mask)
     lt = ft.log_step_time(sub, fitted.theta_rows(sub.family))
     if with_source:
-        lt = lt + fitted.source_effect(sub.source)
+        lt = lt + fitted.source_effect(sub.source, sub.family)
     out[mask] = lt
     return out
 

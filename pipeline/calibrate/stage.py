@@ -28,7 +28,7 @@ from pipeline.calibrate import scores
 from pipeline.calibrate.critical_path import COMPONENTS, PARAMETERS
 from pipeline.calibrate.estimate import (Data, Fitted, bare_model, calibration_table,
                                          fit_forms, load_data, step_model)
-from pipeline.calibrate.families import PLAYBOOK_NOISE_FLOOR
+from pipeline.calibrate.families import PLAYBOOK_NOISE_FLOOR, SWEEP_FAMILIES
 from pipeline.frameworks import PLAYBOOK
 from pipeline.calibrate.frontier import calibrated_frontier, utilization_at
 from pipeline.calibrate.ranking import ranking_summary, ranking_table
@@ -49,6 +49,7 @@ SHARE_OF = {"compute": "compute", "kernel_overhead": "latency", "tp_comm": "net_
 # Llama 3 405B pretraining compute (arXiv:2407.21783 §3: 3.8e25 FLOP on up to 16,384 H100)
 LLAMA3_FLOP = 3.8e25
 PLAYBOOK_SOURCE = "ultrascale_playbook2025"
+VTRAIN_SOURCE = "vtrain2024"   # its single-node layout sweep, ranked like the Playbook's
 
 
 def in_sample(data: Data, fitted: Fitted, model: StepModel, level: float) -> pd.DataFrame:
@@ -59,7 +60,7 @@ def in_sample(data: Data, fitted: Fitted, model: StepModel, level: float) -> pd.
     mask = data.has_layout
     rows = data.subset(mask)
     theta = theta_of(model, rows.family)
-    u = fitted.source_effect(rows.source)
+    u = fitted.source_effect(rows.source, rows.family)
     with np.errstate(invalid="ignore", divide="ignore"):
         parts = evaluate(rows, theta, u)
     parts["peak"] = rows.peak_flops_per_s
@@ -113,10 +114,11 @@ def predictions(runs: pd.DataFrame, series: pd.DataFrame, extrapolation: pd.Data
                              kind="mergesort").reset_index(drop=True), q)
 
 
-def playbook_half_width(data: Data, fitted: Fitted, level: float) -> float:
-    """The Playbook's interval half-width: the conformal quantile of its in-sample absolute log
+def playbook_half_width(data: Data, fitted: Fitted, level: float,
+                        family: str = PLAYBOOK) -> float:
+    """A sweep's interval half-width: the conformal quantile of its in-sample absolute log
     residuals (one source: no other source of its family to hold out)."""
-    pb = data.fit & data.playbook
+    pb = data.fit & (data.rows.family == family)
     if not pb.any() or fitted.playbook is None:
         return float("nan")
     lt = ho.predicted_log_time(data, fitted, pb)
@@ -164,16 +166,21 @@ def _in_sample_metrics(cal_runs: pd.DataFrame) -> dict:
                 by_source=per)
 
 
-def source_scores(pred: pd.DataFrame) -> dict:
+def source_scores(pred: pd.DataFrame, sweep_ids: frozenset[str] = frozenset()) -> dict:
     """Leave-source-out: median APE, coverage and median width (high/low) per source, and over
-    the production sources (every source but the Playbook sweep)."""
+    the production sources (every source but the layout sweeps: the Playbook, and the runs of
+    ``sweep_ids``, which a source that has production runs too reports as ``<source>:sweep``)."""
     src = pred[(pred["holdout"] == "source") & (pred["predictor"] == "calibrated")]
+    sweep = src["run_id"].astype(str).isin(sweep_ids).to_numpy()
+    mixed = set(src.loc[sweep, "source"]) & set(src.loc[~sweep, "source"])
+    label = np.where(sweep & src["source"].isin(mixed).to_numpy(),
+                     src["source"].astype(str) + ":sweep", src["source"].astype(str))
     out: dict = {}
-    for s, g in src.groupby("source"):
+    for s, g in src.groupby(label):
         width = (g["pi_high"] / g["pi_low"]).median()
         out[str(s)] = dict(n=int(len(g)), median_ape=float(g["ape"].median()),
                            coverage=float(g["covered"].mean()), median_width=float(width))
-    prod = src[src["source"] != PLAYBOOK_SOURCE]
+    prod = src[(src["source"] != PLAYBOOK_SOURCE).to_numpy() & ~sweep]
     if len(prod):
         width = float((prod["pi_high"] / prod["pi_low"]).median())
         cov = float(prod["covered"].mean())
@@ -269,7 +276,8 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
     pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit, points)
     half = {f: q["production"] for f in fitted.production.families}
     half["production"] = q["production"]
-    half[PLAYBOOK] = playbook_half_width(data, fitted, interval)
+    for sweep in SWEEP_FAMILIES:
+        half[sweep] = playbook_half_width(data, fitted, interval, sweep)
     constants = {"kernel_latency_s": base.kernel_latency_s,
                  "scaleup_latency_s": base.scaleup_latency_s,
                  "attention_flops": float(attention), "aspect_ratio": base.aspect_ratio}
@@ -282,6 +290,7 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
                               sorted(s.compare.extrapolate_n), interval, points)
     ranks = ranking_table(cal_runs, runs, PLAYBOOK_SOURCE)
     fit_set = data.runs.loc[data.fit, "source"]
+    sweep_ids = frozenset(data.runs.loc[data.playbook, "run_id"].astype(str))
     g = fitted.production
     metrics = {
         "form": fitted.form, "forms": fitted.forms.to_dict(orient="records"),
@@ -295,11 +304,13 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
         "in_sample": _in_sample_metrics(cal_runs),
         "predictors": tab.to_dict(orient="records"),
         "against_naive": scores.against_naive(tab, pred=pred, seed=cfg.seed),
-        "scores": dict(source_holdout=source_scores(pred),
-                       by_class=class_scores(pred, data.runs, PLAYBOOK_SOURCE),
+        "scores": dict(source_holdout=source_scores(pred, sweep_ids),
+                       by_class=class_scores(pred, data.runs, PLAYBOOK_SOURCE, sweep_ids),
                        largest_k=largest_scores(tab),
                        mfu_above_one=mfu_above_one(cal_runs, pred),
-                       ranking=ranking_summary(ranks)),
+                       ranking=ranking_summary(ranks),
+                       ranking_vtrain=ranking_summary(
+                           ranking_table(cal_runs, runs, VTRAIN_SOURCE))),
         "interval_half_width_log": half,
         "frontier": front,
         "selected_rule": cfg.selected.model_dump(),

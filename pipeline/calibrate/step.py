@@ -242,6 +242,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     ok = (np.isfinite(hw["peak"]) & np.isfinite(hw["hbm_bytes_per_s"]) & (params > 0)
           & np.isfinite(domain) & np.isfinite(hw["scaleup_bytes_per_s"]) & (n >= 1)
           & (~needs_out | np.isfinite(scaleout)))
+    # a layout sweep's rows: the kernels and buckets of their software (above), their own family
+    family = fam.sweep_family(layouts, family)
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
                 defaults=used + used_kernels + unknown_clusters)
