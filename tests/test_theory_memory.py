@@ -279,7 +279,15 @@ SHIPPED = (PROJ_ROOT / "data/processed/bounds.parquet", PROJ_ROOT / "data/proces
 # - semianalysis2025, Llama 3 70B on 64 H100 (TP4 PP2 CP2 DP4, bf16 and fp8): a third-party
 #   summary that states no ZeRO stage (distributed optimizer), micro-batch or recompute; with the
 #   model's defaults the layout needs 89 GB of 80.
-KNOWN_CONTRADICTIONS: dict[str, int] = {"kempnerforge2026": 1, "semianalysis2025": 2}
+# The MoE tables (issue 32, open) bring nine, all rows that state no recompute policy (the model
+# then assumes none) and, for NeMo Automodel, FSDP2 over every rank with EP left empty for the
+# GPT-OSS rows: megatron_bridge2025 GPT-OSS 120B on 64 H100 and 64 B200 (mb 4), Llama 4 Scout fp8
+# on 64 GB200, and six NeMo Automodel H100 rows (DeepSeek V3 at 256 and 1,024, Kimi K2, Qwen3
+# 30B-A3B, GPT-OSS 20B and 120B). The memory model's MoE activations and FSDP2 byte counts are
+# the likely cause; until that is measured they are listed here, not hidden.
+KNOWN_CONTRADICTIONS: dict[str, int] = {"kempnerforge2026": 1, "semianalysis2025": 2,
+                                        "megatron_bridge2025": 2, "nemo_automodel2025": 6,
+                                        "nemo_framework2025": 1}
 
 
 @pytest.fixture(scope="module")

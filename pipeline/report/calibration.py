@@ -16,7 +16,8 @@ import pandas as pd
 from pipeline.report.data import ReportData, short_label
 from pipeline.report.decompose import LOST, by_source
 from pipeline.report.render import num, pct
-from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, MARKERS, band, family_colour,
+from pipeline.report.style import (BAND_SPAN, COMPONENT_COLOURS, CONTEXT_GREY, MARKERS, MAX_SERIES,
+                                   band, context, family_colour,
                                    new_figure, note, save, tag)
 
 LOST_LABELS = {"compute": "compute inefficiency", "hbm": "HBM", "net_tp": "TP network",
@@ -237,7 +238,16 @@ def predicted_vs_actual(d: ReportData, out: Path) -> Path:
     if fitted.empty:
         note(ax, "no calibrated runs")
     else:
-        for source, g in fitted.groupby("source", sort=True):
+        # the MAX_SERIES - 1 sources with most runs in colour, the others as grey context
+        counts = fitted["source"].value_counts()
+        coloured = sorted(counts.index[:MAX_SERIES - 1])
+        rest = fitted[~fitted["source"].isin(coloured)]
+        if not rest.empty:
+            context(ax.scatter(rest["measured_mfu"], rest["predicted_mfu"], s=6, alpha=0.4,
+                               color=CONTEXT_GREY,
+                               label=f"{rest['source'].nunique()} other sources"))
+        for source in coloured:
+            g = fitted[fitted["source"] == source]
             ax.scatter(g["measured_mfu"], g["predicted_mfu"], s=6, alpha=0.5, label=source)
         lim = [1e-3, 1.0]
         ax.plot(lim, lim, color="k", lw=0.8)
