@@ -370,6 +370,9 @@ def hardware(data: ReportData, out: Path, regression: dict[str, Any] | None) -> 
            ylabel="best MFU per source, model and N (median, IQR)",
            title="utilization against compute-to-bandwidth ratio",
            ylim=(0, min(1.0, 1.1 * float(g["mfu"].max()))))
+    # room on the right for the in-place labels of the grey families (never past the axes)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi * 1.12)
     # the ratios span under a decade, so the labelled ticks are minor ones: plain numbers
     # (set after the log scale, which resets formatters)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
