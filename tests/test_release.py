@@ -105,7 +105,8 @@ def test_croissant_fields_come_from_the_contract_with_units() -> None:
         croissant._field("new_thing_s", "double", "a new measure")
 
 
-def test_loads_with_pandas_duckdb_and_datasets(bundle: tuple[Path, dict]) -> None:
+def test_loads_with_pandas_duckdb_and_datasets(bundle: tuple[Path, dict], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     folder, metrics = bundle
     from_parquet = pd.read_parquet(folder / "runs.parquet")
     from_csv = pd.read_csv(folder / "runs.csv", low_memory=False)
@@ -115,10 +116,20 @@ def test_loads_with_pandas_duckdb_and_datasets(bundle: tuple[Path, dict]) -> Non
     rows = duckdb.sql(f"SELECT source, count(*) FROM '{folder / 'runs.parquet'}' "
                       "GROUP BY source ORDER BY source").fetchall()
     assert dict(rows) == from_parquet["source"].value_counts().sort_index().to_dict()
-    datasets = pytest.importorskip("datasets")
+    # Hugging Face `datasets` (a dev dependency), offline: the hub is never asked, the cache is ours.
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    import datasets
+    import huggingface_hub.constants
+    # both modules read the variables once, at import (which may have happened before this test)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
     loaded = datasets.load_dataset("parquet", data_files=str(folder / "runs.parquet"),
-                                   split="train", cache_dir=str(folder.parent / "hf"))
+                                   split="train", cache_dir=str(tmp_path / "hf_cache"))
     assert loaded.num_rows == metrics["runs"]
+    assert loaded.column_names == list(from_parquet.columns)
 
 
 def test_card_coverage_table_is_computed_from_the_data(bundle: tuple[Path, dict],
