@@ -138,6 +138,23 @@ def _percentiles(values: list[float]) -> list[float]:
     return np.percentile(v, [2.5, 97.5]).tolist() if v.size else [np.nan, np.nan]
 
 
+def _interval(draws: list[float], coarse: float, point: float) -> list[float]:
+    """The 95% interval of a knee or wall around ``point`` (found on the main grid): the draws'
+    2.5 and 97.5 percentiles, searched on the coarser CI grid, times point / coarse, where
+    ``coarse`` is the population values' own result on that grid. The coarse grid moves every
+    draw by about the same factor; read relative to the population's coarse result, the
+    draws' spread is placed around the point it belongs to (without this, grid steps put the
+    point outside its own interval). The knee is a threshold of a nonlinear search, so the
+    population values' result can lie past every draw (a handful of draws, ``frontier_samples``):
+    the interval is then extended to the point, the range of all the searches made."""
+    low, high = _percentiles(draws)
+    finite = all(isinstance(v, (int, float)) and np.isfinite(v) for v in (point, coarse))
+    if not finite or coarse <= 0 or not np.isfinite(low):
+        return [low, high]
+    scale = point / coarse
+    return [min(low * scale, point), max(high * scale, point)]
+
+
 def _framework_search(scn):
     """What frameworks run: 1-D TP, interleaved 1F1B at one layer per chunk (module docstring)."""
     return replace(scn.search, interleave="max", two_d_tp=False)
@@ -177,19 +194,24 @@ def calibrated_frontier(scenarios, model: StepModel, z_pop: np.ndarray, cov_z: n
     draws = rng.multivariate_normal(z_pop, cov_z, size=samples, method="eigh") if samples \
         else np.zeros((0, z_pop.size))
     scenarios = list(scenarios)
-    tasks = [(i, z, False) for i in range(len(scenarios)) for z in draws]
-    tasks += [(i, z_pop, True) for i in range(len(scenarios))]
+    n = len(scenarios)
+    tasks = [(i, z, False) for i in range(n) for z in draws]
+    # the population values on the CI grid too: the draws' spread is read relative to it
+    tasks += [(i, z_pop, False) for i in range(n)] + [(i, z_pop, True) for i in range(n)]
     done = map_in_order(_searched, tasks, workers, shared=(
         scenarios, model, held, (grid, ci_grid), knee_fraction, (rounds, points)))
-    heads = [h for _, h in done[:len(tasks) - len(scenarios)]]
+    heads = [h for _, h in done[:len(draws) * n]]
     out = {}
     for i, scn in enumerate(scenarios):
-        front, head = done[len(heads) + i]
+        coarse = done[len(heads) + i][1]
+        front, head = done[len(heads) + n + i]
         mine = heads[i * len(draws):(i + 1) * len(draws)]
         out[scn.name] = dict(knee_flop_calibrated=head.knee_flop,
-                             knee_flop_calibrated_ci=_percentiles([h.knee_flop for h in mine]),
+                             knee_flop_calibrated_ci=_interval(
+                                 [h.knee_flop for h in mine], coarse.knee_flop, head.knee_flop),
                              wall_flop_calibrated=head.wall_flop,
-                             wall_flop_calibrated_ci=_percentiles([h.wall_flop for h in mine]),
+                             wall_flop_calibrated_ci=_interval(
+                                 [h.wall_flop for h in mine], coarse.wall_flop, head.wall_flop),
                              plateau_utilization_calibrated=head.plateau_utilization,
                              plateau_at_grid_start=bool(front.feasible[0] and np.nanargmax(
                                  np.where(front.feasible, front.utilization, -np.inf)) == 0),
