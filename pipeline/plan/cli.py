@@ -119,7 +119,8 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
                   family_for=None if framework else _default_family(ctx, measured,
                                                                     req.accelerator))
     rows = answer(req, ctx, batch, top, train_tokens)
-    rows = _flag(rows, ctx, measured, req.accelerator)
+    rows = _flag(rows, ctx, measured, req.accelerator,
+                 moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
     check_finite(rows, req.accelerator)
     return rows, req, batch, [*seq_assumed, *batch.assumed, *assumed]
 
@@ -180,9 +181,10 @@ def _default_family(ctx: PlanContext, measured: coverage.Measured, accelerator: 
                                                  DEFAULT_FAMILY)
 
 
-def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, accelerator: str
-          ) -> pd.DataFrame:
-    """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag."""
+def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, accelerator: str,
+          moe: bool = False) -> pd.DataFrame:
+    """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag (for an
+    MoE model, ``moe``, the highest MFU measured on MoE runs there, where the data hold one)."""
     acc_family = ctx.step.catalog.family(accelerator)
     reasons = [coverage.outside_reasons(r, measured, acc_family) for _, r in rows.iterrows()]
     outside = np.array([bool(r) for r in reasons])
@@ -192,6 +194,11 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     prec = str(ctx.columns.get("precision", "bf16"))
     ceiling, citation = coverage.mfu_ceiling(ctx.step.catalog.directory or Path(
         "data/catalog"), accelerator, prec)
+    if moe:
+        moe_ceiling, moe_citation = coverage.moe_mfu_record(
+            measured.runs, ctx.step.catalog.hardware, accelerator, prec)
+        if np.isfinite(moe_ceiling):
+            ceiling, citation = moe_ceiling, moe_citation
     rows["above_measured_mfu"] = rows["mfu"] > ceiling if np.isfinite(ceiling) else False
     rows["measured_mfu_ceiling"] = ceiling
     rows["measured_mfu_citation"] = citation
@@ -221,6 +228,6 @@ def footnotes(rows: pd.DataFrame) -> str:
                      "between the fitted families on the row): " + "; ".join(seen))
     if rows["above_measured_mfu"].any():
         lines.append(f"! above the highest MFU measured on this accelerator family at this "
-                     f"precision: {rows['measured_mfu_ceiling'].iat[0]:.1%} "
+                     f"precision{' on MoE runs' if ', MoE, ' in rows['measured_mfu_citation'].iat[0] else ''}: {rows['measured_mfu_ceiling'].iat[0]:.1%} "
                      f"({rows['measured_mfu_citation'].iat[0]})")
     return "\n".join(lines)

@@ -139,6 +139,27 @@ def mfu_ceiling(catalog_dir: Path, accelerator: str, precision: str) -> tuple[fl
     return value, ceiling.citation
 
 
+def moe_mfu_record(runs: pd.DataFrame, hardware: pd.DataFrame, accelerator: str,
+                   precision: str) -> tuple[float, str]:
+    """(the highest MFU measured on a mixture-of-experts run, ``n_experts`` > 1, on the family
+    of ``accelerator`` at ``precision``, its source and citation); NaN where the data hold
+    none. An MoE model is held to what MoE runs measured: the dense record
+    (:func:`mfu_ceiling`) lies far above every MoE run on the same chip."""
+    need = {"n_experts", "mfu", "accelerator", "precision", "source", "citation"}
+    if runs.empty or not need <= set(runs.columns):
+        return float("nan"), ""
+    family = hardware["family"].to_dict()
+    moe = runs[(pd.to_numeric(runs["n_experts"], errors="coerce") > 1)
+               & (runs["precision"].fillna("bf16") == precision)
+               & (runs["accelerator"].map(family) == family.get(accelerator))]
+    mfu = pd.to_numeric(moe["mfu"], errors="coerce")
+    if not mfu.notna().any():
+        return float("nan"), ""
+    best = moe.loc[mfu.idxmax()]
+    return float(mfu.max()), (f"{best['model']} on {int(best['n_accelerators']):,} "
+                              f"{best['accelerator']}, MoE, {best['source']}: {best['citation']}")
+
+
 def _covered(fitted: pd.DataFrame) -> set[tuple]:
     """The features a family's fitted runs measured (see :func:`covering_family`)."""
     if fitted.empty:
