@@ -388,13 +388,40 @@ def test_moe_rows_state_active_params_and_experts(name):
     """Every MoE run states its active parameters (below the total), experts and top-k, and
     its layout multiplies out to N (dp derived = N / (tp pp cp))."""
     for row in rows_of(name):
-        assert 0 < f(row["active_params_b"]) < f(row["params_b"]), row["model"]
-        assert 1 <= int(row["top_k"]) <= int(row["n_experts"])
         n = int(row["n_accelerators"])
         assert int(row["dp"]) * int(row["tp"]) * int(row["pp"]) * int(row["cp"]) == n
+        if not row["n_experts"]:  # a dense row of the same tables
+            assert not row["active_params_b"] and not row["top_k"] and row["ep"] in ("", "1")
+            continue
+        assert 0 < f(row["active_params_b"]) < f(row["params_b"]), row["model"]
+        assert 1 <= int(row["top_k"]) <= int(row["n_experts"])
         if row["ep"]:
             assert int(row["ep"]) <= int(row["n_experts"])
         assert "active_params_b" in row["derived"].split(";")
+
+
+def test_dense_golden_rows():
+    """Dense rows as the sources print them: Megatron-Bridge (df0289c) 38 rows, the NeMo
+    24.07 H100 table (12) and the long-sequence LLAMA2-7B H100 table (9); every dense
+    Megatron-Bridge row's GBS = MBS x DP x GA (GA in `notes`)."""
+    mb = [r for r in rows_of("megatron_bridge2025.csv") if not r["n_experts"]]
+    assert len(mb) == 38
+    for r in mb:
+        ga = int(re.search(r"GA (\d+)", r["notes"]).group(1))
+        assert int(r["global_batch_tokens"]) == (int(r["micro_batch"]) * int(r["dp"]) * ga
+                                                 * int(r["seq_len"]))
+    key = {(r["citation"].split("'")[1], r["accelerator"], r["model"], r["strategy"]): r
+           for r in mb}
+    row = key[("25.11 NeMo Container", "GB300", "LLAMA3_8B",
+               "TP1 PP1 CP1 EP1 VPn/a MBS2 GBS128 GA8 FSDP0 (FP8-MX)")]
+    assert (row["tokens_per_s_per_accelerator"], row["tflops_per_accelerator"]) == ("36108",
+                                                                                  "1858")
+    nemo = rows_of("nemo_framework2025.csv")
+    long_seq = [r for r in nemo if "performance_long_sequence" in r["citation"]]
+    assert [(r["seq_len"], r["tp"], r["cp"], r["tflops_per_accelerator"]) for r in long_seq][-1] \
+        == ("1048576", "8", "32", "536")
+    assert len(long_seq) == 9
+    assert len([r for r in nemo if "24.07 perf numbers" in r["citation"]]) == 12
 
 
 def test_moe_golden_rows():
@@ -406,7 +433,7 @@ def test_moe_golden_rows():
     assert (h100["n_accelerators"], h100["pp"], h100["ep"], h100["virtual_pipeline"]) == (
         "16", "2", "8", "24")
     assert (h100["tokens_per_s_per_accelerator"], h100["tflops_per_accelerator"]) == ("5275", "121")
-    assert len(rows_of("megatron_bridge2025.csv")) == 45
+    assert len([r for r in rows_of("megatron_bridge2025.csv") if r["n_experts"]]) == 45
     am = rows_of("nemo_automodel2025.csv")
     assert [(r["n_accelerators"], r["step_time_s"]) for r in am[:2]] == [("1024", "37.87"),
                                                                         ("256", "8.18")]
