@@ -404,7 +404,9 @@ def test_dense_golden_rows():
     """Dense rows as the sources print them: Megatron-Bridge (df0289c) 38 rows, the NeMo
     24.07 H100 table (12) and the long-sequence LLAMA2-7B H100 table (9); every dense
     Megatron-Bridge row's GBS = MBS x DP x GA (GA in `notes`)."""
-    mb = [r for r in rows_of("megatron_bridge2025.csv") if not r["n_experts"]]
+    dense = [r for r in rows_of("megatron_bridge2025.csv") if not r["n_experts"]]
+    assert len(dense) == 71
+    mb = [r for r in dense if "df0289c" in r["citation"]]
     assert len(mb) == 38
     for r in mb:
         ga = int(re.search(r"GA (\d+)", r["notes"]).group(1))
@@ -422,6 +424,10 @@ def test_dense_golden_rows():
         == ("1048576", "8", "32", "536")
     assert len(long_seq) == 9
     assert len([r for r in nemo if "24.07 perf numbers" in r["citation"]]) == 12
+    assert len([r for r in nemo if "stored copy" in r["citation"] and not r["n_experts"]]) == 15
+    h100 = [r for r in dense if "'26.06 NeMo" in r["citation"] and r["accelerator"] == "H100-SXM5-80GB"]
+    assert [(r["cp"], r["tokens_per_s_per_accelerator"], r["tflops_per_accelerator"]) for r in h100] \
+        == [("2", "326", "822")]
 
 
 def test_moe_golden_rows():
