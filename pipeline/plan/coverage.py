@@ -2,9 +2,9 @@
 
 A family's fitted values (pipeline/calibrate/families.py) apply to the configurations its runs
 measured. For a planned row, :func:`outside_reasons` lists each feature its family's fitted
-runs never had (ZeRO-3, a precision on an accelerator family, an accelerator family, pp / cp /
-ep > 1, a node size, a sequence longer than any fitted one). Such an answer transfers the
-family's values to a configuration it never saw; :func:`widen` widens its interval by what the
+runs never had (ZeRO-3 on the accelerator family, a precision on an accelerator family, an
+accelerator family, pp / cp / ep > 1, a node size, a sequence longer than any fitted one). Such
+an answer transfers the family's values to a configuration it never saw; :func:`widen` widens its interval by what the
 data say about such a transfer: the spread of the step time between the production families'
 fitted values on the same row (the families are different software measured on different
 configurations, so their disagreement on this row is the data's own measure of how much a
@@ -72,8 +72,9 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
             seen = f" ({', '.join(others)} did)" if others else " (no fitted run did)"
             out.append(f"{fam} never measured {name}{seen}")
 
-    if row["zero_stage"] >= 3:
-        check("ZeRO-3", "zero_stage", lambda s: s >= 3)
+    if row["zero_stage"] >= 3:  # ZeRO-3's gathers ride the accelerator family's interconnect
+        check(f"ZeRO-3 on {acc_family}", "zero_stage",
+              lambda s: (s >= 3) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
     for axis in ("pp", "cp", "ep"):
         if row[axis] > 1:
             check(f"{axis} > 1", axis, lambda s: s > 1)
@@ -167,7 +168,9 @@ def _covered(fitted: pd.DataFrame) -> set[tuple]:
     out: set[tuple] = {("accelerator_family", a) for a in fitted["accelerator_family"].dropna()}
     out |= {("precision@", (p, a)) for p, a in zip(fitted["precision"],
                                                   fitted["accelerator_family"])}
-    for name, col, threshold in (("zero3", "zero_stage", 3), ("pp", "pp", 2), ("cp", "cp", 2)):
+    zero3 = pd.to_numeric(fitted["zero_stage"], errors="coerce") >= 3
+    out |= {("zero3@", a) for a in fitted.loc[zero3, "accelerator_family"].dropna()}
+    for name, col, threshold in (("pp", "pp", 2), ("cp", "cp", 2)):
         if (pd.to_numeric(fitted[col], errors="coerce") >= threshold).any():
             out.add((name, True))
     return out
@@ -178,7 +181,7 @@ def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
     out: list[tuple] = [("accelerator_family", acc_family),
                         ("precision@", (precision, acc_family))]
     if zero >= 3:
-        out.append(("zero3", True))
+        out.append(("zero3@", acc_family))
     if pp > 1:
         out.append(("pp", True))
     if cp > 1:
@@ -189,9 +192,9 @@ def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
 def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
                     families: tuple[str, ...], default: str) -> np.ndarray:
     """The planner's default family per row, a stated rule: the production family whose fitted
-    runs measured the most of the row's features (ZeRO-3, pp > 1, cp > 1, its precision on its
-    accelerator family, the accelerator family), ``default`` on ties, then the family with more
-    fitted runs. So a ZeRO-3 layout is priced by a family that ran ZeRO-3."""
+    runs measured the most of the row's features (ZeRO-3 on its accelerator family, pp > 1,
+    cp > 1, its precision on its accelerator family, the accelerator family), ``default`` on ties, then the family with more
+    fitted runs. So a ZeRO-3 layout is priced by a family that ran ZeRO-3 on that hardware."""
     fitted = measured.fitted
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
