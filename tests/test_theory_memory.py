@@ -223,7 +223,9 @@ def test_fitting_every_family_lets_the_saturated_peaks_raise_their_factor():
 def test_predictions_use_the_row_s_family_factor():
     from pipeline.theory.memory import MemoryBreakdown
     from pipeline.theory.memory_fit import FamilyFactor, OverheadFit
-    from pipeline.theory.memory import Overhead
+    from dataclasses import replace
+
+    from pipeline.theory.memory import Overhead, fits_in
     fit = OverheadFit(Overhead(1.0, 1e9), (1.0, 1.0), (1e9, 1e9), 10, 0.1,
                       {"playbook": FamilyFactor(2.0, (1.9, 2.1), "fitted", 10),
                        "megatron": FamilyFactor(1.0, (1.0, 1.0), "fixed", 0)})
@@ -428,3 +430,35 @@ def test_only_the_named_sources_hold_unsharded_pipeline_gradients():
     x, _ = memory_inputs(frame, None, MemoryConstants(), {"seq_len": 2048, "micro_batch": 1,
                                                            "zero_stage": 1})
     assert list(np.asarray(x.pipeline_unsharded_grads)) == [True, False]
+
+
+def test_an_unstated_recompute_policy_is_the_least_recompute_that_fits():
+    # Llama 3 70B, FSDP over 64 chips, 2 sequences of 8K: without recompute the activations
+    # (~365 GB) overflow any chip; with full recompute they fit 186 GB. A row that states no
+    # policy gets the full-recompute peak; one that states `none` keeps its own; a Playbook row
+    # (nanotron, policy `none` by convention, its outcome scored) is never changed.
+    from dataclasses import replace
+
+    from pipeline.theory.memory import Overhead, fits_in
+    from pipeline.theory.memory_fit import _unstated_recompute
+    from pipeline.theory.memory_inputs import memory_inputs
+    const = MemoryConstants()
+    frame = pd.DataFrame({"params": 70.6e9, "n_layers": 80, "d_model": 8192, "seq_len": 8192,
+                          "micro_batch": 2, "n_accelerators": 64, "dp": 64, "tp": 1,
+                          "zero_stage": 3, "recompute": [None, "none", None],
+                          "strategy": ["FSDP", "FSDP", "nanotron"]})
+    x, rc = memory_inputs(frame, None, const, {"seq_len": 8192, "micro_batch": 2,
+                                                "zero_stage": 3})
+
+    class _Fit:  # the fitted overhead as one family's, factor 1 and nothing fixed
+        def apply(self, parts, family):
+            return Overhead(1.0, 0.0).apply(parts)
+
+    family = np.array(["megatron", "megatron", "playbook"], dtype=object)
+    none_peak = _Fit().apply(peak_memory(x, rc), family)
+    capacity = np.full(3, 186e9)
+    got = _unstated_recompute(none_peak, frame, x, rc, _Fit(), family, capacity)
+    full = _Fit().apply(peak_memory(replace(x, recompute=np.full(3, 2)), rc), family)
+    assert not fits_in(none_peak[0], 186e9, rc)
+    assert got[0] == pytest.approx(full[0]) and fits_in(got[0], 186e9, rc)
+    assert got[1] == none_peak[1] and got[2] == none_peak[2]

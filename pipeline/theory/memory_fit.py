@@ -23,7 +23,7 @@ size, beside the naive rule of weights, gradients and optimizer states only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -31,7 +31,7 @@ import pandas as pd
 
 from pipeline.folds import group_folds
 from pipeline.config import settings
-from pipeline.frameworks import DEFAULT_FAMILY, family_of
+from pipeline.frameworks import DEFAULT_FAMILY, PLAYBOOK, family_of
 from pipeline.processes import map_in_order
 from pipeline.theory.memory import (MemoryConstants, Overhead, fits_in, naive_state_bytes,
                                     peak_memory)
@@ -188,6 +188,34 @@ def _fit(fixed, activations, measured, family, cfg) -> OverheadFit:
                         fitted_families=cfg.fitted_activation_families)
 
 
+def _unstated_recompute(predicted: np.ndarray, frame: pd.DataFrame, inputs, const, fit,
+                        family: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Where a run states no recompute policy (``recompute`` null: most vendor tables), the peak
+    under the least recompute it fits with: none, then selective, then full (a completed run
+    that states no policy ran one that fits; Megatron-Bridge's recipes set recompute and
+    activation offloading per chip, e.g. ``cpu_offloading_num_layers`` in
+    scripts/performance/configs/llama/llama3_workload_base_configs.py at commit 00919dc,
+    which its published tables do not print). A stated policy is never changed; where no
+    policy fits, the full-recompute figure (the smallest) is given and the run does not fit.
+    """
+    stated = (frame["recompute"].notna().to_numpy() if "recompute" in frame
+              else np.zeros(len(frame), bool))
+    out = np.asarray(predicted, dtype=float).copy()
+    # the Playbook sweep's nanotron runs state their policy by convention (none), and their
+    # completed / out-of-memory outcomes score fits_memory: the rule never touches them
+    todo = (~stated & (family != PLAYBOOK) & np.isfinite(capacity)
+            & ~np.asarray(fits_in(out, capacity, const), bool))
+    for code in (1, 2):  # selective, then full
+        if not todo.any():
+            break
+        lighter = replace(inputs, recompute=np.full(len(out), code, np.int64))
+        alt = np.asarray(fit.apply(peak_memory(lighter, const), family), dtype=float)
+        take = todo & (np.asarray(fits_in(alt, capacity, const), bool) | (code == 2))
+        out[take] = alt[take]
+        todo &= ~take
+    return out
+
+
 def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
                 params: Mapping[str, Any]) -> tuple[pd.DataFrame, dict]:
     """Per run (bounds' order): ``memory_bytes_per_accelerator`` and ``fits_memory`` (null for
@@ -215,7 +243,8 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     fixed = parts.states + parts.transient
     family = family_of(frame)
     fit = _fit(fixed, parts.activations, measured, family, cfg)
-    predicted = fit.apply(parts, family)
+    predicted = _unstated_recompute(fit.apply(parts, family), frame, inputs, const, fit,
+                                    family, capacity)
     # a run that states no degree (MLPerf) has no layout to size: no memory figure
     stated = np.zeros(len(frame), bool)
     for k in ("tp", "pp", "dp"):
