@@ -627,6 +627,15 @@ def with_layout(row: Row, layout: dict[str, str] | None) -> list[str]:
     return [d for d in layout["derived"].split(";") if d in ("dp", "precision")]
 
 
+def mlperf_cluster(system_name: str) -> str | None:
+    """``gb200-nvl72``/``gb300-nvl72`` (data/catalog/clusters.csv: one NVLink domain of 72 GPUs)
+    where the system description's ``system_name`` says the machine is built of such racks
+    ("Tyche (8x NVIDIA GB200 NVL72)", "SRS-GB300-NVL72-M1 (...)"); else None (the 4-GPU
+    ``accelerators_per_node`` of a GB200 tray would be taken as its NVLink domain)."""
+    m = re.search(r"\b(GB[23]00)[ -]NVL72\b", system_name or "")
+    return f"{m.group(1).lower()}-nvl72" if m else None
+
+
 def convert_mlperf(refs: list[dict[str, str]],
                    layouts: dict[LayoutKey, dict[str, str]] | None = None) -> list[Row]:
     """One row per LLM-benchmark run; re-published duplicates (``dup_of`` set) are dropped;
@@ -680,6 +689,7 @@ def convert_mlperf(refs: list[dict[str, str]],
         if ref["run_status"] == "missing_file":
             notes.append("result log absent from the copied tree (file >= 4 MiB)")
         row["notes"] = "; ".join(notes) or None
+        row["cluster"] = mlperf_cluster(ref["system_name"])
         derived += with_layout(row, layouts.get(
             (version, ref["submitter"], ref["system"], ref["benchmark"])))
         out.append(with_derived(row, *derived))
