@@ -44,6 +44,7 @@ EXTRA_COLUMNS = (
     "accelerators_per_node", "global_batch_sequences", "n_heads", "samples_per_s", "init_s",
     "eval_time_s",
     "result_path", "log_sha1", *SCHEDULE_COLUMNS, "framework", *KERNEL_COLUMNS, "cluster",
+    "layout_source",
 )
 # The software that ran each source's jobs, as the source names it (citations in
 # data/raw/published/README.md); a source that names none (fernandez2024) gets none. MLPerf rows
@@ -572,8 +573,83 @@ MLPERF_STATUS = {"success": "ok", "aborted": "aborted", "no_run_stop": "no_run_s
                  "missing_file": "missing_file"}
 
 
-def convert_mlperf(refs: list[dict[str, str]]) -> list[Row]:
-    """One row per LLM-benchmark run; re-published duplicates (``dup_of`` set) are dropped."""
+# The submissions' own configuration files (data/raw/mlperf_configs/layouts.csv, written by
+# scripts/extract_mlperf_configs.py; README.md there): one row per (round, submitter, system,
+# benchmark), joined to every run of that system.
+MLPERF_LAYOUTS = ROOT / "data" / "raw" / "mlperf_configs" / "layouts.csv"
+LayoutKey = tuple[str, str, str, str]
+# Precisions the step model prices (pipeline/vocab.py PRECISIONS); a layout stated at another
+# (NVFP4, MLPerf v5.1) stays in layouts.csv and is not joined: the run keeps no layout.
+JOINED_PRECISIONS = ("bf16", "fp16", "fp8", "")
+# Runs whose layout the join leaves out although layouts.csv states it, and why (README.md).
+MLPERF_LAYOUT_LEFT_OUT: dict[tuple[str, str, str], str] = {}
+# Benchmarks whose layouts are not joined. llama31_8b (v5.1; 160 runs, global batch 16-128
+# sequences, 1-2 microbatches per step): joined, the calibrate fit degenerated (dvc repro on
+# r3-data 4eaf532: Megatron compute efficiency 0.31, every Megatron source's effect -0.6 to
+# -0.9, between-source sd 0.54, leave-source-out median error of the production sources 46.6%
+# against 12.5% without; each 8B system alone was predicted within 0.3-37% in-sample).
+MLPERF_BENCHMARK_LEFT_OUT: dict[str, str] = {
+    "llama31_8b": "the step model cannot yet explain the 8B runs' one-or-two-microbatch steps"
+                  " together with the other sources (data/raw/mlperf_configs/README.md)"}
+
+
+def read_layouts(path: Path = MLPERF_LAYOUTS) -> dict[LayoutKey, dict[str, str]]:
+    """layouts.csv by (round, submitter, system, benchmark); a repeated key is an error."""
+    out: dict[LayoutKey, dict[str, str]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            key = (row["round"], row["submitter"], row["system"], row["benchmark"])
+            if key in out:
+                raise ValueError(f"{path.name}: {key} twice")
+            out[key] = row
+    return out
+
+
+def _flag(text: str) -> bool | None:
+    return {"True": True, "False": False}.get((text or "").strip())
+
+
+def with_layout(row: Row, layout: dict[str, str] | None) -> list[str]:
+    """Fill ``row`` from its system's configuration (tp, pp, cp, virtual_pipeline, micro_batch,
+    precision, sequence_parallel, tp_comm_overlap; dp = N / (tp pp cp)); returns the names it
+    derived. The result log's global batch stays (a launch may override the script's MINIBS)."""
+    if layout is None:
+        return []
+    why = MLPERF_LAYOUT_LEFT_OUT.get((row["mlperf_version"], row["system"], row["benchmark"])) \
+        or MLPERF_BENCHMARK_LEFT_OUT.get(row["benchmark"])
+    if layout["precision"] not in JOINED_PRECISIONS or why:
+        why = why or f"{layout['precision'].upper()}, a precision the step model does not price"
+        row["notes"] = "; ".join(filter(None, [row.get("notes"), (
+            f"layout stated in data/raw/mlperf_configs/layouts.csv ({layout['config_path']})"
+            f" not joined: {why}")]))
+        return []
+    row.update(tp=int(layout["tp"]), pp=int(layout["pp"]), cp=int(layout["cp"]),
+               dp=int(layout["dp"]), micro_batch=int(layout["micro_batch"]),
+               virtual_pipeline=int(layout["virtual_pipeline"]),
+               precision=layout["precision"] or None,
+               sequence_parallel=_flag(layout["sequence_parallel"]),
+               tp_comm_overlap=_flag(layout["tp_comm_overlap"]),
+               layout_source=(f"{layout['repository']}@{layout['commit'][:12]} "
+                              f"{layout['config_path']} (read: {layout['files_read']})"))
+    if row["dp"] * row["tp"] * row["pp"] * row["cp"] != row["n_accelerators"]:
+        raise ValueError(f"{row['system']}: layout does not multiply to N")
+    return [d for d in layout["derived"].split(";") if d in ("dp", "precision")]
+
+
+def mlperf_cluster(system_name: str) -> str | None:
+    """``gb200-nvl72``/``gb300-nvl72`` (data/catalog/clusters.csv: one NVLink domain of 72 GPUs)
+    where the system description's ``system_name`` says the machine is built of such racks
+    ("Tyche (8x NVIDIA GB200 NVL72)", "SRS-GB300-NVL72-M1 (...)"); else None (the 4-GPU
+    ``accelerators_per_node`` of a GB200 tray would be taken as its NVLink domain)."""
+    m = re.search(r"\b(GB[23]00)[ -]NVL72\b", system_name or "")
+    return f"{m.group(1).lower()}-nvl72" if m else None
+
+
+def convert_mlperf(refs: list[dict[str, str]],
+                   layouts: dict[LayoutKey, dict[str, str]] | None = None) -> list[Row]:
+    """One row per LLM-benchmark run; re-published duplicates (``dup_of`` set) are dropped;
+    a run whose system's configuration ``layouts`` states gets its layout (``with_layout``)."""
+    layouts = read_layouts() if layouts is None else layouts
     out = []
     for line, ref in enumerate(refs, 1):
         if ref["benchmark"] not in MLPERF_LLM or ref["dup_of"]:
@@ -622,6 +698,9 @@ def convert_mlperf(refs: list[dict[str, str]]) -> list[Row]:
         if ref["run_status"] == "missing_file":
             notes.append("result log absent from the copied tree (file >= 4 MiB)")
         row["notes"] = "; ".join(notes) or None
+        row["cluster"] = mlperf_cluster(ref["system_name"])
+        derived += with_layout(row, layouts.get(
+            (version, ref["submitter"], ref["system"], ref["benchmark"])))
         out.append(with_derived(row, *derived))
     return out
 

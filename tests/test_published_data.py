@@ -443,3 +443,99 @@ def test_moe_golden_rows():
     am = rows_of("nemo_automodel2025.csv")
     assert [(r["n_accelerators"], r["step_time_s"]) for r in am[:2]] == [("1024", "37.87"),
                                                                         ("256", "8.18")]
+
+
+# --- MLPerf layouts from the submissions' configuration scripts ----------------------------
+LAYOUTS = ROOT / "data" / "raw" / "mlperf_configs" / "layouts.csv"
+LAYOUT_KEY = ("round", "submitter", "system", "benchmark")
+
+
+@functools.lru_cache(maxsize=None)
+def layout_rows() -> list[dict[str, str]]:
+    with open(LAYOUTS, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_mlperf_layouts_multiply_to_n_and_cite_a_config_file():
+    rows = layout_rows()
+    assert len(rows) >= 40
+    for row in rows:
+        tp, pp, cp, dp, n = (int(row[k]) for k in ("tp", "pp", "cp", "dp", "n_accelerators"))
+        assert tp * pp * cp * dp == n, row["system"]
+        assert int(row["nodes"]) * int(row["accelerators_per_node"]) == n, row["system"]
+        assert int(row["minibs"]) * dp == int(row["global_batch"])
+        assert int(row["micro_batch"]) >= 1 and int(row["virtual_pipeline"]) >= 1
+        assert pp > 1 or int(row["virtual_pipeline"]) == 1
+        assert row["repository"] == f"mlcommons/training_results_{row['round']}"
+        assert re.fullmatch(r"[0-9a-f]{40}", row["commit"])
+        assert row["config_path"].startswith(f"{row['submitter']}/benchmarks/{row['benchmark']}/")
+        assert re.search(r"/config_[^/]+\.sh$", row["config_path"])
+        assert row["files_read"].split(";")[0] == row["config_path"].rsplit("/", 1)[1]
+        assert {"dp", "global_batch"} <= set(row["derived"].split(";"))
+        assert row["precision"] in ("bf16", "fp8", "nvfp4", "")
+
+
+def test_mlperf_layouts_one_row_per_system():
+    keys = [tuple(r[k] for k in LAYOUT_KEY) for r in layout_rows()]
+    assert len(keys) == len(set(keys))
+    assert tr.read_layouts(LAYOUTS).keys() == set(keys)
+
+
+def test_mlperf_layout_join_is_one_to_one_and_exact():
+    """Every run of a system in layouts.csv carries that row's layout (or a note why not), and
+    no other run carries one; the log's global batch divides into whole microbatches."""
+    layouts = {tuple(r[k] for k in LAYOUT_KEY): r for r in layout_rows()}
+    runs = rows_of("mlperf_training.csv")
+    joined = set()
+    for run in runs:
+        key = (run["mlperf_version"], run["submitter"], run["system"], run["benchmark"])
+        lay = layouts.get(key)
+        if lay is None:
+            assert run["tp"] == run["layout_source"] == "", key
+            continue
+        joined.add(key)
+        if lay["precision"] not in tr.JOINED_PRECISIONS or lay["benchmark"] in \
+                tr.MLPERF_BENCHMARK_LEFT_OUT:
+            assert run["tp"] == "" and "not joined" in run["notes"], key
+            continue
+        for col in ("tp", "pp", "cp", "dp", "micro_batch", "virtual_pipeline"):
+            assert run[col] == lay[col], (key, col)
+        assert run["precision"] == lay["precision"]
+        assert lay["config_path"] in run["layout_source"] and lay["commit"][:12] in \
+            run["layout_source"]
+        assert "dp" in run["derived"].split(";")
+        assert ("precision" in run["derived"].split(";")) == ("precision" in lay["derived"])
+        gbs, dp, mbs = (int(f(run[k])) for k in ("global_batch_sequences", "dp", "micro_batch"))
+        assert gbs % (dp * mbs) == 0, key
+    assert joined == set(layouts)  # every layout row names a system the table holds
+
+
+def test_mlperf_layout_counts():
+    runs = [r for r in rows_of("mlperf_training.csv") if r["tp"]]
+    assert len(runs) == 93
+    assert {r["benchmark"] for r in runs} == {"gpt3", "llama31_405b"}
+    assert all(r["status"] == "ok" for r in runs)
+
+
+def test_mlperf_layout_is_what_the_script_states():
+    """Golden rows read by hand from the scripts (v3.1 GPT-3 at 10,752: config_DGXH100_1344x8x8
+    x4x8_mbs1.sh + conf/megatron_gpt_config_custom.yaml default INTERLEAVED_PIPELINE=12; v5.0
+    405B at 512 H100: config_DGXH100_64x8x288xtp8pp8cp2.sh)."""
+    layouts = {tuple(r[k] for k in LAYOUT_KEY): r for r in layout_rows()}
+    gpt3 = layouts[("v3.1", "NVIDIA", "eos-dfw_n1344_ngc23.09_nemo", "gpt3")]
+    assert (gpt3["tp"], gpt3["pp"], gpt3["virtual_pipeline"], gpt3["cp"], gpt3["micro_batch"],
+            gpt3["minibs"], gpt3["precision"]) == ("4", "8", "12", "1", "1", "8", "fp8")
+    llama = layouts[("v5.0", "NVIDIA", "eos-dfw_n64_ngc25.01_nemo", "llama31_405b")]
+    assert (llama["tp"], llama["pp"], llama["virtual_pipeline"], llama["cp"], llama["dp"],
+            llama["micro_batch"], llama["minibs"]) == ("8", "8", "8", "2", "4", "1", "288")
+
+
+def test_mlperf_layout_rejects_a_layout_that_does_not_multiply_to_n():
+    row = {"mlperf_version": "v0", "system": "x", "benchmark": "gpt3", "n_accelerators": 64,
+           "notes": None}
+    bad = {"tp": "4", "pp": "8", "cp": "1", "dp": "3", "micro_batch": "1",
+           "virtual_pipeline": "1", "precision": "fp8", "sequence_parallel": "True",
+           "tp_comm_overlap": "True", "repository": "r", "commit": "0" * 40,
+           "config_path": "c", "files_read": "c", "derived": "dp;global_batch"}
+    with pytest.raises(ValueError, match="multiply"):
+        tr.with_layout(row, bad)
