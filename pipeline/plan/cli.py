@@ -76,7 +76,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
               moe: dict[str, float | None] | None = None, cluster: str | None = None
               ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
     """The checked request, answered: rows, the request, the batch and the defaults assumed."""
-    params = load_params(paths.params)
+    params = _params(paths.params, _stamp(paths.params))
     load_settings(params)
     finite("--train-tokens", train_tokens, 0, 1e16, low_open=True)
     finite("--global-batch-tokens", global_batch_tokens, 0, MAX_BATCH_TOKENS, low_open=True)
@@ -134,10 +134,17 @@ def _stamp(*paths: Path) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=2)
+def _params(path: Path, stamp: tuple) -> dict[str, Any]:
+    """params.yaml, read once per process while the file stays as it was (the request and
+    the loaded outputs share it; nothing the planner does changes it)."""
+    return load_params(path)
+
+
 @functools.lru_cache(maxsize=4)
 def _cached_context(paths: Paths, framework: str | None, stamp: tuple) -> PlanContext:
     return load_context(paths.processed, paths.catalog, paths.theory_metrics,
-                        load_params(paths.params), framework)
+                        _params(paths.params, _stamp(paths.params)), framework)
 
 
 def _context(paths: Paths, framework: str | None) -> PlanContext:
@@ -186,7 +193,7 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag (for an
     MoE model, ``moe``, the highest MFU measured on MoE runs there, where the data hold one)."""
     acc_family = ctx.step.catalog.family(accelerator)
-    reasons = [coverage.outside_reasons(r, measured, acc_family) for _, r in rows.iterrows()]
+    reasons = coverage.outside_reasons_of(rows, measured, acc_family)
     outside = np.array([bool(r) for r in reasons])
     rows = coverage.widen(rows, ctx.step, outside)
     rows["outside_measured"] = outside

@@ -107,6 +107,25 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
     return out
 
 
+# the row's columns :func:`outside_reasons` reads: rows equal in these get the same reasons
+REASON_KEYS = ("framework_family", "zero_stage", "pp", "cp", "ep", "precision",
+               "accelerators_per_node", "seq_len")
+
+
+def outside_reasons_of(rows: pd.DataFrame, measured: Measured, acc_family: str
+                       ) -> list[list[str]]:
+    """:func:`outside_reasons` of each row, computed once per distinct ``REASON_KEYS``."""
+    keys = [c for c in REASON_KEYS if c in rows.columns]
+    known: dict[tuple, list[str]] = {}
+    out = []
+    for _, row in rows.iterrows():
+        key = tuple(str(row[c]) for c in keys)
+        if key not in known:
+            known[key] = outside_reasons(row, measured, acc_family)
+        out.append(known[key])
+    return out
+
+
 def _col(frame: pd.DataFrame, col: str) -> pd.Series:
     return frame[col] if col in TEXT_COLUMNS else pd.to_numeric(frame[col], errors="coerce")
 
