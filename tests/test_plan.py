@@ -86,6 +86,8 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
     (("llama-3-70b", "H100", "--n", "512", "--cluster", "dgx-h200"), "--cluster",
      "dgx-h200 is a cluster of H200-SXM-141GB, not H100-SXM5-80GB"),
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=x"), "--layout", "tp='x'"),
+    (("llama-3-70b", "GB200", "--n", "576", "--cluster", "gb200-nvl72"),
+     "--global-batch-tokens", "does not split into dp x micro-batch"),
     (("llama-3-70b", "H100", "--n", "512", "--framework", "jax"), "--framework",
      "'jax' is not one of megatron, fsdp, deepspeed, playbook"),
 ])

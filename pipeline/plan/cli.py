@@ -94,11 +94,12 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     check_precision(cat, req.accelerator, precision or "bf16",
                     "--precision" if precision else "ACCELERATOR")
     topology = ctx.step.topology
-    if cluster is not None and "accelerators_per_node" not in fixed and \
-            cluster in topology.table.index:
-        fixed["accelerators_per_node"] = int(topology.table.loc[cluster, "scaleup_domain_size"])
+    # the named cluster's domain, unless the layout states one: a column of every row, not a
+    # fixed axis (a refusal then names the flag the user gave, not --layout)
+    node = {"accelerators_per_node": int(topology.table.loc[cluster, "scaleup_domain_size"])} \
+        if cluster in topology.table.index and "accelerators_per_node" not in fixed else {}
     priced = check_hardware(cat, topology, req.accelerator, cluster, max(ns),
-                            float(fixed.get("accelerators_per_node", np.nan)))
+                            float({**node, **fixed}.get("accelerators_per_node", np.nan)))
     assumed = _assumed(framework, precision, fixed, kernels, cat, req.accelerator)
     if cluster is None and priced is not None:
         assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
@@ -113,6 +114,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
                           default)
     columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
+               **node,
                **{k: v for k, v in kernels.items() if v is not None}}
     measured = _measured(paths.processed, _stamp(paths.processed))
     ctx = replace(ctx, columns=columns,
