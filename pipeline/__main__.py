@@ -23,6 +23,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipeline.config import ConfigError, load_params, load_settings
+from pipeline.plan.help import epilog as plan_epilog
 
 
 class Commands(TyperGroup):
@@ -277,7 +278,7 @@ def metrics(headline_dir: Path = typer.Option(Path("reports/headline"), "--headl
     typer.echo("\n".join(legend_lines(headline_dir)))
 
 
-@app.command(context_settings={"allow_extra_args": True})
+@app.command(context_settings={"allow_extra_args": True}, epilog=plan_epilog())
 def plan(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="catalog model id or alias (e.g. llama-3-70b), or a "

@@ -54,21 +54,29 @@ def family_of(frame: pd.DataFrame) -> np.ndarray:
 
     given, source, strategy, framework = (text_column(c) for c in (
         "framework_family", "source", "strategy", "framework"))
+    # one answer per distinct (family, source, strategy, framework): a planner's search asks
+    # for tens of thousands of rows with one or two distinct keys
+    known: dict[tuple, str] = {}
     out = []
-    for g, s, text, stack in zip(given, source, strategy, framework):
-        text = text if isinstance(text, str) else ""
-        stack = stack if isinstance(stack, str) else ""
-        named = next((f for pat, f in _STRATEGY_WORDS if pat.search(stack)), None)
-        if isinstance(g, str) and g in FAMILIES:
-            out.append(g)
-        elif _DEEPSPEED.search(text):
-            # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
-            out.append("deepspeed")
-        elif named is not None:
-            out.append(named)
-        elif isinstance(s, str) and s in SOURCE_FAMILY:
-            out.append(SOURCE_FAMILY[s])
-        else:
-            out.append(next((f for pat, f in _STRATEGY_WORDS if pat.search(text)),
-                            DEFAULT_FAMILY))
+    for key in zip(given, source, strategy, framework):
+        key = tuple(k if isinstance(k, str) else None for k in key)
+        if key not in known:
+            known[key] = _family_one(*key)
+        out.append(known[key])
     return np.array(out, dtype=object)
+
+
+def _family_one(g: str | None, s: str | None, text: str | None, stack: str | None) -> str:
+    """:func:`family_of`'s rule for one row."""
+    text = text or ""
+    named = next((f for pat, f in _STRATEGY_WORDS if pat.search(stack or "")), None)
+    if g in FAMILIES:
+        return g
+    if _DEEPSPEED.search(text):
+        # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
+        return "deepspeed"
+    if named is not None:
+        return named
+    if s in SOURCE_FAMILY:
+        return SOURCE_FAMILY[s]
+    return next((f for pat, f in _STRATEGY_WORDS if pat.search(text)), DEFAULT_FAMILY)

@@ -82,10 +82,12 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
      "no peak_fp8_flops_per_s for A100-SXM4-80GB"),
     (("llama-3-70b", "H100", "--n", "512", "--precision", "mxfp8"), "--precision",
      "H100-SXM5-80GB has none"),
-    (("llama-3-70b", "MI300X", "--n", "512"), "ACCELERATOR", "no scaleout_bytes_per_s for MI300X"),
+    (("llama-3-70b", "H20", "--n", "512"), "ACCELERATOR", "no scaleout_bytes_per_s for H20"),
     (("llama-3-70b", "H100", "--n", "512", "--cluster", "dgx-h200"), "--cluster",
      "dgx-h200 is a cluster of H200-SXM-141GB, not H100-SXM5-80GB"),
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=x"), "--layout", "tp='x'"),
+    (("llama-3-70b", "GB200", "--n", "576", "--cluster", "gb200-nvl72"),
+     "--global-batch-tokens", "does not split into dp x micro-batch"),
     (("llama-3-70b", "H100", "--n", "512", "--framework", "jax"), "--framework",
      "'jax' is not one of megatron, fsdp, deepspeed, playbook"),
 ])
@@ -212,3 +214,14 @@ def test_outside_the_measured_configurations_is_flagged_and_widened_by_the_famil
     width = {k: r["step_time_high_s"] / r["step_time_s"] for k, r in
              (("in", inside), ("out", outside))}
     assert width["out"] > width["in"] * 1.01
+
+
+@pytest.mark.parametrize("accelerator, cluster, per_accelerator_gbs", [
+    ("B300", "dgx-b300", 100), ("MI300X", "azure-nd-mi300x-v5", 50)])
+def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_accelerator_gbs):
+    """DGX B300 (one ConnectX-8, 800 Gb/s, per GPU) and Azure ND MI300X v5 (8 x 400 Gb/s NDR
+    per 8 GPUs) are their accelerators' default clusters: 64 chips answer, and say so."""
+    result = _plan("llama-3-70b", accelerator, "--n", "64", "--top", "1")
+    assert result.exit_code == 0, result.stderr
+    assert f"cluster {cluster}: 8 per node, 8 per NVLink domain, {per_accelerator_gbs} GB/s" \
+        in result.stdout

@@ -76,7 +76,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
               moe: dict[str, float | None] | None = None, cluster: str | None = None
               ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
     """The checked request, answered: rows, the request, the batch and the defaults assumed."""
-    params = load_params(paths.params)
+    params = _params(paths.params, _stamp(paths.params))
     load_settings(params)
     finite("--train-tokens", train_tokens, 0, 1e16, low_open=True)
     finite("--global-batch-tokens", global_batch_tokens, 0, MAX_BATCH_TOKENS, low_open=True)
@@ -94,11 +94,12 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     check_precision(cat, req.accelerator, precision or "bf16",
                     "--precision" if precision else "ACCELERATOR")
     topology = ctx.step.topology
-    if cluster is not None and "accelerators_per_node" not in fixed and \
-            cluster in topology.table.index:
-        fixed["accelerators_per_node"] = int(topology.table.loc[cluster, "scaleup_domain_size"])
+    # the named cluster's domain, unless the layout states one: a column of every row, not a
+    # fixed axis (a refusal then names the flag the user gave, not --layout)
+    node = {"accelerators_per_node": int(topology.table.loc[cluster, "scaleup_domain_size"])} \
+        if cluster in topology.table.index and "accelerators_per_node" not in fixed else {}
     priced = check_hardware(cat, topology, req.accelerator, cluster, max(ns),
-                            float(fixed.get("accelerators_per_node", np.nan)))
+                            float({**node, **fixed}.get("accelerators_per_node", np.nan)))
     assumed = _assumed(framework, precision, fixed, kernels, cat, req.accelerator)
     if cluster is None and priced is not None:
         assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
@@ -113,6 +114,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
                           default)
     columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
+               **node,
                **{k: v for k, v in kernels.items() if v is not None}}
     measured = _measured(paths.processed, _stamp(paths.processed))
     ctx = replace(ctx, columns=columns,
@@ -134,10 +136,17 @@ def _stamp(*paths: Path) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=2)
+def _params(path: Path, stamp: tuple) -> dict[str, Any]:
+    """params.yaml, read once per process while the file stays as it was (the request and
+    the loaded outputs share it; nothing the planner does changes it)."""
+    return load_params(path)
+
+
 @functools.lru_cache(maxsize=4)
 def _cached_context(paths: Paths, framework: str | None, stamp: tuple) -> PlanContext:
     return load_context(paths.processed, paths.catalog, paths.theory_metrics,
-                        load_params(paths.params), framework)
+                        _params(paths.params, _stamp(paths.params)), framework)
 
 
 def _context(paths: Paths, framework: str | None) -> PlanContext:
@@ -186,7 +195,7 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag (for an
     MoE model, ``moe``, the highest MFU measured on MoE runs there, where the data hold one)."""
     acc_family = ctx.step.catalog.family(accelerator)
-    reasons = [coverage.outside_reasons(r, measured, acc_family) for _, r in rows.iterrows()]
+    reasons = coverage.outside_reasons_of(rows, measured, acc_family)
     outside = np.array([bool(r) for r in reasons])
     rows = coverage.widen(rows, ctx.step, outside)
     rows["outside_measured"] = outside

@@ -31,6 +31,11 @@ FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "p
                    "accelerators_per_node", "seq_len", "mfu", "status")
 
 TEXT_COLUMNS = ("precision", "accelerator_family", "family")
+# The runs.parquet columns the planner reads (the features above, the MoE record's citation): a
+# column read of 15 of its ~70 columns, not the whole table
+RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
+               "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
+               "source", "citation", "model", "n_accelerators")
 
 
 @dataclass(frozen=True)
@@ -46,13 +51,21 @@ def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Me
     """Read runs.parquet and calibrated.parquet (the fitted runs and their family); absent
     files give empty tables (the planner still answers, flagging every row as outside)."""
     runs_path, cal_path = Path(processed) / "runs.parquet", Path(processed) / "calibrated.parquet"
-    runs = pd.read_parquet(runs_path) if runs_path.exists() else pd.DataFrame()
+    runs = _read_columns(runs_path, RUN_COLUMNS) if runs_path.exists() else pd.DataFrame()
     if runs.empty or not cal_path.exists():
         return Measured(pd.DataFrame(columns=FEATURE_COLUMNS), runs)
     cal = pd.read_parquet(cal_path, columns=["run_id", "family"])
     fitted = runs.merge(cal, on="run_id", how="inner")
     fitted["precision"] = fitted["precision"].fillna("bf16")
     return Measured(fitted, runs)
+
+
+def _read_columns(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of a parquet file, those it has (an older runs.parquet may lack one)."""
+    import pyarrow.parquet as pq
+
+    have = set(pq.read_schema(path).names)
+    return pd.read_parquet(path, columns=[c for c in columns if c in have])
 
 
 def _feature_present(fitted: pd.DataFrame, col: str, test) -> bool:
@@ -91,6 +104,25 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
         out.append(f"{fam} never measured sequences of {int(row['seq_len']):,} tokens "
                    f"(longest fitted: {longest:,.0f})" if np.isfinite(longest)
                    else f"{fam} has no fitted run")
+    return out
+
+
+# the row's columns :func:`outside_reasons` reads: rows equal in these get the same reasons
+REASON_KEYS = ("framework_family", "zero_stage", "pp", "cp", "ep", "precision",
+               "accelerators_per_node", "seq_len")
+
+
+def outside_reasons_of(rows: pd.DataFrame, measured: Measured, acc_family: str
+                       ) -> list[list[str]]:
+    """:func:`outside_reasons` of each row, computed once per distinct ``REASON_KEYS``."""
+    keys = [c for c in REASON_KEYS if c in rows.columns]
+    known: dict[tuple, list[str]] = {}
+    out = []
+    for _, row in rows.iterrows():
+        key = tuple(str(row[c]) for c in keys)
+        if key not in known:
+            known[key] = outside_reasons(row, measured, acc_family)
+        out.append(known[key])
     return out
 
 

@@ -35,6 +35,12 @@ MICRO_BATCHES = (1, 2, 4, 8)
 INTERLEAVE = (1, 2, 4, 8)
 ZERO_STAGES = (0, 1, 2, 3)
 MAX_PP = 128
+# recompute policies, least work first (the ranking's tie-break and the search's bound)
+RECOMPUTE_ORDER = {name: i for i, name in enumerate(RECOMPUTE)}
+# the columns that make one layout apart from its recompute policy (the rest of a candidate
+# row is the same for every row of one N)
+LAYOUT_AXES = ("tp", "pp", "cp", "dp", "ep", "micro_batch", "microbatches", "virtual_pipeline",
+               "zero_stage", "sequence_parallel", "shard_group", "framework_family")
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,9 @@ class PlanContext:
     #: where no family is asked for: the family per candidate row (the planner's stated rule,
     #: pipeline.plan.coverage.covering_family); None: ``framework`` for every row
     family_for: Callable[[pd.DataFrame], np.ndarray] | None = None
+    #: price only the recompute policies that can reach the answer (:func:`_priced_bounded`);
+    #: False prices every candidate (the test of the bound)
+    prune_recompute: bool = True
 
 
 def _powers(limit: float) -> list[int]:
@@ -197,20 +206,51 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch: Batch,
 
 
 def _ranked(cand: pd.DataFrame, ctx: PlanContext, top: int) -> pd.DataFrame:
-    """Priced and ranked: highest MFU first."""
+    """Priced and ranked: highest MFU first; on equal MFU (to 1e-4) the simpler layout (less
+    recompute, lower ZeRO stage, less memory)."""
     ok = cand.rename(columns={"_fits": "fits_memory"}).reset_index(drop=True)
-    pred = predict(ok, ctx.step)
-    ok = pd.concat([ok, pred], axis=1)
-    ok["tokens_per_s"] = ok["global_batch_tokens"] / ok["step_time_s"]
-    ok["a2a_share"] = ok["ep_comm_s"] / ok["step_time_s"]   # MoE dispatch/combine exposed
-    # equal MFU (to 1e-4): the simpler layout first (less recompute, lower ZeRO stage, less
-    # memory)
+    ok = _priced_bounded(ok, ctx, top) if ctx.prune_recompute else _priced(ok, ctx)
     ok["_rank_mfu"] = ok["mfu"].round(4)
-    ok["_rc"] = ok["recompute"].map({name: i for i, name in enumerate(RECOMPUTE)})
+    ok["_rc"] = ok["recompute"].map(RECOMPUTE_ORDER)
     ok = ok.sort_values(["_rank_mfu", "_rc", "zero_stage", "memory_bytes_per_accelerator"],
                         ascending=[False, True, True, True], kind="mergesort")
     ok = ok.drop(columns=["_rank_mfu", "_rc"])
     return ok.head(top).reset_index(drop=True)
+
+
+def _priced(rows: pd.DataFrame, ctx: PlanContext) -> pd.DataFrame:
+    """``rows`` with the step model's columns (row-aligned on the index), tokens/s and the
+    exposed all-to-all share."""
+    out = pd.concat([rows, predict(rows, ctx.step)], axis=1)
+    out["tokens_per_s"] = out["global_batch_tokens"] / out["step_time_s"]
+    out["a2a_share"] = out["ep_comm_s"] / out["step_time_s"]   # MoE dispatch/combine exposed
+    return out
+
+
+def _priced_bounded(ok: pd.DataFrame, ctx: PlanContext, top: int) -> pd.DataFrame:
+    """The rows that can reach the top ``top``, priced; the others dropped unpriced.
+
+    Recompute only adds work: at one layout (every other axis equal), the step function's
+    time is at least that of the least recompute that fits (recomputation reruns forward
+    kernels, :func:`pipeline.calibrate.critical_path.step_components`), and MFU counts the
+    model FLOP alone, so a layout's MFU is at most its least-recompute variant's. Those
+    variants are priced first; T is the ``top``-th best of their MFU (to the ranking's 1e-4).
+    A layout whose best variant is below T has ``top`` rows above each of its variants, so
+    its other recompute settings cannot enter the answer and are not priced. The search's
+    answer is the full search's (``tests/test_plan_search_prune.py``)."""
+    rc = ok["recompute"].map(RECOMPUTE_ORDER)
+    key = [c for c in LAYOUT_AXES if c in ok.columns]
+    group = ok.groupby(key, dropna=False, sort=False).ngroup()
+    lead = rc == rc.groupby(group).transform("min")
+    priced = _priced(ok[lead], ctx)
+    rest = ok[~lead]
+    if lead.sum() > top:
+        mfu = priced["mfu"].round(4)
+        best = mfu.groupby(group[lead]).max()
+        open_groups = best.index[(best >= mfu.nlargest(top).min()).to_numpy()]
+        rest = rest[group[~lead].isin(open_groups)]
+    # in the candidates' order, so that exact ties rank as in the full search
+    return (pd.concat([priced, _priced(rest, ctx)]).sort_index() if len(rest) else priced)
 
 
 def _show(fixed: dict[str, Any]) -> str:

@@ -1,0 +1,38 @@
+"""``plan --help``'s closing examples: one per axis a request can state (kept here, with no
+imports, so that the command line loads it for free)."""
+
+# One example per axis; tests/test_plan_help.py checks each axis is here and each example runs.
+EXAMPLES = (
+    ("chip counts", "scalewall plan llama-3-70b H100 --n 512 2048 8192"),
+    ("layout keys (tp, pp, cp, dp, ep, v, mb, gbs, zero, shard, recompute, sp, node)",
+     "scalewall plan gpt3-175b A100-SXM4-80GB --n 1536 --layout "
+     "tp=8,pp=12,v=2,mb=1,gbs=1536,zero=1,recompute=selective,sp=true"),
+    ("ZeRO-3 / HSDP sharding group",
+     "scalewall plan gpt3-175b A100-SXM4-80GB --n 768 --global-batch-tokens 3145728 "
+     "--layout tp=1,pp=1,zero=3,shard=64"),
+    ("long context: cp, dp, accelerators per node",
+     "scalewall plan llama-3-70b H100 --n 512 --seq-len 32768 --global-batch-tokens 16777216 "
+     "--layout tp=8,cp=4,dp=16,node=8"),
+    ("batch and sequence length",
+     "scalewall plan llama-3-70b H100 --n 512 --seq-len 8192 --global-batch-tokens 16777216"),
+    ("precision", "scalewall plan llama-3-70b H100 --n 512 --precision fp8"),
+    ("cluster (node, NVLink domain, scale-out)",
+     "scalewall plan llama-3-70b GB200 --n 512 --cluster gb200-nvl72"),
+    ("kernel facts", "scalewall plan llama-3-70b H100 --n 512 --no-tp-comm-overlap "
+                     "--no-dp-comm-overlap --fused-attention"),
+    ("framework family", "scalewall plan llama-3-70b H100 --n 512 --framework fsdp"),
+    ("a model by shape", "scalewall plan mine H100 --n 64 --params-b 8 --layers 32 "
+                         "--d-model 4096 --heads 32"),
+    ("MoE flags", "scalewall plan mine H100 --n 64 --params-b 46.7 --layers 32 --d-model 4096 "
+                  "--heads 32 --experts 8 --top-k 2 --expert-ffn 14336 --shared-experts 0 "
+                  "--active-params-b 12.9 --layout ep=8"),
+    ("MoE model by name", "scalewall plan deepseek-v3 H800 --n 2048 --precision fp8"),
+    ("training time and energy", "scalewall plan llama-3-70b H100 --n 2048 --train-tokens 15e12"),
+)
+
+
+def epilog() -> str:
+    """The examples as help text: one paragraph each (typer's rich help prints a paragraph as
+    one line, click's plain help keeps them apart)."""
+    return "\n\n".join(["Examples, one per axis:"]
+                       + [f"{what}: {command}" for what, command in EXAMPLES])
