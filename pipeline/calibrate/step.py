@@ -27,10 +27,12 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate import families as fam
+from pipeline.calibrate.classes import class_chain, interval_class, workload_kind
 from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Machine, Theta,
                                               binding_of, step_components)
 from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
                                          load_sm_counts, sm_counts_of)
+from pipeline.calibrate.intervals import first_in_chain
 from pipeline.calibrate.topology import Topology, load_topology
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.frameworks import family_of
@@ -112,6 +114,8 @@ class Rows:
     n_accelerators: np.ndarray
     peak_flops_per_s: np.ndarray
     defaults: list[str]
+    # the Mondrian interval cell (pipeline/calibrate/classes.py), None: the family's interval
+    interval_class: np.ndarray | None = None
 
 
 def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
@@ -244,9 +248,21 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & (~needs_out | np.isfinite(scaleout)))
     # a layout sweep's rows: the kernels and buckets of their software (above), their own family
     family = fam.sweep_family(layouts, family)
+    kind = workload_kind(hw["precision"], seq, (expert_fraction > 0) | (moe_cols["n_experts"] > 1))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
-                defaults=used + used_kernels + unknown_clusters)
+                defaults=used + used_kernels + unknown_clusters,
+                interval_class=interval_class(_chip_family(hw["accelerator"], model.catalog),
+                                              kind))
+
+
+def _chip_family(accelerator: np.ndarray, catalog: Catalog) -> np.ndarray:
+    """The catalog's accelerator family of each row's chip (None where it has none)."""
+    hw = catalog.hardware
+    known = {a: hw.at[a, "family"] for a in set(accelerator.tolist())
+             if "family" in hw.columns and a in hw.index}
+    return np.array([known.get(a) if isinstance(known.get(a), str) else None
+                     for a in accelerator], dtype=object)
 
 
 def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
@@ -295,10 +311,18 @@ def _z_ratio(interval: float) -> float:
     return float(z(0.5 + interval / 2) / z(0.5 + LEVEL / 2))
 
 
-def interval_half_width(model: StepModel, family: np.ndarray, interval: float) -> np.ndarray:
+def interval_half_width(model: StepModel, family: np.ndarray, interval: float,
+                        cells: np.ndarray | None = None) -> np.ndarray:
+    """Log half-width per row at ``interval``: a layout sweep's own; else the Mondrian
+    leave-source-out quantile of the row's class (its cell, else its kind: ``class:`` keys of
+    the calibration, pipeline/calibrate/classes.py), else its family's, else production's."""
     q = model.interval_q
     base = q.get("production", np.nan)
-    return np.array([q.get(f, base) for f in family], dtype=float) * _z_ratio(interval)
+    cells = np.full(len(family), None, dtype=object) if cells is None else cells
+    out = [q.get(f, base) if f in fam.SWEEP_FAMILIES or not isinstance(c, str)
+           else first_in_chain(q, class_chain(c)[:-1] + (f, "production"))
+           for f, c in zip(family, cells)]
+    return np.array(out, dtype=float) * _z_ratio(interval)
 
 
 def frame_of(parts: Mapping[str, np.ndarray], half: np.ndarray, ok: np.ndarray
@@ -335,7 +359,8 @@ def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         parts = evaluate(rows, theta, known)
         parts["peak"] = rows.peak_flops_per_s
-        out = frame_of(parts, interval_half_width(model, rows.family, interval), rows.ok)
+        half = interval_half_width(model, rows.family, interval, rows.interval_class)
+        out = frame_of(parts, half, rows.ok)
     out.index = layouts.index
     return out
 
