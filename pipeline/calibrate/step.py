@@ -159,6 +159,29 @@ def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
 
 
+def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
+    """``ffn_size`` and ``gated_mlp`` per row from the catalog model (``model_id``): gated
+    (SwiGLU, three FFN matrices) where the catalog's parameter count is nearer
+    L (2 d^2 + 2 d kv + 3 d f) + 2 V d than the same with 2 d f (GeLU); NaN / False where the
+    catalog has no such model (4 d, GeLU: the step model's defaults)."""
+    ids = _text(frame, "model_id")
+    models = catalog.models
+    known: dict[str, tuple[float, bool]] = {}
+    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+        row = pd.to_numeric(models.loc[m, ["params", "n_layers", "d_model", "n_kv_heads",
+                                            "head_dim", "n_heads", "ffn_size", "vocab_size"]],
+                            errors="coerce")
+        p, layers, d, kv, hd, heads, f, v = (float(x) for x in row)
+        hd = hd if hd > 0 else d / heads if heads > 0 else np.nan
+        kvw = kv * hd if kv > 0 and hd > 0 else d
+        base = layers * (2 * d * d + 2 * d * kvw) + 2 * (v if v > 0 else 0.0) * d
+        gated = bool(abs(p - base - 3 * layers * d * f) < abs(p - base - 2 * layers * d * f))
+        known[m] = (f, gated if np.isfinite(p * f * layers * d) else False)
+    got = [known.get(i, (np.nan, False)) if isinstance(i, str) else (np.nan, False) for i in ids]
+    return {"ffn_size": np.array([g[0] for g in got], float),
+            "gated_mlp": np.array([g[1] for g in got], bool)}
+
+
 # MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
 _MOE_CATALOG = ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers")
 
@@ -229,7 +252,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
                  dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
-                 shard_group=_num(layouts, "shard_group"))
+                 shard_group=_num(layouts, "shard_group"),
+                 **_mlp_shape(layouts, model.catalog))
     domain, scaleout = _topology(layouts, model.topology, hw)
     eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
                               np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
