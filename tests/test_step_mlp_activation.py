@@ -40,3 +40,21 @@ def test_golden_bytes_per_token(catalog) -> None:
     assert gated.mlp_activation_bytes_per_token[0] == pytest.approx(6144 * 16.0)
     moe = replace(c, expert_fraction=np.array([0.5]))
     assert moe.mlp_activation_bytes_per_token[0] == 0.0
+
+
+def test_fp8_cast_bytes_golden(catalog) -> None:
+    """GPT-3 175B (d 12288, f 49152, GeLU) at tp 8 in FP8: inputs 2d + d/8 + f/8 = 32,256,
+    gradients 3d/8 + f/8 + 2d = 35,328 elements, 4 B each = 270,336 B per token and layer;
+    nothing in BF16."""
+    from pipeline.calibrate.estimate import bare_model
+    from pathlib import Path
+    model = bare_model(catalog, Path(__file__).resolve().parents[1] / "data" / "catalog",
+                       {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6}, True, 128.0)
+    frame = pd.DataFrame({"model_id": ["gpt3-175b"] * 2, "params": [1.75e11] * 2,
+                          "n_layers": [96] * 2, "d_model": [12288] * 2,
+                          "accelerator": ["H100-SXM5-80GB"] * 2, "n_accelerators": [1024] * 2,
+                          "tp": [8] * 2, "pp": [8] * 2, "seq_len": [2048] * 2,
+                          "global_batch_tokens": [3145728] * 2, "micro_batch": [1] * 2,
+                          "precision": ["fp8", "bf16"]})
+    c = rows_of(frame, model).config
+    assert c.fp8_cast_bytes_per_token.tolist() == pytest.approx([270336.0, 0.0])

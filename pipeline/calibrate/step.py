@@ -253,7 +253,8 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
                  shard_group=_num(layouts, "shard_group"),
-                 **_mlp_shape(layouts, model.catalog))
+                 **_mlp_shape(layouts, model.catalog),
+                 fp8_linear=np.isin(hw["precision"].astype(str), ("fp8", "mxfp8")))
     domain, scaleout = _topology(layouts, model.topology, hw)
     eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
                               np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
