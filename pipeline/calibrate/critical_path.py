@@ -91,6 +91,18 @@ SCORE_BYTES_BACKWARD = 19.0
 # gradient (2 + 2 + 2), each residual's gradient add reads two and writes one (2 + 2 + 2) = 24.
 ELEMENTWISE_BYTES_FORWARD = 20.0
 ELEMENTWISE_BYTES_BACKWARD = 24.0
+# HBM bytes per FFN element (token x f, split over TP) of the MLP activation at 2 B per value.
+# GeLU (GPT, Radford et al.; Megatron's fused bias-GeLU): forward reads the FC1 output and
+# writes the activation (2 + 2); backward reads input and gradient, writes the gradient
+# (2 + 2 + 2). SwiGLU (Shazeer 2020, arXiv:2002.05202; Llama): forward reads gate and up (2 f
+# values) and writes f: 3 x 2; backward reads gate, up and the gradient (3 f), writes the two
+# gradients (2 f): 5 x 2. Per FFN element f: GeLU 4 / 6, SwiGLU 6 / 10.
+MLP_BYTES = {False: (4.0, 6.0), True: (6.0, 10.0)}
+# HBM bytes per element of a linear layer's input (forward) or output gradient (backward) cast
+# to FP8 with its transpose (Transformer Engine's fused cast-transpose: read 2 B, write the
+# 1 B FP8 tensor and its 1 B transpose for the other GEMM's layout; Micikevicius et al. 2022,
+# FP8 Formats for Deep Learning, arXiv:2209.05433, for the per-tensor scaled casts).
+FP8_CAST_BYTES = 4.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,11 @@ class Config:
     capacity_factor: np.ndarray | None = None   # NaN: dropless
     moe_imbalance: np.ndarray | None = None     # stated busiest/mean expert load (NaN: none)
     moe_a2a_overlap: np.ndarray | None = None   # dispatch overlapped with compute
+    # dense FFN width and gated (SwiGLU) or not (None: 4 d, GeLU); the activation's HBM traffic
+    ffn_size: np.ndarray | None = None
+    gated_mlp: np.ndarray | None = None
+    # the linear layers run in FP8 (fp8 / mxfp8): their casts' HBM traffic (None: none do)
+    fp8_linear: np.ndarray | None = None
 
     @cached_property
     def score_bytes_per_token(self) -> np.ndarray | None:
@@ -159,13 +176,54 @@ class Config:
     def elementwise_bytes_per_microbatch(self) -> np.ndarray:
         """HBM bytes per microbatch on a stage of the norms' and residual adds
         (``ELEMENTWISE_BYTES_*``; forward twice under full recomputation): L / pp x tokens x d
-        on every TP rank without sequence parallelism, 1/tp of it with. Once per table."""
+        on every TP rank without sequence parallelism, 1/tp of it with; plus the MLP
+        activation's (``mlp_activation_bytes_per_token``). Once per table."""
         tp = np.maximum(_f(self.tp), 1.0)
         share = np.where(np.asarray(self.sequence_parallel, bool), 1.0 / tp, 1.0)
         per = (ELEMENTWISE_BYTES_FORWARD * np.where(_f(self.recompute) >= 2, 2.0, 1.0)
                + ELEMENTWISE_BYTES_BACKWARD)
         layers_stage = _f(self.n_layers) / np.maximum(_f(self.pp), 1.0)
-        return layers_stage * _f(self.microbatch_tokens) * _f(self.d_model) * per * share
+        norms = _f(self.microbatch_tokens) * _f(self.d_model) * per * share
+        mlp = (self.mlp_activation_bytes_per_token + self.fp8_cast_bytes_per_token) \
+            * _f(self.microbatch_tokens)
+        return layers_stage * (norms + mlp)
+
+    @cached_property
+    def fp8_cast_bytes_per_token(self) -> np.ndarray:
+        """HBM bytes per token and layer on a rank of the FP8 casts (``FP8_CAST_BYTES`` per
+        element; 0 unless ``fp8_linear``). Forward, the four linear layers' inputs: QKV and FC1
+        read the whole hidden vector d, the attention projection d / tp, FC2 f / tp; backward,
+        their output gradients: QKV 3 d / tp (the MHA width, an upper bound under GQA), FC1
+        (2 if gated else 1) f / tp, the projection and FC2 d each. Weights are cast once per
+        step (not per microbatch) and left out."""
+        d = _f(self.d_model)
+        if self.fp8_linear is None:
+            return np.zeros(d.shape)
+        tp = np.maximum(_f(self.tp), 1.0)
+        f = d * 4.0 if self.ffn_size is None else np.where(_f(self.ffn_size) > 0,
+                                                          _f(self.ffn_size), 4.0 * d)
+        g = (np.ones(d.shape) if self.gated_mlp is None
+             else np.where(np.asarray(self.gated_mlp, bool), 2.0, 1.0))
+        inputs = 2.0 * d + d / tp + f / tp
+        grads = 3.0 * d / tp + g * f / tp + 2.0 * d
+        return np.where(np.asarray(self.fp8_linear, bool),
+                        FP8_CAST_BYTES * (inputs + grads), 0.0)
+
+    @cached_property
+    def mlp_activation_bytes_per_token(self) -> np.ndarray:
+        """HBM bytes per token and layer on a rank of the dense MLP's activation
+        (``MLP_BYTES``; forward twice under full recomputation) on its f / tp FFN elements;
+        0 on MoE rows (their experts' activations: pipeline/calibrate/moe.py)."""
+        d = _f(self.d_model)
+        f = d * 4.0 if self.ffn_size is None else np.where(_f(self.ffn_size) > 0,
+                                                          _f(self.ffn_size), 4.0 * d)
+        gated = (np.zeros(d.shape, bool) if self.gated_mlp is None
+                 else np.asarray(self.gated_mlp, bool))
+        fwd = np.where(gated, MLP_BYTES[True][0], MLP_BYTES[False][0])
+        bwd = np.where(gated, MLP_BYTES[True][1], MLP_BYTES[False][1])
+        per = fwd * np.where(_f(self.recompute) >= 2, 2.0, 1.0) + bwd
+        dense = _f(self.expert_fraction) <= 0
+        return np.where(dense, f / np.maximum(_f(self.tp), 1.0) * per, 0.0)
 
 
 @dataclass(frozen=True)

@@ -129,18 +129,32 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
     return rec, v, sp, used
 
 
+# Plain Megatron-LM (the framework named as such, not NeMo, Megatron-Bridge or a fork): its
+# communication overlaps are opt-in flags, off unless the command line sets them
+# (Megatron-LM megatron/training/arguments.py: --tp-comm-overlap and --overlap-grad-reduce are
+# store_true, default False), so a row of it that states no kernel facts runs without them.
+PLAIN_MEGATRON_LM = "Megatron-LM"
+OPT_IN_OVERLAPS = ("tp_comm_overlap", "dp_comm_overlap")
+
+
 def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
     row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where stated
-    (true/false), else ``KERNEL_DEFAULTS``; and the defaults used."""
+    (true/false), else ``KERNEL_DEFAULTS`` (the overlaps off on plain Megatron-LM rows,
+    ``OPT_IN_OVERLAPS``); and the defaults used."""
     n = len(frame)
     out, used = [], []
+    plain = (frame["framework"].astype(object).to_numpy() == PLAIN_MEGATRON_LM
+             if "framework" in frame else np.zeros(n, dtype=bool))
     for name, default in KERNEL_DEFAULTS.items():
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
         stated = np.array([isinstance(x, (bool, np.bool_)) for x in raw], dtype=bool)
         if not stated.all():
             used.append(f"{name}={str(default).lower()}")
+        off = plain & ~stated if name in OPT_IN_OVERLAPS else np.zeros(n, dtype=bool)
+        if off.any():
+            used.append(f"{name}=false (Megatron-LM rows)")
         out.append(np.array([bool(x) if ok else default for x, ok in zip(raw, stated)],
-                            dtype=bool))
+                            dtype=bool) & ~off)
     return out[0], out[1], out[2], used

@@ -150,7 +150,9 @@ def _subset(rows: Rows, index: np.ndarray) -> Rows:
     return Rows(config=cut(rows.config), machine=cut(rows.machine), family=rows.family[index],
                 source=rows.source[index], ok=rows.ok[index],
                 n_accelerators=rows.n_accelerators[index],
-                peak_flops_per_s=rows.peak_flops_per_s[index], defaults=rows.defaults)
+                peak_flops_per_s=rows.peak_flops_per_s[index], defaults=rows.defaults,
+                interval_class=None if rows.interval_class is None
+                else rows.interval_class[index])
 
 
 def log_step_time(rows: Rows, theta_rows: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from scipy.stats import norm
 from pipeline.folds import group_folds
 from pipeline.calibrate import fitting as ft
 from pipeline.calibrate import intervals as iv
+from pipeline.calibrate.classes import class_chain
 from pipeline.calibrate.estimate import Data, Fitted, fit_groups, parallel_workers
 from pipeline.config import CalibrateSettings
 from pipeline.fit.extrapolation import holdout_split
@@ -213,16 +214,30 @@ def _mfu_factor(data: Data) -> np.ndarray:
         return data.flop_per_rank / data.rows.peak_flops_per_s
 
 
-def conformal_by_source(scores: np.ndarray, sources: np.ndarray, production: np.ndarray,
-                        level: float) -> dict[str, float]:
-    """Per source, the conformal quantile of the leave-source-out scores of the OTHER
-    production sources (split conformal, leave-group-out); 'production' over all of them."""
-    out = {}
-    for s in sorted(set(sources.tolist())):
-        others = production & (sources != s)
-        out[s] = iv.conformal_quantile(scores[others], level)
-    out["production"] = iv.conformal_quantile(scores[production], level)
-    return out
+def config_keys(data: Data) -> np.ndarray:
+    """One key per distinct configuration as the step model sees it: source, family, chip,
+    model shape, layout, batch and schedule (rows that repeat a configuration, e.g. one
+    layout measured on several software releases, share a key)."""
+    r, c = data.rows, data.rows.config
+    parts = [r.source.astype(str), r.family.astype(str),
+             np.asarray(r.machine.accelerator, dtype=object).astype(str)]
+    for x in (c.params, c.active_params, c.n_layers, c.d_model, r.n_accelerators, c.tp, c.pp,
+              c.cp, c.ep, c.dp, c.microbatch_tokens, c.batch_tokens, c.zero_stage, c.recompute,
+              c.virtual_pipeline, r.peak_flops_per_s):
+        parts.append(np.char.mod("%.6g", np.asarray(x, float)))
+    return np.array(["|".join(p) for p in zip(*parts)], dtype=object)
+
+
+def class_intervals(data: Data, scores: np.ndarray, production: np.ndarray, level: float
+                    ) -> tuple[np.ndarray, dict[str, float]]:
+    """Mondrian split-conformal half-widths on the leave-source-out scores (module
+    ``pipeline.calibrate.intervals``, cells of ``pipeline.calibrate.classes``): per row, its
+    class's quantile over the OTHER sources' distinct configurations; and per class key over
+    every production source (the planner's)."""
+    cells = (data.rows.interval_class if data.rows.interval_class is not None
+             else np.full(scores.size, "?/dense_bf16", dtype=object))
+    return iv.mondrian_half_widths(scores, config_keys(data), data.rows.source, cells,
+                                   production, class_chain, level)
 
 
 def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, interval: float
@@ -230,9 +245,10 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, inter
     """Leave-one-source-out: every source with >= ``min_source_runs`` fitted runs is left out of
     the fit (one refit each; past ``max_holdout_folds`` sources, one per fold of sources), its runs predicted from layout and hardware at its family's values
     from the other sources (the production population where none of its family remain), with
-    no source effect. Intervals: leave-source-out conformal (``conformal_by_source``), the fast
-    end clipped at the ideal step time. Returns the rows (calibrated and family_median) and
-    the conformal half-widths (per source and 'production')."""
+    no source effect. Intervals: Mondrian split conformal per class on the leave-source-out
+    scores of the other sources (``class_intervals``), the fast end clipped at the ideal step
+    time. Returns the rows (calibrated and family_median) and the conformal half-widths per
+    class key and 'production' (over every production source: the planner's)."""
     source = data.rows.source
     counts = pd.Series(source[data.fit]).value_counts()
     held_out = sorted(counts[counts >= cfg.min_source_runs].index)
@@ -246,8 +262,7 @@ def source_predictions(data: Data, fitted: Fitted, cfg: CalibrateSettings, inter
     tested = data.fit & np.isfinite(log_pred)
     scores = np.abs(data.log_t - log_pred)
     production = tested & ~data.playbook
-    q = conformal_by_source(scores, source, production, interval)
-    half = np.array([q.get(s, np.nan) if isinstance(s, str) else np.nan for s in source])
+    half, q = class_intervals(data, np.where(tested, scores, np.nan), production, interval)
     ideal = data.log_ideal
     mfu = np.exp(-log_pred) * _mfu_factor(data)
     low = np.exp(-(log_pred + half)) * _mfu_factor(data)

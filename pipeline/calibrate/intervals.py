@@ -15,7 +15,10 @@ of the scores of every case from OTHER groups (other series, or other sources): 
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
+import pandas as pd
 
 
 def _median_at(n: np.ndarray, y: np.ndarray, level: float) -> float:
@@ -91,3 +94,86 @@ def conformal_interval(predicted: np.ndarray, scale: np.ndarray, q: np.ndarray
     """predicted x exp(-/+ q s)."""
     half = np.asarray(q, float) * np.asarray(scale, float)
     return predicted * np.exp(-half), predicted * np.exp(half)
+
+
+# -- Mondrian split-conformal intervals on leave-source-out scores ------------------------------
+# A level of a cell's chain is used when its scores come from at least this many sources other
+# than the held-out one: fewer labs say little about a lab the model never saw.
+MONDRIAN_MIN_SOURCES = 3
+
+
+def min_scores(level: float) -> int:
+    """The fewest scores whose split-conformal quantile at ``level`` is finite:
+    ceil((m + 1) level) <= m, i.e. m >= level / (1 - level) (19 at 0.95)."""
+    return int(np.ceil(level / (1.0 - level) - 1e-9))
+
+
+def per_configuration(scores: np.ndarray, config: np.ndarray, source: np.ndarray,
+                      cell: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One score per distinct configuration (the median of its rows' scores, with its source and
+    cell): runs repeated at one configuration (software releases, repeats) would otherwise count
+    as many independent cases and set the quantile. Finite scores only; order by config key."""
+    frame = pd.DataFrame({"score": scores, "config": config, "source": source, "cell": cell})
+    frame = frame[np.isfinite(frame["score"].to_numpy(float))]
+    g = frame.groupby("config", sort=True)
+    return (g["score"].median().to_numpy(float), g["source"].first().to_numpy(object),
+            g["cell"].first().to_numpy(object))
+
+
+def _level_quantile(scores: np.ndarray, sources: np.ndarray, mask: np.ndarray, level: float,
+                    min_sources: int) -> float:
+    """The conformal quantile of the scores under ``mask``, NaN unless they number at least
+    :func:`min_scores` and come from at least ``min_sources`` sources."""
+    if mask.sum() < min_scores(level) or np.unique(sources[mask]).size < min_sources:
+        return np.nan
+    return conformal_quantile(scores[mask], level)
+
+
+def mondrian_quantiles(scores: np.ndarray, sources: np.ndarray, cells: np.ndarray,
+                       chain, level: float, exclude: str | None = None) -> dict[str, float]:
+    """Per cell, the conformal quantile at the first level of ``chain(cell)`` (keys: the cell,
+    its kind, 'production'; pipeline/calibrate/classes.py) with enough scores from sources other
+    than ``exclude`` (``MONDRIAN_MIN_SOURCES`` of them; the last level, all production, any);
+    keyed by every level that has enough (a planner row walks the same chain).
+    ``scores`` one per configuration (:func:`per_configuration`)."""
+    keep = np.ones(scores.size, bool) if exclude is None else sources != exclude
+    members: dict[str, np.ndarray] = {}
+    last = set()
+    for cell in sorted(set(cells.tolist())):
+        keys = chain(cell)
+        last.add(keys[-1])
+        for depth, key in enumerate(keys):
+            if key not in members:
+                inside = np.array([chain(c)[depth] == key for c in cells.tolist()], bool)
+                members[key] = inside & keep
+    out = {}
+    for key, mask in members.items():
+        # the last level (all production) takes any sources, as the unclassed interval did
+        need = 1 if key in last else MONDRIAN_MIN_SOURCES
+        q = _level_quantile(scores, sources, mask, level, need)
+        if np.isfinite(q):
+            out[key] = q
+    return out
+
+
+def first_in_chain(q: Mapping[str, float], keys) -> float:
+    """The half-width of the first key of ``keys`` that ``q`` has (NaN if none)."""
+    return next((float(q[k]) for k in keys if k in q), np.nan)
+
+
+def mondrian_half_widths(scores: np.ndarray, config: np.ndarray, source: np.ndarray,
+                         cell: np.ndarray, production: np.ndarray, chain, level: float
+                         ) -> tuple[np.ndarray, dict[str, float]]:
+    """(per row: the leave-source-out Mondrian half-width of its cell, computed without its own
+    source's scores (the layout sweeps' rows too: they are scored on the production sources'
+    scores); the half-widths per chain key over every production source, for the planner).
+    Calibration scores: the production rows', one per distinct configuration."""
+    cs, csrc, ccell = per_configuration(np.where(production, scores, np.nan), config, source,
+                                        cell)
+    out = np.full(scores.size, np.nan)
+    for s in sorted(set(x for x in source.tolist() if isinstance(x, str))):
+        q = mondrian_quantiles(cs, csrc, ccell, chain, level, exclude=s)
+        mine = source == s
+        for c in set(cell[mine].tolist()):
+            out[mine & (cell == c)] = first_in_chain(q, chain(c))
+    return out, mondrian_quantiles(cs, csrc, ccell, chain, level)

@@ -274,8 +274,9 @@ def _compute(inputs: Inputs, s: Settings) -> Result:
                        em_rounds=cfg.em_rounds, balance=cfg.balance, workers=cfg.workers)
     points = ho.series_table(runs, series)   # the holdout cases' and the targets'
     pred, q = predictions(runs, series, extrapolation, data, fitted, cfg, s.fit, points)
-    half = {f: q["production"] for f in fitted.production.families}
-    half["production"] = q["production"]
+    production_q = q.get("production", np.nan)
+    half = {f: production_q for f in fitted.production.families}
+    half.update(q)
     for sweep in SWEEP_FAMILIES:
         half[sweep] = playbook_half_width(data, fitted, interval, sweep)
     constants = {"kernel_latency_s": base.kernel_latency_s,

@@ -27,10 +27,12 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate import families as fam
+from pipeline.calibrate.classes import class_chain, interval_class, workload_kind
 from pipeline.calibrate.critical_path import (COMPONENTS, PARAMETERS, Config, Machine, Theta,
                                               binding_of, step_components)
 from pipeline.calibrate.hardware import (Network, gemm_max_efficiency, load_gemm, load_network,
                                          load_sm_counts, sm_counts_of)
+from pipeline.calibrate.intervals import first_in_chain
 from pipeline.calibrate.topology import Topology, load_topology
 from pipeline.catalog import Catalog, load_catalog
 from pipeline.frameworks import family_of
@@ -112,6 +114,8 @@ class Rows:
     n_accelerators: np.ndarray
     peak_flops_per_s: np.ndarray
     defaults: list[str]
+    # the Mondrian interval cell (pipeline/calibrate/classes.py), None: the family's interval
+    interval_class: np.ndarray | None = None
 
 
 def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
@@ -153,6 +157,29 @@ def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.
         known[m] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
     out = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids], float)
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
+
+
+def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
+    """``ffn_size`` and ``gated_mlp`` per row from the catalog model (``model_id``): gated
+    (SwiGLU, three FFN matrices) where the catalog's parameter count is nearer
+    L (2 d^2 + 2 d kv + 3 d f) + 2 V d than the same with 2 d f (GeLU); NaN / False where the
+    catalog has no such model (4 d, GeLU: the step model's defaults)."""
+    ids = _text(frame, "model_id")
+    models = catalog.models
+    known: dict[str, tuple[float, bool]] = {}
+    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+        row = pd.to_numeric(models.loc[m, ["params", "n_layers", "d_model", "n_kv_heads",
+                                            "head_dim", "n_heads", "ffn_size", "vocab_size"]],
+                            errors="coerce")
+        p, layers, d, kv, hd, heads, f, v = (float(x) for x in row)
+        hd = hd if hd > 0 else d / heads if heads > 0 else np.nan
+        kvw = kv * hd if kv > 0 and hd > 0 else d
+        base = layers * (2 * d * d + 2 * d * kvw) + 2 * (v if v > 0 else 0.0) * d
+        gated = bool(abs(p - base - 3 * layers * d * f) < abs(p - base - 2 * layers * d * f))
+        known[m] = (f, gated if np.isfinite(p * f * layers * d) else False)
+    got = [known.get(i, (np.nan, False)) if isinstance(i, str) else (np.nan, False) for i in ids]
+    return {"ffn_size": np.array([g[0] for g in got], float),
+            "gated_mlp": np.array([g[1] for g in got], bool)}
 
 
 # MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
@@ -225,7 +252,9 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  gather_bucket_bytes=gather_bucket, tp_comm_overlap=overlap,
                  dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
-                 shard_group=_num(layouts, "shard_group"))
+                 shard_group=_num(layouts, "shard_group"),
+                 **_mlp_shape(layouts, model.catalog),
+                 fp8_linear=np.isin(hw["precision"].astype(str), ("fp8", "mxfp8")))
     domain, scaleout = _topology(layouts, model.topology, hw)
     eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
                               np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
@@ -244,9 +273,21 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & (~needs_out | np.isfinite(scaleout)))
     # a layout sweep's rows: the kernels and buckets of their software (above), their own family
     family = fam.sweep_family(layouts, family)
+    kind = workload_kind(hw["precision"], seq, (expert_fraction > 0) | (moe_cols["n_experts"] > 1))
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
-                defaults=used + used_kernels + unknown_clusters)
+                defaults=used + used_kernels + unknown_clusters,
+                interval_class=interval_class(_chip_family(hw["accelerator"], model.catalog),
+                                              kind))
+
+
+def _chip_family(accelerator: np.ndarray, catalog: Catalog) -> np.ndarray:
+    """The catalog's accelerator family of each row's chip (None where it has none)."""
+    hw = catalog.hardware
+    known = {a: hw.at[a, "family"] for a in set(accelerator.tolist())
+             if "family" in hw.columns and a in hw.index}
+    return np.array([known.get(a) if isinstance(known.get(a), str) else None
+                     for a in accelerator], dtype=object)
 
 
 def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
@@ -295,10 +336,18 @@ def _z_ratio(interval: float) -> float:
     return float(z(0.5 + interval / 2) / z(0.5 + LEVEL / 2))
 
 
-def interval_half_width(model: StepModel, family: np.ndarray, interval: float) -> np.ndarray:
+def interval_half_width(model: StepModel, family: np.ndarray, interval: float,
+                        cells: np.ndarray | None = None) -> np.ndarray:
+    """Log half-width per row at ``interval``: a layout sweep's own; else the Mondrian
+    leave-source-out quantile of the row's class (its cell, else its kind: ``class:`` keys of
+    the calibration, pipeline/calibrate/classes.py), else its family's, else production's."""
     q = model.interval_q
     base = q.get("production", np.nan)
-    return np.array([q.get(f, base) for f in family], dtype=float) * _z_ratio(interval)
+    cells = np.full(len(family), None, dtype=object) if cells is None else cells
+    out = [q.get(f, base) if f in fam.SWEEP_FAMILIES or not isinstance(c, str)
+           else first_in_chain(q, class_chain(c)[:-1] + (f, "production"))
+           for f, c in zip(family, cells)]
+    return np.array(out, dtype=float) * _z_ratio(interval)
 
 
 def frame_of(parts: Mapping[str, np.ndarray], half: np.ndarray, ok: np.ndarray
@@ -335,7 +384,8 @@ def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         parts = evaluate(rows, theta, known)
         parts["peak"] = rows.peak_flops_per_s
-        out = frame_of(parts, interval_half_width(model, rows.family, interval), rows.ok)
+        half = interval_half_width(model, rows.family, interval, rows.interval_class)
+        out = frame_of(parts, half, rows.ok)
     out.index = layouts.index
     return out
 

@@ -1,0 +1,35 @@
+"""Blackwell GEMM efficiency from OpenXLA's sm_100 matmul table (data/catalog/gemm_efficiency.csv):
+golden figures and the same-absolute-rate rule for the derived parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.calibrate.hardware import gemm_max_efficiency, load_gemm
+
+CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
+# OpenXLA kDefaultMatmulPTable, sm_100, b=4 m=n=k=4096 (FLOP/s)
+SM100_BF16, SM100_FP8 = 1.670467342710337e15, 3.279676742061148e15
+
+
+def _eta(chip: str, precision: str) -> float:
+    table = load_gemm(CATALOG)
+    return float(gemm_max_efficiency(table, np.array([chip], object),
+                                     np.array([precision], object))[0])
+
+
+@pytest.mark.parametrize("chip,precision,peak,rate", [
+    ("B200-SXM-180GB", "bf16", 2.25e15, SM100_BF16), ("B200-SXM-180GB", "fp8", 4.5e15, SM100_FP8),
+    ("GB200", "bf16", 2.5e15, SM100_BF16), ("GB200", "fp8", 5e15, SM100_FP8),
+    ("B300-SXM-270GB", "bf16", 2.25e15, SM100_BF16), ("GB300", "bf16", 2.5e15, SM100_BF16)])
+def test_blackwell_rows_give_the_measured_absolute_rate(chip, precision, peak, rate) -> None:
+    """efficiency x the catalog's dense peak = the sm_100 table's best rate (within rounding)."""
+    assert _eta(chip, precision) * peak == pytest.approx(rate, rel=2e-3)
+
+
+def test_blackwell_reaches_less_of_its_peak_than_hopper() -> None:
+    assert _eta("B200-SXM-180GB", "bf16") == pytest.approx(0.742)
+    assert _eta("B200-SXM-180GB", "bf16") < _eta("H100-SXM5-80GB", "bf16")

@@ -1,0 +1,88 @@
+"""Mondrian split-conformal intervals per class on leave-source-out scores
+(pipeline/calibrate/intervals.py, pipeline/calibrate/classes.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from pipeline.calibrate import intervals as iv
+from pipeline.calibrate.classes import class_chain, interval_class, workload_kind
+from pipeline.calibrate.step import StepModel, interval_half_width
+
+
+def test_min_scores_is_the_finite_quantile_threshold() -> None:
+    assert iv.min_scores(0.95) == 19
+    scores = np.arange(1.0, 20.0)
+    assert np.isfinite(iv.conformal_quantile(scores, 0.95))
+    assert np.isnan(iv.conformal_quantile(scores[:-1], 0.95))
+
+
+def test_workload_kind_priority_and_cells() -> None:
+    kind = workload_kind(np.array(["fp8", "bf16", None, "mxfp8", "fp8"], dtype=object),
+                         np.array([4096, 32768, 2048, 8192, 65536.0]),
+                         np.array([False, False, False, False, True]))
+    assert kind.tolist() == ["fp8", "long_context", "dense_bf16", "fp8", "moe"]
+    cells = interval_class(np.array(["H100", None, "A100", "B200", "GB200"], dtype=object), kind)
+    assert cells.tolist() == ["H100/fp8", "?/long_context", "A100/dense_bf16", "B200/fp8",
+                              "GB200/moe"]
+    assert class_chain("H100/fp8") == ("class:H100/fp8", "class:fp8", "production")
+
+
+def test_a_repeated_configuration_counts_once() -> None:
+    """Ten rows of one configuration with a large score are one calibration case, not ten."""
+    scores = np.r_[np.full(10, 5.0), np.linspace(0.1, 0.2, 19)]
+    config = np.r_[np.full(10, "same", dtype=object), [f"c{i}" for i in range(19)]]
+    source = np.array(["a", "b", "c"] * 9 + ["a", "b"], dtype=object)
+    s, src, cell = iv.per_configuration(scores, config, source, np.full(29, "X/fp8", object))
+    assert s.size == 20 and src.size == 20 and cell.size == 20
+    # the 95% quantile of 20 scores is the 20th (largest): 5.0 once; with the repeats
+    # counted, the quantile of 29 would be 5.0 too, but over 19 distinct configs it is 0.2
+    assert iv.conformal_quantile(s[s < 5.0], 0.95) == pytest.approx(0.2)
+
+
+def test_mondrian_falls_back_along_the_chain_and_leaves_the_source_out() -> None:
+    """A cell with scores from too few other sources uses its kind, then all production; the
+    held-out source's own scores never set its interval."""
+    n = 60
+    source = np.array([f"s{i % 4}" for i in range(n)], dtype=object)
+    cells = np.array(["A100/dense_bf16"] * 40 + ["H100/fp8"] * 20, dtype=object)
+    scores = np.r_[np.full(40, 0.1), np.full(20, 0.5)]
+    # s0's A100 rows are badly predicted: must not widen s0's own interval
+    scores[(source == "s0") & (cells == "A100/dense_bf16")] = 3.0
+    scores[(source == "s0") & (cells == "H100/fp8")] = 9.0
+    config = np.array([f"c{i}" for i in range(n)], dtype=object)
+    prod = np.ones(n, bool)
+    half, q = iv.mondrian_half_widths(scores, config, source, cells, prod, class_chain, 0.95)
+    a100_s0 = (source == "s0") & (cells == "A100/dense_bf16")
+    assert np.allclose(half[a100_s0], 0.1)            # 30 configs of s1-s3: the cell's own
+    h100_s0 = (source == "s0") & (cells == "H100/fp8")
+    # H100/fp8 without s0: 15 configs < 19: class:fp8 (the same 15) too: all production
+    # without s0 (30 x 0.1, 15 x 0.5: the 44th of 45 is 0.5), never s0's own 9.0
+    assert np.allclose(half[h100_s0], 0.5)
+    assert q["class:A100/dense_bf16"] == pytest.approx(3.0)
+    assert q["class:H100/fp8"] == pytest.approx(9.0)
+    assert "production" in q
+
+
+def test_planner_interval_walks_the_class_chain(base_model) -> None:
+    m = copy.copy(base_model)
+    m.interval_q = {"production": 0.6, "megatron": 0.6, "class:fp8": 0.3,
+                    "class:H100/fp8": 0.2, "playbook": 2.0}
+    fam = np.array(["megatron", "megatron", "megatron", "playbook", "megatron"], dtype=object)
+    cells = np.array(["H100/fp8", "B200/fp8", "A100/dense_bf16", "H100/fp8", None],
+                     dtype=object)
+    got = interval_half_width(m, fam, 0.95, cells)
+    assert got.tolist() == pytest.approx([0.2, 0.3, 0.6, 2.0, 0.6])
+
+
+@pytest.fixture(scope="module")
+def base_model(catalog) -> StepModel:
+    from pathlib import Path
+
+    from pipeline.calibrate.estimate import bare_model
+    root = Path(__file__).resolve().parents[1] / "data" / "catalog"
+    return bare_model(catalog, root, {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6},
+                      True, 128.0)
