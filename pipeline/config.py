@@ -319,6 +319,9 @@ class MemorySettings(_Group):
     # sources whose pipeline (torch.distributed.pipelining over FSDP2) holds each stage's
     # unsharded gradients until the last microbatch
     pipeline_unsharded_grads_sources: list[Annotated[str, Field(min_length=1)]] = []
+    # sources whose recipe keeps every state in bf16; whose MoE recipes keep bf16 gradients
+    bf16_state_sources: list[Annotated[str, Field(min_length=1)]] = []
+    bf16_grad_moe_sources: list[Annotated[str, Field(min_length=1)]] = []
     # a measured peak at or above this fraction of the driver's capacity may be the allocator
     # filling the chip: the scores report the APE without such peaks beside the APE of all
     near_capacity_fraction: Annotated[float, Field(gt=0, le=1)] = 0.95

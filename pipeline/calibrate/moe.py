@@ -35,6 +35,18 @@ the model catalog):
   (m_e x d x f / etp and back) run at the measured GEMM rate of that shape
   (:func:`pipeline.calibrate.hardware.gemm_efficiency`, wave quantization included), against
   the dense rate of the layer's other GEMMs: small m_e is what makes fine-grained experts slow.
+- Routed tokens' HBM traffic: before the expert GEMMs each routed copy is permuted into
+  expert order and after them unpermuted and weighted back (Megatron-Core's
+  ``moe_utils.permute`` / ``unpermute``; DeepEP's dispatch hands the experts tokens in arrival
+  order, the same copy): a read and a write of d values each, ``PERMUTE_BYTES_PER_VALUE`` x d
+  bytes per routed token against its 6 d f / etp FLOP forward (backward: twice both). At the
+  chip's HBM bandwidth this adds peak x bytes / (hbm x FLOP) to the expert time per FLOP,
+  (4 w / 6 (f / etp)) x peak / hbm per FLOP in units of 1 / peak: on H100 (989 TFLOP/s,
+  3.35 TB/s) 0.51 for Qwen3-30B-A3B (f 768; a third of its GEMM time at 60% efficiency),
+  0.19 for DeepSeek-V3 (f 2048), 0.02 for Mixtral 8x22B (f 16384). The experts' SwiGLU reads
+  2 f and writes f values per token, 1 / d bytes per FLOP like a dense MLP's: already in the
+  dense rate, not added. The FP8 quantisation of the routed copies is not separated (the step
+  rows carry no precision beside the peak).
 - Load imbalance u: the busiest expert's tokens over the mean. Token-dropping runs cap it at the
   capacity factor (GShard Sec 2.2: "expert capacity"); a stated ``moe_imbalance`` is used as
   given; otherwise 1.0 (forced-balanced routing, as the NVIDIA benchmark tables state). The
@@ -59,6 +71,9 @@ SCALEOUT_A2A_EFFICIENCY = 0.97
 # recomputation replays the forward pair.
 A2A_PER_LAYER = 4.0
 A2A_RECOMPUTED = 2.0
+# Routed-token permutation traffic (module docstring): permute and unpermute each read and write
+# the token's d values: 4 values of w bytes per routed token and d.
+PERMUTE_VALUES = 4.0
 
 
 def _f(x) -> np.ndarray:
@@ -114,8 +129,20 @@ def expert_rate_ratio(microbatch_tokens, ep, n_experts, top_k, expert_ffn_size, 
                              *args)
         down = gemm_efficiency(m_e, width, d, _f(eta_max) * wave_efficiency(m_e, d, sm_count),
                                *args)
-        ratio = _f(dense_rate) * (1.0 / up + 1.0 / down) / 2.0
+        gemm = (1.0 / up + 1.0 / down) / 2.0
+        ratio = _f(dense_rate) * (gemm + permute_time_per_flop(d, width, bytes_per_value,
+                                                                 *args[:2]))
     return np.where(np.isfinite(ratio) & (ratio > 0), ratio, 1.0)
+
+
+def permute_time_per_flop(d_model, expert_width, bytes_per_value, peak_flops_per_s,
+                          hbm_bytes_per_s) -> np.ndarray:
+    """The routed tokens' permute and unpermute HBM time per expert GEMM FLOP, in units of
+    1 / peak (module docstring): ``PERMUTE_VALUES d w / hbm`` over ``6 d f / etp`` FLOP."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (PERMUTE_VALUES * _f(d_model) * bytes_per_value / _f(hbm_bytes_per_s)
+               / (6.0 * _f(d_model) * _f(expert_width))) * _f(peak_flops_per_s)
+    return np.where(np.isfinite(out) & (out > 0), out, 0.0)
 
 
 def linear_time_scale(routed_share, imbalance_factor, rate_ratio) -> np.ndarray:

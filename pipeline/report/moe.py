@@ -88,6 +88,17 @@ def _frontier(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def share_by(shares: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The all-to-all share's median and run count per value of ``key`` (``ep`` or ``n``), in
+    ascending order: the finding's share against EP and against N."""
+    groups: dict[float, list[float]] = {}
+    for r in shares:
+        if r["share"] is not None and r[key]:
+            groups.setdefault(float(r[key]), []).append(float(r["share"]))
+    return [{key: int(k), "n_runs": len(v), "share": float(np.median(v))}
+            for k, v in sorted(groups.items())]
+
+
 def moe_section(data: Any) -> dict[str, Any]:
     """Template context (``available`` False without MoE runs)."""
     mine = moe_runs(data.runs)
@@ -107,4 +118,5 @@ def moe_section(data: Any) -> dict[str, Any]:
             "share_median": finite_or_none(np.median(values)) if values.size else None,
             "share_inside": finite_or_none(np.median(inside)) if inside else None,
             "share_across": finite_or_none(np.median(across)) if across else None,
+            "share_by_ep": share_by(shares, "ep"), "share_by_n": share_by(shares, "n"),
             "frontier": _frontier(data.metrics)}

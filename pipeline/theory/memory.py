@@ -78,6 +78,20 @@ class MemoryConstants:
             each rank holds its stage's unsharded gradients (MemoryInputs). Per source, not per
             family: the FSDP family also holds Llama 3's own stack, whose pipeline is not
             described.
+        bf16_state_sources: sources whose recipe keeps every state in bf16: weights 2,
+            gradients 2, Adam moments 2 + 2 bytes per parameter, no fp32 master copy (NeMo
+            Automodel's MoE benchmarks: the model is built in its config's bf16 and FSDP2
+            shards it as is, ``MixedPrecisionPolicy(param_dtype=bf16)`` in
+            NVIDIA-NeMo/Automodel nemo_automodel/components/moe/parallelizer.py
+            ``apply_fsdp``; ``torch.optim.Adam`` keeps its moments in the parameter's dtype,
+            examples/benchmark/configs/*_te_deepep.yaml).
+        bf16_grad_moe_sources: sources whose MoE recipes keep the gradient buffer in bf16 (2
+            bytes, not Megatron's fp32 default): ``grad_reduce_in_fp32 = False`` in
+            Megatron-Bridge's performance configs (NVIDIA-NeMo/Megatron-Bridge
+            scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py
+            ``set_gpt_oss_common_configs``, the DeepSeek-V3 configs' common settings) and in NeMo
+            2's Llama 4 performance recipe (NVIDIA/NeMo llama4 recipes,
+            ``pretrain_performance_optimizations``).
         runtime_reserve_bytes: device memory the runtime holds outside the framework's
             allocator, so outside a measured allocator peak: the CUDA context, about 300 MB
             with lazy module loading (CUDA >= 11.7; more than 1,000 MB before), as NVIDIA's
@@ -98,6 +112,8 @@ class MemoryConstants:
                                                            ("megatron", 4.0))
     op_selective_families: tuple[str, ...] = ("fsdp",)
     pipeline_unsharded_grads_sources: tuple[str, ...] = ("torchtitan2024",)
+    bf16_state_sources: tuple[str, ...] = ("nemo_automodel2025",)
+    bf16_grad_moe_sources: tuple[str, ...] = ("megatron_bridge2025", "nemo_framework2025")
     runtime_reserve_bytes: float = 3.0e8
 
 

@@ -94,6 +94,8 @@ def memory_constants(params: Mapping[str, Any]) -> MemoryConstants:
     values["op_selective_families"] = tuple(sorted(cfg.op_selective_families))
     values["pipeline_unsharded_grads_sources"] = tuple(
         sorted(cfg.pipeline_unsharded_grads_sources))
+    values["bf16_state_sources"] = tuple(sorted(cfg.bf16_state_sources))
+    values["bf16_grad_moe_sources"] = tuple(sorted(cfg.bf16_grad_moe_sources))
     return MemoryConstants(**values)
 
 

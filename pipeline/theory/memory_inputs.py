@@ -111,6 +111,20 @@ def _moe_shape(out: dict, get) -> dict:
     return out
 
 
+def _state_bytes(const: MemoryConstants, full: np.ndarray, bf16_states: np.ndarray,
+                 bf16_grads: np.ndarray) -> dict[str, np.ndarray]:
+    """Bytes per parameter of weights, gradients and optimizer states per row: fp32 training
+    (4, 4, 8: Adam moments, no master copy); a recipe that keeps every state in bf16 (2, 2, 4:
+    ``MemoryConstants.bf16_state_sources``); one whose gradient buffer is bf16 (2:
+    ``bf16_grad_moe_sources``); else the constants' (2, 4, 12)."""
+    weight = np.where(full, 4.0, np.where(bf16_states, 2.0, const.weight_bytes_per_param))
+    grad = np.where(full, 4.0, np.where(bf16_states | bf16_grads, 2.0,
+                                        const.gradient_bytes_per_param))
+    optimizer = np.where(full, 8.0, np.where(bf16_states, 4.0, const.optimizer_bytes_per_param))
+    return {"weight_bytes_per_param": weight, "gradient_bytes_per_param": grad,
+            "optimizer_bytes_per_param": optimizer}
+
+
 def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
                   defaults: dict[str, float]) -> tuple[MemoryInputs, MemoryConstants]:
     """(inputs, constants per row) for every row of ``frame``.
@@ -161,8 +175,8 @@ def memory_inputs(frame: pd.DataFrame, catalog: Any, const: MemoryConstants,
     row_const = replace(
         const,
         logits_bytes_per_value=logits_bytes,
-        weight_bytes_per_param=np.where(full, 4.0, const.weight_bytes_per_param),
-        optimizer_bytes_per_param=np.where(full, 8.0, const.optimizer_bytes_per_param),
+        **_state_bytes(const, full, np.isin(source, list(const.bf16_state_sources)),
+                       np.isin(source, list(const.bf16_grad_moe_sources)) & (expert > 0)),
         activation_bytes_per_value=np.where(full, 4.0, const.activation_bytes_per_value))
     recompute = (recompute_code(frame["recompute"].to_numpy(dtype=object))
                  if "recompute" in frame else np.zeros(len(frame), np.int64))
