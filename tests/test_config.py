@@ -197,7 +197,9 @@ ACCEPTED = {
              "theory.memory.fitted_activation_families",
              # no family runs torchtitan's per-operator selective policy
              "theory.memory.op_selective_families",
-             "theory.memory.pipeline_unsharded_grads_sources"},
+             "theory.memory.pipeline_unsharded_grads_sources",
+             # no source's recipe keeps bf16 states / MoE bf16 gradients
+             "theory.memory.bf16_state_sources", "theory.memory.bf16_grad_moe_sources"},
 }
 
 

@@ -32,10 +32,10 @@ FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "p
 
 TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # The runs.parquet columns the planner reads (the features above, the MoE record's citation): a
-# column read of 15 of its ~70 columns, not the whole table
+# column read of 18 of its ~70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
-               "source", "citation", "model", "n_accelerators")
+               "source", "citation", "model", "n_accelerators", "model_id")
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,32 @@ def moe_mfu_record(runs: pd.DataFrame, hardware: pd.DataFrame, accelerator: str,
     best = moe.loc[mfu.idxmax()]
     return float(mfu.max()), (f"{best['model']} on {int(best['n_accelerators']):,} "
                               f"{best['accelerator']}, MoE, {best['source']}: {best['citation']}")
+
+
+def measured_envelope(runs: pd.DataFrame, hardware: pd.DataFrame, model_id: str,
+                      accelerator: str, precision: str, n: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Per planned N: (lowest, highest MFU measured on runs of ``model_id`` at that N on the
+    family of ``accelerator`` at ``precision``; the sources that measured them), NaN and ''
+    where fewer than two runs did: a planned answer is compared with what runs of the same job
+    measured (the issue's "agree with the measured envelope or say so")."""
+    low, high = np.full(len(n), np.nan), np.full(len(n), np.nan)
+    names = [""] * len(n)
+    need = {"model_id", "mfu", "accelerator", "precision", "n_accelerators", "source"}
+    if runs.empty or not need <= set(runs.columns):
+        return low, high, names
+    family = hardware["family"].to_dict()
+    mine = runs[(runs["model_id"] == model_id)
+                & (runs["precision"].fillna("bf16") == precision)
+                & (runs["accelerator"].map(family) == family.get(accelerator))]
+    mfu = pd.to_numeric(mine["mfu"], errors="coerce")
+    size = pd.to_numeric(mine["n_accelerators"], errors="coerce")
+    for i, k in enumerate(np.asarray(n, float)):
+        at = mfu[(size == k) & mfu.notna()]
+        if len(at) >= 2:
+            low[i], high[i] = float(at.min()), float(at.max())
+            names[i] = ", ".join(sorted(set(mine.loc[at.index, "source"].astype(str))))
+    return low, high, names
 
 
 def _covered(fitted: pd.DataFrame) -> set[tuple]:
