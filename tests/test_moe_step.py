@@ -37,3 +37,22 @@ def test_fine_grained_experts_run_slower_per_flop_than_the_dense_rate() -> None:
     # the permutation alone adds dense_rate x its time per FLOP
     assert fine - 0.7 * float(moe.permute_time_per_flop(2048, 768, 2.0, **H100)) > 1.0
     assert np.isfinite(fine)
+
+
+def test_host_issue_of_expert_gemms_by_hand() -> None:
+    """DeepSeek-V3 on EP 8 (256 experts: 32 local), 4 MoE layers on the stage: 32 x 4 x 6 GEMMs
+    x 24.75 us (TransformerEngine#3134: (0.267 - 0.069) ms over 8 expert GEMMs) = 19.0 ms per
+    microbatch; 8 GEMMs per expert under full recomputation."""
+    assert moe.GEMM_HOST_S == pytest.approx(24.75e-6)
+    got = float(moe.host_issue_time(256.0, 8.0, 4.0, 1.0))
+    assert got == pytest.approx(32 * 4 * 6 * 24.75e-6)
+    assert got == pytest.approx(19.008e-3)
+    assert float(moe.host_issue_time(256.0, 8.0, 4.0, 2.0)) == pytest.approx(32 * 4 * 8 * 24.75e-6)
+
+
+def test_host_issue_falls_with_ep_and_is_zero_for_dense_rows() -> None:
+    """More EP ranks, fewer local experts, less to issue per rank; a dense row issues none."""
+    ep8, ep64 = (float(moe.host_issue_time(256.0, ep, 1.0, 0.0)) for ep in (8.0, 64.0))
+    assert ep8 == pytest.approx(8 * ep64)
+    assert float(moe.host_issue_time(1.0, 1.0, 32.0, 0.0)) == 0.0
+    assert float(moe.host_issue_time(math.nan, 8.0, 4.0, 0.0)) == 0.0

@@ -477,8 +477,9 @@ def _moe_linear_scale(c: Config, mach: Machine) -> np.ndarray | float:
     return moe.linear_time_scale(share, u, ratio)
 
 
-def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
-    """Seconds per microbatch on a stage outside the experts' GEMM rate: the family's
+def _expert_overhead(c: Config, th: Theta, mach: Machine) -> np.ndarray | float:
+    """Seconds per microbatch on a stage outside the experts' GEMM rate: the host's issue of the
+    expert GEMMs (``moe.host_issue_time``; none on the ideal machine) plus the family's
     ``expert_overhead_s`` x local experts (E / ep) x MoE layers on the stage; 0 for dense rows
     or without the MoE columns."""
     if c.n_experts is None:
@@ -486,7 +487,8 @@ def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
     e = _f(c.n_experts)
     local = np.where(e > 1, e / np.maximum(_f(c.ep), 1.0), 0.0)
     stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
-    return np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
+    host = 0.0 if mach.ideal else moe.host_issue_time(c.n_experts, c.ep, stage, c.recompute)
+    return host + np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
 
 
 def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
@@ -584,7 +586,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
         hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
     ep_hide = _ep_exposed(c, hide)
     overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
-                + _elementwise_time(c, mach) + _expert_overhead(c, th))
+                + _elementwise_time(c, mach) + _expert_overhead(c, th, mach))
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
     bubble = (pp - 1.0) / v * t_stage
     dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)

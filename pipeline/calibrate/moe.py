@@ -52,6 +52,25 @@ the model catalog):
   given; otherwise 1.0 (forced-balanced routing, as the NVIDIA benchmark tables state). The
   routed share x = P_r / active of the linear FLOP then takes u x (dense rate / expert rate)
   times the dense time.
+- Host issue of the expert GEMMs: Megatron-Core's all-to-all dispatcher copies the token
+  counts to the host and waits for them in every MoE layer's forward whenever ep > 1 (or
+  tp > 1), dropless or dropping without padding to capacity (``MoEAlltoAllTokenDispatcher``:
+  ``d2h_event.synchronize()`` at ``cuda_sync_point`` "before_ep_alltoall",
+  NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py; only
+  ``moe_pad_expert_input_to_capacity`` skips it), so the GPU's queue is empty and it waits
+  while the host issues the layer's expert GEMMs. Transformer Engine's grouped GEMM
+  (``GroupedLinear``, the experts' default) issues one cuBLASLt GEMM per local expert over 4
+  streams, each with its own descriptors and ``cublasLtMatmulAlgoGetHeuristic`` query
+  (NVIDIA/TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu,
+  ``multi_stream_cublas_gemm``). Measured on SM100 (NVIDIA/TransformerEngine#3134, TN fprop,
+  8 experts x 128 tokens, N = K = 2048, operands prepared): 0.267 ms through that path against
+  0.069 ms for one grouped kernel doing the same math, ``GEMM_HOST_S`` = (0.267 - 0.069) / 8
+  = 24.75 us of host issue per expert GEMM. Per local expert, MoE layer and microbatch: 6 GEMMs
+  (forward FC1 and FC2, backward their dgrad and wgrad), 2 more under full recomputation,
+  charged in full beside the GPU's time (``host_issue_time``). That is an upper bound where a
+  GEMM's GPU time exceeds its issue (coarse experts: Mixtral's one local expert pays 0.15 ms
+  a layer against several ms of GEMMs); the lower bound, max(host, GPU) per layer, was tried
+  and left the held-out Megatron-Bridge error at 29 % (this form: 15 %).
 - Overlap: ``moe_a2a_overlap`` true (DeepEP's or Megatron's
   ``--overlap-moe-expert-parallel-comm`` schedules) hides the family's overlap share of the
   all-to-alls like the TP collectives; false or not stated: exposed (Megatron's default
@@ -71,6 +90,13 @@ SCALEOUT_A2A_EFFICIENCY = 0.97
 # recomputation replays the forward pair.
 A2A_PER_LAYER = 4.0
 A2A_RECOMPUTED = 2.0
+# Host issue of one expert's cuBLASLt GEMM through Transformer Engine's multi-stream grouped
+# GEMM (module docstring): (0.267 - 0.069) ms / 8 experts, NVIDIA/TransformerEngine#3134 (SM100).
+GEMM_HOST_S = (0.267e-3 - 0.069e-3) / 8.0
+# Expert GEMMs per local expert, MoE layer and microbatch: FC1 and FC2 forward, their dgrad and
+# wgrad backward; full recomputation replays the forward pair.
+GEMMS_PER_EXPERT = 6.0
+GEMMS_RECOMPUTED = 2.0
 # Routed-token permutation traffic (module docstring): permute and unpermute each read and write
 # the token's d values: 4 values of w bytes per routed token and d.
 PERMUTE_VALUES = 4.0
@@ -160,3 +186,14 @@ def dispatch_bytes(microbatch_tokens, top_k, d_model, tp, bytes_per_value) -> np
 def a2a_count(recompute) -> np.ndarray:
     """All-to-alls per MoE layer and microbatch (4, 6 under full recomputation)."""
     return A2A_PER_LAYER + np.where(_f(recompute) >= 2, A2A_RECOMPUTED, 0.0)
+
+
+def host_issue_time(n_experts, ep, moe_layers_stage, recompute,
+                    gemm_host_s=GEMM_HOST_S) -> np.ndarray:
+    """Seconds per microbatch on a stage the GPU waits for the host to issue the expert GEMMs
+    (module docstring): local experts E / ep x MoE layers on the stage x (6, 8 under full
+    recomputation) GEMMs x ``gemm_host_s``; 0 for dense rows (E <= 1)."""
+    e = _f(n_experts)
+    local = np.where(e > 1, e / np.maximum(_f(ep), 1.0), 0.0)
+    gemms = GEMMS_PER_EXPERT + np.where(_f(recompute) >= 2, GEMMS_RECOMPUTED, 0.0)
+    return np.nan_to_num(local * _f(moe_layers_stage) * gemms * gemm_host_s)
