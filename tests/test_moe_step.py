@@ -56,3 +56,39 @@ def test_host_issue_falls_with_ep_and_is_zero_for_dense_rows() -> None:
     assert ep8 == pytest.approx(8 * ep64)
     assert float(moe.host_issue_time(1.0, 1.0, 32.0, 0.0)) == 0.0
     assert float(moe.host_issue_time(math.nan, 8.0, 4.0, 0.0)) == 0.0
+
+
+def test_fp8_casts_of_routed_copies_by_hand() -> None:
+    """Qwen3-30B-A3B (d 2048, k 8, f 768), tp 1: forward 2048 + 2048 + 8 x 2048 + 8 x 768,
+    backward 3 x 2048 + 2048 + 16 x 768 + 8 x 2048: 26,624 + 36,864 = 63,488 values per token
+    and MoE layer; every routed copy is cast, so it is k times a single copy's expert part."""
+    got = float(moe.fp8_cast_values_per_token(2048.0, 1.0, 8.0, 768.0, 1.0))
+    assert got == pytest.approx(2048 * 2 + 8 * 2048 + 8 * 768 + 2048 * 4 + 16 * 768 + 8 * 2048)
+    assert got == pytest.approx(63488.0)
+    one = float(moe.fp8_cast_values_per_token(2048.0, 1.0, 1.0, 768.0, 1.0))
+    attention = 2048 * 2 + 2048 * 4
+    assert got - attention == pytest.approx(8 * (one - attention))
+    # expert tensor parallelism splits the expert width; no width: NaN (the dense count stays)
+    half = float(moe.fp8_cast_values_per_token(2048.0, 1.0, 8.0, 768.0, 2.0))
+    assert got - half == pytest.approx(8 * 768 * 3 / 2)
+    assert math.isnan(float(moe.fp8_cast_values_per_token(2048.0, 1.0, 8.0, math.nan, 1.0)))
+
+
+def test_moe_fp8_casts_enter_the_step_of_fp8_rows_only() -> None:
+    """critical_path's per-token FP8 cast bytes of an MoE row use the routed count on its MoE
+    layers (here all of them), and stay 0 without fp8."""
+    from pipeline.calibrate.critical_path import FP8_CAST_BYTES, Config
+
+    one = np.ones(1)
+    cfg = dict(params=30.5e9 * one, active_params=3.3e9 * one, expert_fraction=0.89 * one,
+               top_k=8 * one, n_layers=48 * one, d_model=2048 * one, batch_tokens=4096 * one,
+               microbatch_tokens=4096 * one, microbatches=one, flop_per_token=2e10 * one,
+               counted_attention_flop_per_token=0 * one, attention_flop_per_token=0 * one,
+               dp=one, tp=one, pp=one, cp=one, ep=8 * one, zero_stage=one, recompute=0 * one,
+               virtual_pipeline=one, sequence_parallel=np.zeros(1, bool),
+               reduce_bucket_bytes=np.full(1, np.nan), gather_bucket_bytes=np.full(1, np.nan),
+               n_experts=128 * one, expert_ffn_size=768 * one, moe_layers=48 * one, etp=one,
+               ffn_size=768 * one, gated_mlp=np.ones(1, bool))
+    fp8 = Config(**cfg, fp8_linear=np.ones(1, bool)).fp8_cast_bytes_per_token
+    assert float(fp8[0]) == pytest.approx(FP8_CAST_BYTES * 63488.0)
+    assert float(Config(**cfg, fp8_linear=np.zeros(1, bool)).fp8_cast_bytes_per_token[0]) == 0.0

@@ -206,8 +206,14 @@ class Config:
              else np.where(np.asarray(self.gated_mlp, bool), 2.0, 1.0))
         inputs = 2.0 * d + d / tp + f / tp
         grads = 3.0 * d / tp + g * f / tp + 2.0 * d
-        return np.where(np.asarray(self.fp8_linear, bool),
-                        FP8_CAST_BYTES * (inputs + grads), 0.0)
+        values = inputs + grads
+        if self.n_experts is not None:   # MoE layers cast every routed copy (moe.py)
+            routed = moe.fp8_cast_values_per_token(d, tp, self.top_k, self.expert_ffn_size,
+                                                   self.etp)
+            share = np.clip(_f(self.moe_layers) / np.maximum(_f(self.n_layers), 1.0), 0.0, 1.0)
+            mixed = share * routed + (1.0 - share) * values
+            values = np.where((_f(self.n_experts) > 1) & np.isfinite(routed), mixed, values)
+        return np.where(np.asarray(self.fp8_linear, bool), FP8_CAST_BYTES * values, 0.0)
 
     @cached_property
     def mlp_activation_bytes_per_token(self) -> np.ndarray:
