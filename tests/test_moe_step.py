@@ -92,3 +92,45 @@ def test_moe_fp8_casts_enter_the_step_of_fp8_rows_only() -> None:
     fp8 = Config(**cfg, fp8_linear=np.ones(1, bool)).fp8_cast_bytes_per_token
     assert float(fp8[0]) == pytest.approx(FP8_CAST_BYTES * 63488.0)
     assert float(Config(**cfg, fp8_linear=np.zeros(1, bool)).fp8_cast_bytes_per_token[0]) == 0.0
+
+
+def test_dedup_dispatch_shares_by_hand() -> None:
+    """DeepSeek-V3 (k 8) on EP 64 over 8 nodes of 8: one copy per routed expert sends 7/8 of
+    its 8 copies across nodes (7 per token); DeepEP sends a token once per other node hit,
+    7 (1 - (7/8)^8) = 4.59 (deepseek-ai/DeepEP layout.cu counts a token once per RDMA rank)."""
+    f_in, f_out = moe.dispatch_shares(8.0, 64.0, 8.0, None)
+    assert float(f_out) * 8 == pytest.approx(7.0)
+    assert float(f_in) * 8 == pytest.approx(8 * 7 / 64)
+    d_in, d_out = moe.dispatch_shares(8.0, 64.0, 8.0, True)
+    assert float(d_out) * 8 == pytest.approx(7 * (1 - (7 / 8) ** 8))
+    assert float(d_out) * 8 == pytest.approx(4.594, abs=1e-3)
+    assert float(d_in) * 8 == pytest.approx(7 * (1 - (63 / 64) ** 8))
+    # top-1 routing never sends a token twice: both dispatchers move the same bytes
+    one = moe.dispatch_shares(1.0, 64.0, 8.0, np.array([False, True]))
+    assert one[1][0] == pytest.approx(one[1][1]) and one[0][0] == pytest.approx(one[0][1])
+
+
+def test_dedup_dispatch_shortens_the_scale_out_all_to_all() -> None:
+    """Same bytes and links: the deduplicating dispatch takes 4.59 / 7 of the per-copy time
+    across nodes (latency 0)."""
+    args = dict(nbytes=470e6, ep=64.0, stride=1.0, domain=8.0, up_bytes_per_s=450e9,
+                out_bytes_per_s=50e9, e_up=0.8, latency_s=0.0, e_out=1.0, top_k=8.0)
+    copies = float(moe.a2a_time(dedup=np.array([False]), **args)[0])
+    dedup = float(moe.a2a_time(dedup=np.array([True]), **args)[0])
+    assert copies == pytest.approx(470e6 * 7 / 8 / 50e9)
+    assert dedup / copies == pytest.approx((1 - (7 / 8) ** 8), rel=1e-9)
+
+
+def test_automodel_moe_rows_state_deepep_and_a_stated_dispatcher_is_kept() -> None:
+    import pandas as pd
+
+    from pipeline.calibrate.estimate import with_stated_dispatcher
+
+    runs = pd.DataFrame({"source": ["nemo_automodel2025", "nemo_automodel2025",
+                                    "megatron_bridge2025", "nemo_automodel2025"],
+                         "params": [671e9, 8e9, 235e9, 30e9],
+                         "active_params": [37e9, 8e9, 22e9, 3e9],
+                         "moe_dispatcher": [None, None, None, "alltoall"]})
+    got = with_stated_dispatcher(runs)["moe_dispatcher"].tolist()
+    assert got[0] == "deepep" and got[3] == "alltoall"
+    assert pd.isna(got[1]) and pd.isna(got[2])

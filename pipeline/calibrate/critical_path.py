@@ -150,6 +150,7 @@ class Config:
     capacity_factor: np.ndarray | None = None   # NaN: dropless
     moe_imbalance: np.ndarray | None = None     # stated busiest/mean expert load (NaN: none)
     moe_a2a_overlap: np.ndarray | None = None   # dispatch overlapped with compute
+    moe_dispatch_dedup: np.ndarray | None = None   # DeepEP-style: once per rank and node
     # dense FFN width and gated (SwiGLU) or not (None: 4 d, GeLU); the activation's HBM traffic
     ffn_size: np.ndarray | None = None
     gated_mlp: np.ndarray | None = None
@@ -444,7 +445,8 @@ def _moe_ep_time(c: Config, mach: Machine, tp: np.ndarray, ep: np.ndarray) -> np
     e_out = 1.0 if mach.ideal else moe.SCALEOUT_A2A_EFFICIENCY
     etp = np.ones(np.shape(tp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
     one = moe.a2a_time(nbytes, ep, etp, mach.domain, mach.scaleup_bytes_per_s,
-                       mach.scaleout_bytes_per_s, e_up, lat, e_out)
+                       mach.scaleout_bytes_per_s, e_up, lat, e_out, top_k=c.top_k,
+                       dedup=c.moe_dispatch_dedup)
     moe_stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
     moe_rows = (_f(c.n_experts) > 1) & (ep > 1)
     return np.nan_to_num(np.where(moe_rows, moe_stage * moe.a2a_count(c.recompute) * one, 0.0))
