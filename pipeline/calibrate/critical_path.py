@@ -150,6 +150,7 @@ class Config:
     capacity_factor: np.ndarray | None = None   # NaN: dropless
     moe_imbalance: np.ndarray | None = None     # stated busiest/mean expert load (NaN: none)
     moe_a2a_overlap: np.ndarray | None = None   # dispatch overlapped with compute
+    moe_dispatch_dedup: np.ndarray | None = None   # DeepEP-style: once per rank and node
     # dense FFN width and gated (SwiGLU) or not (None: 4 d, GeLU); the activation's HBM traffic
     ffn_size: np.ndarray | None = None
     gated_mlp: np.ndarray | None = None
@@ -206,8 +207,14 @@ class Config:
              else np.where(np.asarray(self.gated_mlp, bool), 2.0, 1.0))
         inputs = 2.0 * d + d / tp + f / tp
         grads = 3.0 * d / tp + g * f / tp + 2.0 * d
-        return np.where(np.asarray(self.fp8_linear, bool),
-                        FP8_CAST_BYTES * (inputs + grads), 0.0)
+        values = inputs + grads
+        if self.n_experts is not None:   # MoE layers cast every routed copy (moe.py)
+            routed = moe.fp8_cast_values_per_token(d, tp, self.top_k, self.expert_ffn_size,
+                                                   self.etp)
+            share = np.clip(_f(self.moe_layers) / np.maximum(_f(self.n_layers), 1.0), 0.0, 1.0)
+            mixed = share * routed + (1.0 - share) * values
+            values = np.where((_f(self.n_experts) > 1) & np.isfinite(routed), mixed, values)
+        return np.where(np.asarray(self.fp8_linear, bool), FP8_CAST_BYTES * values, 0.0)
 
     @cached_property
     def mlp_activation_bytes_per_token(self) -> np.ndarray:
@@ -438,7 +445,8 @@ def _moe_ep_time(c: Config, mach: Machine, tp: np.ndarray, ep: np.ndarray) -> np
     e_out = 1.0 if mach.ideal else moe.SCALEOUT_A2A_EFFICIENCY
     etp = np.ones(np.shape(tp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
     one = moe.a2a_time(nbytes, ep, etp, mach.domain, mach.scaleup_bytes_per_s,
-                       mach.scaleout_bytes_per_s, e_up, lat, e_out)
+                       mach.scaleout_bytes_per_s, e_up, lat, e_out, top_k=c.top_k,
+                       dedup=c.moe_dispatch_dedup)
     moe_stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
     moe_rows = (_f(c.n_experts) > 1) & (ep > 1)
     return np.nan_to_num(np.where(moe_rows, moe_stage * moe.a2a_count(c.recompute) * one, 0.0))
@@ -477,8 +485,9 @@ def _moe_linear_scale(c: Config, mach: Machine) -> np.ndarray | float:
     return moe.linear_time_scale(share, u, ratio)
 
 
-def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
-    """Seconds per microbatch on a stage outside the experts' GEMM rate: the family's
+def _expert_overhead(c: Config, th: Theta, mach: Machine) -> np.ndarray | float:
+    """Seconds per microbatch on a stage outside the experts' GEMM rate: the host's issue of the
+    expert GEMMs (``moe.host_issue_time``; none on the ideal machine) plus the family's
     ``expert_overhead_s`` x local experts (E / ep) x MoE layers on the stage; 0 for dense rows
     or without the MoE columns."""
     if c.n_experts is None:
@@ -486,7 +495,8 @@ def _expert_overhead(c: Config, th: Theta) -> np.ndarray | float:
     e = _f(c.n_experts)
     local = np.where(e > 1, e / np.maximum(_f(c.ep), 1.0), 0.0)
     stage = _f(c.moe_layers) / np.maximum(_f(c.pp), 1.0)
-    return np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
+    host = 0.0 if mach.ideal else moe.host_issue_time(c.n_experts, c.ep, stage, c.recompute)
+    return host + np.nan_to_num(np.nan_to_num(local * stage) * _f(th.expert_overhead_s))
 
 
 def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
@@ -584,7 +594,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
         hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
     ep_hide = _ep_exposed(c, hide)
     overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
-                + _elementwise_time(c, mach) + _expert_overhead(c, th))
+                + _elementwise_time(c, mach) + _expert_overhead(c, th, mach))
     t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
     bubble = (pp - 1.0) / v * t_stage
     dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)

@@ -93,12 +93,32 @@ def source_count_ratio(runs: pd.DataFrame, flop_per_rank: np.ndarray) -> np.ndar
     return np.where(off, median, out)
 
 
+#: Sources whose MoE rows all state a deduplicating dispatcher, and which: NeMo Automodel's MoE
+#: benchmark table prints kernels 'TE + DeepEP' on every MoE row (its configs
+#: examples/benchmark/configs/*_te_deepep.yaml). ``moe_dispatcher`` where a row leaves it empty
+#: (pipeline/calibrate/moe.py ``dispatch_shares``).
+DEDUP_DISPATCH_SOURCES = {"nemo_automodel2025": "deepep"}
+
+
+def with_stated_dispatcher(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with ``moe_dispatcher`` filled for the MoE rows of ``DEDUP_DISPATCH_SOURCES``
+    (a stated value is kept)."""
+    stated = (runs["moe_dispatcher"] if "moe_dispatcher" in runs
+              else pd.Series(None, index=runs.index, dtype=object))
+    source = runs["source"].astype(object) if "source" in runs else pd.Series(
+        None, index=runs.index, dtype=object)
+    moe = (pd.to_numeric(runs.get("active_params"), errors="coerce")
+           < pd.to_numeric(runs.get("params"), errors="coerce")) if "params" in runs else False
+    filled = source.map(DEDUP_DISPATCH_SOURCES).where(moe)
+    return runs.assign(moe_dispatcher=stated.astype(object).where(stated.notna(), filled))
+
+
 def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
     """Fit set: runs that state a layout (tp or pp), have a measured MFU (HFU where the source
     gives only that, as bounds.parquet) and that the catalog can cost. A source's MFU on its
     own FLOP count is converted to ours (:func:`source_count_ratio`), so that the measured
     step time is the step time it printed."""
-    runs = runs.reset_index(drop=True)
+    runs = with_stated_dispatcher(runs.reset_index(drop=True))
     rows = rows_of(runs, model)
     mfu = pd.to_numeric(runs["mfu"], errors="coerce").to_numpy(float, na_value=np.nan)
     hfu = pd.to_numeric(runs["hfu"], errors="coerce").to_numpy(float, na_value=np.nan)

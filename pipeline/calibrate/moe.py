@@ -30,6 +30,20 @@ the model catalog):
   "CX-7 NICs at NDR rate (400Gbps) should achieve up to 48-49GB/s per NIC"), and DeepEP's
   measured internode dispatch/combine on H800 with CX7 (deepseek-ai/DeepEP docs/legacy.md:
   43-58 GB/s "bottleneck bandwidth (RDMA)" of ~50 GB/s at EP 16-64) agrees.
+- Deduplicating dispatchers (``moe_dispatcher`` deepep or hybridep): DeepEP sends a token once
+  to each GPU that holds one of its experts and, across nodes, once to each node over RDMA,
+  forwarding it inside the node over NVLink (deepseek-ai/DeepEP csrc/kernels/legacy/layout.cu:
+  ``is_token_in_rank`` per (token, rank), ``num_tokens_per_rdma_rank`` counts a token once per
+  node; docs/legacy.md: "forwarding data from NVLink domain to RDMA domain"), where Megatron's
+  all-to-all dispatcher sends one copy per routed expert (k per token). With balanced routing
+  over ep ranks in ep / p_in domains, a token's k experts reach on average
+  (p_in - 1) (1 - (1 - 1/ep)^k) other ranks of its domain and (ep/p_in - 1)
+  (1 - (1 - p_in/ep)^k) other domains, against k (p_in - 1) / ep and k (ep - p_in) / ep copies
+  (``dispatch_shares``): for DeepSeek-V3 (k 8) on EP 64 over 8 nodes, 4.6 node copies against
+  7. The NVLink forwarding of the received tokens is not priced (the scale-out tier binds).
+  NeMo Automodel's MoE benchmark rows all run DeepEP (its table's kernels column, 'TE +
+  DeepEP'; ``estimate.DEDUP_DISPATCH_SOURCES``). Source left out, this took NeMo Automodel's
+  median APE from 25 % to 10 % (MoE 15.0 % to 13.9 %).
 - Expert GEMMs: with balanced routing a local expert sees m_e = t ep k / E tokens per
   microbatch (the ep ranks' t tokens, k copies each, over E experts); its up and down GEMMs
   (m_e x d x f / etp and back) run at the measured GEMM rate of that shape
@@ -47,11 +61,44 @@ the model catalog):
   2 f and writes f values per token, 1 / d bytes per FLOP like a dense MLP's: already in the
   dense rate, not added. The FP8 quantisation of the routed copies is not separated (the step
   rows carry no precision beside the peak).
+- FP8 casts of the routed copies: under FP8 every linear layer's input is cast (and
+  transposed) before its GEMM and every output gradient before the backward's
+  (``critical_path.FP8_CAST_BYTES`` per value). The experts' GEMMs take the permuted copies,
+  so Transformer Engine's ``GroupedLinear`` casts each routed copy, k per token
+  (NVIDIA/TransformerEngine transformer_engine/pytorch/module/grouped_linear.py: the permuted
+  input split by expert, ``_split_quantize`` with one input quantizer per expert): per token of an MoE layer the attention's QKV input d and
+  projection input d / tp, the experts' FC1 inputs k d and FC2 inputs k f / etp; backward the
+  QKV output gradient 3 d / tp, the projection's d, the experts' FC1 output gradients
+  k 2 f / etp (gate and up) and FC2 output gradients k d (``fp8_cast_values_per_token``). The
+  dense-MLP count it replaces casts one copy of a d-to-f MLP at the catalog's ``ffn_size``
+  (for DeepSeek-V3 its dense layers' 18,432); dense layers of an MoE model keep it, weighted
+  by their share of the layers. Shared experts are left out (DeepSeek-V3's one shared expert
+  of 2,048 would add about an eighth of the routed casts). Source left out, this took the MoE
+  median APE from 16.1 % to 15.0 %.
 - Load imbalance u: the busiest expert's tokens over the mean. Token-dropping runs cap it at the
   capacity factor (GShard Sec 2.2: "expert capacity"); a stated ``moe_imbalance`` is used as
   given; otherwise 1.0 (forced-balanced routing, as the NVIDIA benchmark tables state). The
   routed share x = P_r / active of the linear FLOP then takes u x (dense rate / expert rate)
   times the dense time.
+- Host issue of the expert GEMMs: Megatron-Core's all-to-all dispatcher copies the token
+  counts to the host and waits for them in every MoE layer's forward whenever ep > 1 (or
+  tp > 1), dropless or dropping without padding to capacity (``MoEAlltoAllTokenDispatcher``:
+  ``d2h_event.synchronize()`` at ``cuda_sync_point`` "before_ep_alltoall",
+  NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py; only
+  ``moe_pad_expert_input_to_capacity`` skips it), so the GPU's queue is empty and it waits
+  while the host issues the layer's expert GEMMs. Transformer Engine's grouped GEMM
+  (``GroupedLinear``, the experts' default) issues one cuBLASLt GEMM per local expert over 4
+  streams, each with its own descriptors and ``cublasLtMatmulAlgoGetHeuristic`` query
+  (NVIDIA/TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu,
+  ``multi_stream_cublas_gemm``). Measured on SM100 (NVIDIA/TransformerEngine#3134, TN fprop,
+  8 experts x 128 tokens, N = K = 2048, operands prepared): 0.267 ms through that path against
+  0.069 ms for one grouped kernel doing the same math, ``GEMM_HOST_S`` = (0.267 - 0.069) / 8
+  = 24.75 us of host issue per expert GEMM. Per local expert, MoE layer and microbatch: 6 GEMMs
+  (forward FC1 and FC2, backward their dgrad and wgrad), 2 more under full recomputation,
+  charged in full beside the GPU's time (``host_issue_time``). That is an upper bound where a
+  GEMM's GPU time exceeds its issue (coarse experts: Mixtral's one local expert pays 0.15 ms
+  a layer against several ms of GEMMs); the lower bound, max(host, GPU) per layer, was tried
+  and left the held-out Megatron-Bridge error at 29 % (this form: 15 %).
 - Overlap: ``moe_a2a_overlap`` true (DeepEP's or Megatron's
   ``--overlap-moe-expert-parallel-comm`` schedules) hides the family's overlap share of the
   all-to-alls like the TP collectives; false or not stated: exposed (Megatron's default
@@ -71,6 +118,13 @@ SCALEOUT_A2A_EFFICIENCY = 0.97
 # recomputation replays the forward pair.
 A2A_PER_LAYER = 4.0
 A2A_RECOMPUTED = 2.0
+# Host issue of one expert's cuBLASLt GEMM through Transformer Engine's multi-stream grouped
+# GEMM (module docstring): (0.267 - 0.069) ms / 8 experts, NVIDIA/TransformerEngine#3134 (SM100).
+GEMM_HOST_S = (0.267e-3 - 0.069e-3) / 8.0
+# Expert GEMMs per local expert, MoE layer and microbatch: FC1 and FC2 forward, their dgrad and
+# wgrad backward; full recomputation replays the forward pair.
+GEMMS_PER_EXPERT = 6.0
+GEMMS_RECOMPUTED = 2.0
 # Routed-token permutation traffic (module docstring): permute and unpermute each read and write
 # the token's d values: 4 values of w bytes per routed token and d.
 PERMUTE_VALUES = 4.0
@@ -100,17 +154,34 @@ def imbalance(capacity_factor, moe_imbalance) -> np.ndarray:
     return np.maximum(out, 1.0)
 
 
+def dispatch_shares(top_k, ep, p_in, dedup) -> tuple[np.ndarray, np.ndarray]:
+    """Shares of a dispatch's n = t k d w / tp bytes that go to other ranks of the domain and to
+    other domains (module docstring): (p_in - 1) / ep and (ep - p_in) / ep per routed copy;
+    where ``dedup`` (DeepEP-style), (p_in - 1) (1 - (1 - 1/ep)^k) / k and
+    (ep/p_in - 1) (1 - (1 - p_in/ep)^k) / k."""
+    ep, p_in = _f(ep), _f(p_in)
+    f_in, f_out = (p_in - 1.0) / ep, (ep - p_in) / ep
+    if dedup is None:
+        return f_in, f_out
+    k = np.maximum(_f(top_k), 1.0)
+    d_in = (p_in - 1.0) * (1.0 - (1.0 - 1.0 / ep) ** k) / k
+    d_out = (ep / p_in - 1.0) * (1.0 - (1.0 - p_in / ep) ** k) / k
+    on = np.asarray(dedup, dtype=bool)
+    return np.where(on, d_in, f_in), np.where(on, d_out, f_out)
+
+
 def a2a_time(nbytes, ep, stride, domain, up_bytes_per_s, out_bytes_per_s, e_up, latency_s,
-             e_out=SCALEOUT_A2A_EFFICIENCY) -> np.ndarray:
+             e_out=SCALEOUT_A2A_EFFICIENCY, top_k=None, dedup=None) -> np.ndarray:
     """Seconds of one all-to-all of ``nbytes`` per rank over ``ep`` ranks ``stride`` apart: both
-    tiers at once (module docstring); 0 where ep = 1."""
+    tiers at once, each tier's share per ``dispatch_shares`` (module docstring); 0 where
+    ep = 1."""
     ep = np.maximum(_f(ep), 1.0)
     p_in = np.clip(np.floor(_f(domain) / np.maximum(_f(stride), 1.0)), 1.0, ep)
     n = _f(nbytes)
-    t_in = n * (p_in - 1.0) / ep / (_f(e_up) * _f(up_bytes_per_s))
+    f_in, f_out = dispatch_shares(top_k, ep, p_in, dedup)
+    t_in = n * f_in / (_f(e_up) * _f(up_bytes_per_s))
     with np.errstate(invalid="ignore"):
-        t_out = np.where(ep > p_in, n * (ep - p_in) / ep / (_f(e_out) * _f(out_bytes_per_s)),
-                         0.0)
+        t_out = np.where(ep > p_in, n * f_out / (_f(e_out) * _f(out_bytes_per_s)), 0.0)
     return np.where(ep > 1.0, _f(latency_s) + np.maximum(t_in, t_out), 0.0)
 
 
@@ -160,3 +231,27 @@ def dispatch_bytes(microbatch_tokens, top_k, d_model, tp, bytes_per_value) -> np
 def a2a_count(recompute) -> np.ndarray:
     """All-to-alls per MoE layer and microbatch (4, 6 under full recomputation)."""
     return A2A_PER_LAYER + np.where(_f(recompute) >= 2, A2A_RECOMPUTED, 0.0)
+
+
+def host_issue_time(n_experts, ep, moe_layers_stage, recompute,
+                    gemm_host_s=GEMM_HOST_S) -> np.ndarray:
+    """Seconds per microbatch on a stage the GPU waits for the host to issue the expert GEMMs
+    (module docstring): local experts E / ep x MoE layers on the stage x (6, 8 under full
+    recomputation) GEMMs x ``gemm_host_s``; 0 for dense rows (E <= 1)."""
+    e = _f(n_experts)
+    local = np.where(e > 1, e / np.maximum(_f(ep), 1.0), 0.0)
+    gemms = GEMMS_PER_EXPERT + np.where(_f(recompute) >= 2, GEMMS_RECOMPUTED, 0.0)
+    return np.nan_to_num(local * _f(moe_layers_stage) * gemms * gemm_host_s)
+
+
+def fp8_cast_values_per_token(d_model, tp, top_k, expert_ffn_size, etp) -> np.ndarray:
+    """Values cast to FP8 per token in one MoE layer on a rank, forward and backward (module
+    docstring): d + d / tp + k d + k f / etp, then 3 d / tp + d + 2 k f / etp + k d; NaN where
+    the expert width is unknown (the caller keeps the dense count)."""
+    d, k = _f(d_model), _f(top_k)
+    tp = np.maximum(_f(tp), 1.0)
+    etp = np.ones(np.shape(d)) if etp is None else np.maximum(_f(etp), 1.0)
+    f = np.where(_f(expert_ffn_size) > 0, _f(expert_ffn_size), np.nan) / etp
+    inputs = d + d / tp + k * d + k * f
+    grads = 3.0 * d / tp + d + 2.0 * k * f + k * d
+    return inputs + grads

@@ -182,6 +182,9 @@ def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
             "gated_mlp": np.array([g[1] for g in got], bool)}
 
 
+# ``moe_dispatcher`` values that send a token once per destination rank and node
+# (pipeline/calibrate/moe.py ``dispatch_shares``); any other value or none: one copy per expert.
+DEDUP_DISPATCHERS = ("deepep", "hybridep")
 # MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
 _MOE_CATALOG = ("n_experts", "top_k", "expert_ffn_size", "moe_dense_layers")
 
@@ -190,7 +193,8 @@ def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
                  ) -> dict[str, np.ndarray]:
     """Config's MoE fields (pipeline/calibrate/moe.py): stated, else the catalog's by
     ``model_id``; moe_layers = n_layers - leading dense layers; top_k 2 where nothing says
-    (the estimate's default); moe_a2a_overlap false unless stated true."""
+    (the estimate's default); moe_a2a_overlap false unless stated true; moe_dispatch_dedup where
+    ``moe_dispatcher`` names a deduplicating one (``DEDUP_DISPATCHERS``)."""
     ids = _text(frame, "model_id")
     models = catalog.models
     out = {}
@@ -210,6 +214,9 @@ def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
     out["moe_imbalance"] = _num(frame, "moe_imbalance")
     overlap = _text(frame, "moe_a2a_overlap")
     out["moe_a2a_overlap"] = np.array([o is True or str(o).lower() == "true" for o in overlap])
+    dispatcher = _text(frame, "moe_dispatcher")
+    out["moe_dispatch_dedup"] = np.array([str(x).lower() in DEDUP_DISPATCHERS
+                                          for x in dispatcher])
     return out
 
 
