@@ -1,6 +1,6 @@
 """Blackwell GEMM efficiency from OpenXLA's sm_100 matmul table (data/catalog/gemm_efficiency.csv):
 golden figures, the same-absolute-rate rule for the derived parts, and GB300's same-share rule
-(its 1.4 kW holds the rated clock that B200 holds at 1 kW)."""
+(its 1.4 kW affords the ~1.11^3 power its rated clock needs over B200's 1 kW; GB200's 1.2 kW not)."""
 
 from __future__ import annotations
 
