@@ -56,14 +56,17 @@ def family_of(frame: pd.DataFrame) -> np.ndarray:
         "framework_family", "source", "strategy", "framework"))
     # one answer per distinct (family, source, strategy, framework): a planner's search asks
     # for tens of thousands of rows with one or two distinct keys
-    known: dict[tuple, str] = {}
-    out = []
-    for key in zip(given, source, strategy, framework):
-        key = tuple(k if isinstance(k, str) else None for k in key)
-        if key not in known:
-            known[key] = _family_one(*key)
-        out.append(known[key])
-    return np.array(out, dtype=object)
+    codes, distinct = [], []
+    for column in (given, source, strategy, framework):
+        c, u = pd.factorize(column)  # missing values: code -1
+        codes.append(c)
+        distinct.append([k if isinstance(k, str) else None for k in u] + [None])
+    if n == 0:
+        return np.array([], dtype=object)
+    keys, row = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+    answers = np.array([_family_one(*(d[c] for d, c in zip(distinct, key))) for key in keys],
+                       dtype=object)
+    return answers[np.ravel(row)]
 
 
 def _family_one(g: str | None, s: str | None, text: str | None, stack: str | None) -> str:

@@ -191,15 +191,15 @@ def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
     """Config's MoE fields (pipeline/calibrate/moe.py): stated, else the catalog's by
     ``model_id``; moe_layers = n_layers - leading dense layers; top_k 2 where nothing says
     (the estimate's default); moe_a2a_overlap false unless stated true."""
-    ids = _text(frame, "model_id")
+    # one catalog value per distinct model_id, then indexed (code -1: no id -> NaN)
+    codes, distinct = pd.factorize(_text(frame, "model_id"))
     models = catalog.models
     out = {}
     for name in _MOE_CATALOG:
-        known = {m: pd.to_numeric(models.at[m, name], errors="coerce") if name in models.columns
-                 else np.nan for m in set(i for i in ids if isinstance(i, str)
-                                          and i in models.index)}
-        cat = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids],
-                       dtype=float)
+        known = np.array([pd.to_numeric(models.at[m, name], errors="coerce")
+                          if name in models.columns and isinstance(m, str) and m in models.index
+                          else np.nan for m in distinct] + [np.nan], dtype=float)
+        cat = known[codes]
         out[name] = np.where(np.isfinite(_num(frame, name)), _num(frame, name), cat)
     dense = out.pop("moe_dense_layers")
     dense = np.where(np.isfinite(dense), dense, 0.0)
@@ -307,10 +307,14 @@ def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
-    # a calibration written before a parameter existed: the missing ones held off (0)
-    table = np.array([np.pad(np.asarray(model.family_theta(f), float),
-                             (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
-                      for f in family], dtype=float).reshape(-1, len(PARAMETERS))
+    # a calibration written before a parameter existed: the missing ones held off (0); one
+    # vector per distinct family, then indexed (a planner's search has ~1e4 rows, 1-2 families)
+    index: dict = {}
+    row = np.array([index.setdefault(f, len(index)) for f in family], dtype=int)
+    per_family = np.array([np.pad(np.asarray(model.family_theta(f), float),
+                                  (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
+                           for f in index], dtype=float).reshape(-1, len(PARAMETERS))
+    table = per_family[row]
     return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
 
 

@@ -231,10 +231,14 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
     covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
-    keys = list(zip(rows["zero_stage"], rows["pp"], rows["cp"], rows["precision"]))
-    chosen: dict[tuple, str] = {}
-    for key in set(keys):
+    # one choice per distinct (zero_stage, pp, cp, precision), then indexed
+    keys = rows[["zero_stage", "pp", "cp", "precision"]]
+    distinct = keys.drop_duplicates()
+    chosen = []
+    for key in distinct.itertuples(index=False):
         feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
         score = {f: sum(x in covered[f] for x in feats) for f in order}
-        chosen[key] = max(order, key=lambda f: score[f])  # first of the best (order kept)
-    return np.array([chosen[k] for k in keys], dtype=object)
+        chosen.append(max(order, key=lambda f: score[f]))  # first of the best (order kept)
+    at = keys.merge(distinct.assign(_choice=np.arange(len(distinct))), how="left",
+                    on=list(keys.columns))["_choice"].to_numpy()
+    return np.array(chosen + [None], dtype=object)[at] if len(keys) else np.array([], object)
