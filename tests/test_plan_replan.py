@@ -75,7 +75,9 @@ def _replan(r: pd.Series):
         paths=Paths(PROCESSED, PROJ_ROOT / "data/catalog",
                     PROJ_ROOT / "reports/metrics/theory.json", PROJ_ROOT / "params.yaml"),
         framework=r["family"], precision=r["precision"] if isinstance(r["precision"], str)
-        else None, kernels=kernels)
+        else None, kernels=kernels,
+        # the cluster the run names (its NVLink domain and scale-out), as a user gives --cluster
+        cluster=r["cluster"] if isinstance(r.get("cluster"), str) else None)
     return rows.iloc[0]
 
 
