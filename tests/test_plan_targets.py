@@ -1,7 +1,9 @@
 """The planner issue's GPT-3 175B on A100 targets (3,145,728 tokens per step), on the
 workspace's pipeline outputs: with ZeRO-3 and no model parallelism the default family is within
 25% of the measured 21% (768) and 11% (1,536) (megatron2021 runs); at 1,024 the top answer lies
-inside the envelope of the MFU measured on 1,024 A100 for this model at bf16, or is flagged."""
+inside the envelope of the MFU measured on 1,024 A100 for this model at bf16, or is flagged
+(main c18849f's outputs: megatron tp4 pp4 v8 dp64 at 62.1%, above the 59.0% MegaScale measured:
+flagged ``above_measured_envelope``)."""
 
 from __future__ import annotations
 
@@ -34,10 +36,9 @@ def test_zero3_at_1536_within_25_percent():
         MEASURED_ZERO3[1536], rel=0.25)
 
 
-@pytest.mark.xfail(strict=True, reason="measured on r3-plan: 27.3% against 21.2% (+29%); the "
-                   "calibrate stage's own deepspeed-family prediction of that run is 26.5% "
-                   "(+25%): the fit, not the planner (pipeline/calibrate)")
 def test_zero3_at_768_within_25_percent():
+    # main c18849f's outputs: 24.4% against 21.2% (+15%; r3-plan's 27.3% was before the merged
+    # fit)
     assert _plan(768, "tp=1,pp=1,zero=3")["mfu"].iat[0] == pytest.approx(
         MEASURED_ZERO3[768], rel=0.25)
 
@@ -53,4 +54,8 @@ def test_at_1024_the_top_answer_is_inside_the_measured_envelope_or_flagged():
     assert len(mine) >= 2
     best = _plan(1024, None).iloc[0]
     inside = mine.min() <= best["mfu"] <= mine.max()
-    assert inside or best["outside_measured"] or best["above_measured_mfu"], best["mfu"]
+    assert inside or best["outside_measured"] or best["above_measured_mfu"] \
+        or best["above_measured_envelope"], best["mfu"]
+    if best["mfu"] > mine.max():  # flagged by the envelope at this N, with its record
+        assert best["above_measured_envelope"]
+        assert best["measured_model_mfu"] == pytest.approx(mine.max())

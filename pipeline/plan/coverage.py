@@ -35,7 +35,7 @@ TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # column read of 15 of its ~70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
-               "source", "citation", "model", "n_accelerators")
+               "source", "citation", "model", "n_accelerators", "model_id")
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,32 @@ def moe_mfu_record(runs: pd.DataFrame, hardware: pd.DataFrame, accelerator: str,
     best = moe.loc[mfu.idxmax()]
     return float(mfu.max()), (f"{best['model']} on {int(best['n_accelerators']):,} "
                               f"{best['accelerator']}, MoE, {best['source']}: {best['citation']}")
+
+
+def model_mfu_records(runs: pd.DataFrame, model_id: str, acc_family: str, precision: str
+                      ) -> dict[int, tuple[float, str]]:
+    """Per N, the highest MFU measured on ``model_id`` on ``acc_family`` at ``precision`` (bf16
+    where a run states none), with its source and citation: the top of the measured envelope at
+    that scale. The planner issue asks an answer at a scale the data measured for the model to
+    agree with that envelope or be flagged as outside it; an answer below the record needs no
+    flag (another layout), one above every measured run does. Empty where none is measured."""
+    need = {"model_id", "accelerator_family", "precision", "mfu", "n_accelerators", "source",
+            "citation", "accelerator"}
+    if runs.empty or not need <= set(runs.columns):
+        return {}
+    mine = runs[(runs["model_id"] == model_id) & (runs["accelerator_family"] == acc_family)
+                & (runs["precision"].fillna("bf16") == precision)]
+    mfu = pd.to_numeric(mine["mfu"], errors="coerce")
+    n = pd.to_numeric(mine["n_accelerators"], errors="coerce")
+    mine, mfu, n = mine[mfu.notna() & n.notna()], mfu[mfu.notna() & n.notna()], n[mfu.notna()
+                                                                                 & n.notna()]
+    out = {}
+    for count in sorted(set(n.astype(int))):
+        at = mfu[n == count]
+        best = mine.loc[at.idxmax()]
+        out[count] = (float(at.max()), f"{model_id} on {count:,} {best['accelerator']}, "
+                                       f"{best['source']}: {best['citation']}")
+    return out
 
 
 def _covered(fitted: pd.DataFrame) -> set[tuple]:
