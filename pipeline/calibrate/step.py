@@ -146,16 +146,18 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
 def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.ndarray:
     """d / heads per row: the catalog model's ``head_dim`` (or d_model / n_heads), else
     ``DEFAULT_HEAD_DIM`` (most published shapes)."""
-    ids = _text(frame, "model_id")
-    known: dict[str, float] = {}
+    codes, distinct = pd.factorize(_text(frame, "model_id"))  # per distinct id, then indexed
+    known = np.full(len(distinct) + 1, np.nan)  # code -1 (no id): the last, NaN
     models = catalog.models
-    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+    for j, m in enumerate(distinct):
+        if not (isinstance(m, str) and m in models.index):
+            continue
         row = models.loc[m]
         hd = pd.to_numeric(row.get("head_dim"), errors="coerce")
         heads = pd.to_numeric(row.get("n_heads"), errors="coerce")
         d = pd.to_numeric(row.get("d_model"), errors="coerce")
-        known[m] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
-    out = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids], float)
+        known[j] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
+    out = known[codes]
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
 
 
@@ -164,10 +166,10 @@ def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
     (SwiGLU, three FFN matrices) where the catalog's parameter count is nearer
     L (2 d^2 + 2 d kv + 3 d f) + 2 V d than the same with 2 d f (GeLU); NaN / False where the
     catalog has no such model (4 d, GeLU: the step model's defaults)."""
-    ids = _text(frame, "model_id")
+    codes, distinct = pd.factorize(_text(frame, "model_id"))  # per distinct id, then indexed
     models = catalog.models
     known: dict[str, tuple[float, bool]] = {}
-    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+    for m in (i for i in distinct if isinstance(i, str) and i in models.index):
         row = pd.to_numeric(models.loc[m, ["params", "n_layers", "d_model", "n_kv_heads",
                                             "head_dim", "n_heads", "ffn_size", "vocab_size"]],
                             errors="coerce")
@@ -177,9 +179,9 @@ def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
         base = layers * (2 * d * d + 2 * d * kvw) + 2 * (v if v > 0 else 0.0) * d
         gated = bool(abs(p - base - 3 * layers * d * f) < abs(p - base - 2 * layers * d * f))
         known[m] = (f, gated if np.isfinite(p * f * layers * d) else False)
-    got = [known.get(i, (np.nan, False)) if isinstance(i, str) else (np.nan, False) for i in ids]
-    return {"ffn_size": np.array([g[0] for g in got], float),
-            "gated_mlp": np.array([g[1] for g in got], bool)}
+    got = [known.get(i, (np.nan, False)) for i in distinct] + [(np.nan, False)]
+    return {"ffn_size": np.array([g[0] for g in got], float)[codes],
+            "gated_mlp": np.array([g[1] for g in got], bool)[codes]}
 
 
 # MoE columns of a layout row; where the row leaves one empty, the model catalog's value.
