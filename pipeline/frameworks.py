@@ -56,14 +56,19 @@ def family_of(frame: pd.DataFrame) -> np.ndarray:
         "framework_family", "source", "strategy", "framework"))
     # one answer per distinct (family, source, strategy, framework): a planner's search asks
     # for tens of thousands of rows with one or two distinct keys
-    known: dict[tuple, str] = {}
-    out = []
-    for key in zip(given, source, strategy, framework):
-        key = tuple(k if isinstance(k, str) else None for k in key)
-        if key not in known:
-            known[key] = _family_one(*key)
-        out.append(known[key])
-    return np.array(out, dtype=object)
+    codes, distinct = [], []
+    key = np.zeros(n, dtype=np.int64)
+    for column in (given, source, strategy, framework):
+        c, u = pd.factorize(column)  # missing values: code -1
+        codes.append(c)
+        distinct.append([k if isinstance(k, str) else None for k in u] + [None])
+        # the row's key so far, renumbered densely (stays below n x distinct values)
+        key = pd.factorize(key * (len(u) + 1) + (c + 1))[0]
+    first = np.full(int(key.max()) + 1 if n else 0, -1, dtype=np.int64)
+    first[key[::-1]] = np.arange(n - 1, -1, -1)  # each key's first row
+    answers = np.array([_family_one(*(d[c[i]] for d, c in zip(distinct, codes))) for i in first],
+                       dtype=object)
+    return answers[key] if n else np.array([], dtype=object)
 
 
 def _family_one(g: str | None, s: str | None, text: str | None, stack: str | None) -> str:

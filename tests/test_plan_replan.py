@@ -76,7 +76,8 @@ def _replan(r: pd.Series):
                     PROJ_ROOT / "reports/metrics/theory.json", PROJ_ROOT / "params.yaml"),
         framework=r["family"], precision=r["precision"] if isinstance(r["precision"], str)
         else None, kernels=kernels,
-        cluster=r["cluster"] if isinstance(r["cluster"], str) else None)
+        # the cluster the run names (its NVLink domain and scale-out), as a user gives --cluster
+        cluster=r["cluster"] if isinstance(r.get("cluster"), str) else None)
     return rows.iloc[0]
 
 

@@ -2,17 +2,16 @@
 workspace's pipeline outputs: with ZeRO-3 and no model parallelism the default family is within
 25% of the measured 21% (768) and 11% (1,536) (megatron2021 runs); at 1,024 the top answer lies
 inside the envelope of the MFU measured on 1,024 A100 for this model at bf16, or is flagged
-(``outside_measured_envelope``, ``~`` in the text table)."""
+(``above_measured_envelope``: the shipped outputs plan megatron tp4 pp4 v8 dp64 at 62.1%, above
+the 59.0% MegaScale measured)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from pipeline.config import PROJ_ROOT
 from pipeline.plan.cli import Paths, plan_rows
-from pipeline.plan.coverage import measured_envelope
 
 PATHS = Paths(PROJ_ROOT / "data/processed", PROJ_ROOT / "data/catalog",
               PROJ_ROOT / "reports/metrics/theory.json", PROJ_ROOT / "params.yaml")
@@ -38,6 +37,7 @@ def test_zero3_at_1536_within_25_percent():
 
 
 def test_zero3_at_768_within_25_percent():
+    # the shipped outputs: 24.4% against 21.2% (+15%)
     assert _plan(768, "tp=1,pp=1,zero=3")["mfu"].iat[0] == pytest.approx(
         MEASURED_ZERO3[768], rel=0.25)
 
@@ -54,24 +54,7 @@ def test_at_1024_the_top_answer_is_inside_the_measured_envelope_or_flagged():
     best = _plan(1024, None).iloc[0]
     inside = mine.min() <= best["mfu"] <= mine.max()
     assert inside or best["outside_measured"] or best["above_measured_mfu"] \
-        or best["outside_measured_envelope"], best["mfu"]
-    # the envelope the answer is compared with is the one these runs measured
-    assert bool(best["outside_measured_envelope"]) == (not inside)
-    assert best["measured_envelope"].startswith(f"{mine.min():.1%}-{mine.max():.1%} (")
-
-
-def test_the_envelope_is_the_range_of_two_or_more_runs_of_the_model_at_that_n():
-    hardware = pd.DataFrame({"family": {"A100-SXM4-80GB": "A100", "A100-SXM4-40GB": "A100",
-                                        "H100-SXM5-80GB": "H100"}})
-    runs = pd.DataFrame({
-        "model_id": ["m", "m", "m", "m", "other"],
-        "accelerator": ["A100-SXM4-80GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "A100-SXM4-80GB",
-                        "A100-SXM4-80GB"],
-        "precision": [None, "bf16", "bf16", "bf16", "bf16"],
-        "n_accelerators": [64, 64, 64, 128, 128],
-        "mfu": [0.30, 0.50, 0.90, 0.40, 0.45], "source": ["b", "a", "c", "a", "a"]})
-    low, high, names = measured_envelope(runs, hardware, "m", "A100-SXM4-80GB", "bf16",
-                                         np.array([64.0, 128.0, 256.0]))
-    assert (low[0], high[0], names[0]) == (0.30, 0.50, "a, b")   # H100 run left out
-    assert np.isnan(low[1]) and names[1] == ""                    # one run is no envelope
-    assert np.isnan(low[2]) and np.isnan(high[2])
+        or best["above_measured_envelope"], best["mfu"]
+    if best["mfu"] > mine.max():  # flagged by the envelope at this N, with its record
+        assert best["above_measured_envelope"]
+        assert best["measured_model_mfu"] == pytest.approx(mine.max())

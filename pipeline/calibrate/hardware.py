@@ -41,6 +41,7 @@ assumption (derived) for every production cluster.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +135,49 @@ class Network:
         return np.full(np.shape(nodes), float(self.out_eff[key][0]))
 
 
+@functools.lru_cache(maxsize=1)
+def _nnls_kernel():
+    """scipy's compiled Lawson-Hanson NNLS (``scipy/optimize/_slsqplib``, the routine behind
+    ``scipy.optimize.nnls``), loaded from its file without importing the ``scipy.optimize``
+    package, whose ``__init__`` imports all of scipy.optimize (~0.3 s of a planner call, for
+    one tiny fit). None where this scipy has no such file (then :func:`nnls` imports the
+    public function). The same compiled code, so the same bits: a numpy re-implementation
+    agreed to 1e-15 but moved calibrate's fitted values at 1e-7 (its optimiser's path)."""
+    import importlib.machinery
+    import importlib.util
+
+    import scipy
+    found = sorted((Path(scipy.__file__).parent / "optimize").glob("_slsqplib.*"))
+    if not found:
+        return None
+    try:
+        loader = importlib.machinery.ExtensionFileLoader("scipy.optimize._slsqplib",
+                                                         str(found[0]))
+        spec = importlib.util.spec_from_loader(loader.name, loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module.nnls
+    except (ImportError, AttributeError):
+        return None
+
+
+def nnls(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """argmin ||a x - b|| subject to x >= 0, and the residual norm: Lawson & Hanson, *Solving
+    Least Squares Problems* (1974), ch. 23, as ``scipy.optimize.nnls`` (scipy 1.16, pinned in
+    constraints.txt) computes it, argument checks and the 3 n iteration limit included, through
+    :func:`_nnls_kernel`. tests/test_plan_speed.py checks it bit for bit against scipy."""
+    kernel = _nnls_kernel()
+    if kernel is None:
+        from scipy.optimize import nnls as public
+        return public(a, b)
+    a = np.asarray_chkfinite(a, dtype=np.float64, order="C")
+    b = np.asarray_chkfinite(b, dtype=np.float64)
+    x, rnorm, info = kernel(a, b, 3 * a.shape[1])
+    if info == 3:
+        raise RuntimeError("nnls: maximum number of iterations reached")
+    return x, float(rnorm)
+
+
 def _ring_fit(points: list[tuple[str, float, float, float, float, float, float]],
               alpha: float | None = None) -> tuple[float, dict[str, float]]:
     """Fit one cluster's multi-node nccl-tests points with the alpha-beta ring model.
@@ -158,9 +202,6 @@ def _ring_fit(points: list[tuple[str, float, float, float, float, float, float]]
         row[1 + colls.index(coll)] = k * (p_out - 1.0) / p_out * size / p_in / out_bw
         a.append(row)
         b.append(t - t_up)
-    # scipy here, not at the top: the planner imports this module for the catalog tables only
-    from scipy.optimize import nnls
-
     a, b = np.array(a), np.array(b)
     if alpha is None:
         x, _ = nnls(a, b)

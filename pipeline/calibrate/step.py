@@ -146,16 +146,18 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
 def _head_dim(frame: pd.DataFrame, catalog: Catalog, d_model: np.ndarray) -> np.ndarray:
     """d / heads per row: the catalog model's ``head_dim`` (or d_model / n_heads), else
     ``DEFAULT_HEAD_DIM`` (most published shapes)."""
-    ids = _text(frame, "model_id")
-    known: dict[str, float] = {}
+    codes, distinct = pd.factorize(_text(frame, "model_id"))  # per distinct id, then indexed
+    known = np.full(len(distinct) + 1, np.nan)  # code -1 (no id): the last, NaN
     models = catalog.models
-    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+    for j, m in enumerate(distinct):
+        if not (isinstance(m, str) and m in models.index):
+            continue
         row = models.loc[m]
         hd = pd.to_numeric(row.get("head_dim"), errors="coerce")
         heads = pd.to_numeric(row.get("n_heads"), errors="coerce")
         d = pd.to_numeric(row.get("d_model"), errors="coerce")
-        known[m] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
-    out = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids], float)
+        known[j] = float(hd) if hd > 0 else float(d / heads) if heads > 0 and d > 0 else np.nan
+    out = known[codes]
     return np.where(out > 0, out, np.minimum(DEFAULT_HEAD_DIM, d_model))
 
 
@@ -164,10 +166,10 @@ def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
     (SwiGLU, three FFN matrices) where the catalog's parameter count is nearer
     L (2 d^2 + 2 d kv + 3 d f) + 2 V d than the same with 2 d f (GeLU); NaN / False where the
     catalog has no such model (4 d, GeLU: the step model's defaults)."""
-    ids = _text(frame, "model_id")
+    codes, distinct = pd.factorize(_text(frame, "model_id"))  # per distinct id, then indexed
     models = catalog.models
     known: dict[str, tuple[float, bool]] = {}
-    for m in set(i for i in ids if isinstance(i, str) and i in models.index):
+    for m in (i for i in distinct if isinstance(i, str) and i in models.index):
         row = pd.to_numeric(models.loc[m, ["params", "n_layers", "d_model", "n_kv_heads",
                                             "head_dim", "n_heads", "ffn_size", "vocab_size"]],
                             errors="coerce")
@@ -177,9 +179,9 @@ def _mlp_shape(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
         base = layers * (2 * d * d + 2 * d * kvw) + 2 * (v if v > 0 else 0.0) * d
         gated = bool(abs(p - base - 3 * layers * d * f) < abs(p - base - 2 * layers * d * f))
         known[m] = (f, gated if np.isfinite(p * f * layers * d) else False)
-    got = [known.get(i, (np.nan, False)) if isinstance(i, str) else (np.nan, False) for i in ids]
-    return {"ffn_size": np.array([g[0] for g in got], float),
-            "gated_mlp": np.array([g[1] for g in got], bool)}
+    got = [known.get(i, (np.nan, False)) for i in distinct] + [(np.nan, False)]
+    return {"ffn_size": np.array([g[0] for g in got], float)[codes],
+            "gated_mlp": np.array([g[1] for g in got], bool)[codes]}
 
 
 # ``moe_dispatcher`` values that send a token once per destination rank and node
@@ -195,15 +197,15 @@ def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
     ``model_id``; moe_layers = n_layers - leading dense layers; top_k 2 where nothing says
     (the estimate's default); moe_a2a_overlap false unless stated true; moe_dispatch_dedup where
     ``moe_dispatcher`` names a deduplicating one (``DEDUP_DISPATCHERS``)."""
-    ids = _text(frame, "model_id")
+    # one catalog value per distinct model_id, then indexed (code -1: no id -> NaN)
+    codes, distinct = pd.factorize(_text(frame, "model_id"))
     models = catalog.models
     out = {}
     for name in _MOE_CATALOG:
-        known = {m: pd.to_numeric(models.at[m, name], errors="coerce") if name in models.columns
-                 else np.nan for m in set(i for i in ids if isinstance(i, str)
-                                          and i in models.index)}
-        cat = np.array([known.get(i, np.nan) if isinstance(i, str) else np.nan for i in ids],
-                       dtype=float)
+        known = np.array([pd.to_numeric(models.at[m, name], errors="coerce")
+                          if name in models.columns and isinstance(m, str) and m in models.index
+                          else np.nan for m in distinct] + [np.nan], dtype=float)
+        cat = known[codes]
         out[name] = np.where(np.isfinite(_num(frame, name)), _num(frame, name), cat)
     dense = out.pop("moe_dense_layers")
     dense = np.where(np.isfinite(dense), dense, 0.0)
@@ -314,10 +316,14 @@ def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
 
 
 def theta_of(model: StepModel, family: np.ndarray) -> Theta:
-    # a calibration written before a parameter existed: the missing ones held off (0)
-    table = np.array([np.pad(np.asarray(model.family_theta(f), float),
-                             (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
-                      for f in family], dtype=float).reshape(-1, len(PARAMETERS))
+    # a calibration written before a parameter existed: the missing ones held off (0); one
+    # vector per distinct family, then indexed (a planner's search has ~1e4 rows, 1-2 families)
+    index: dict = {}
+    row = np.array([index.setdefault(f, len(index)) for f in family], dtype=int)
+    per_family = np.array([np.pad(np.asarray(model.family_theta(f), float),
+                                  (0, max(0, len(PARAMETERS) - len(model.family_theta(f)))))
+                           for f in index], dtype=float).reshape(-1, len(PARAMETERS))
+    table = per_family[row]
     return Theta(*(table[:, j] for j in range(len(PARAMETERS))))
 
 
@@ -350,11 +356,20 @@ def interval_half_width(model: StepModel, family: np.ndarray, interval: float,
     the calibration, pipeline/calibrate/classes.py), else its family's, else production's."""
     q = model.interval_q
     base = q.get("production", np.nan)
-    cells = np.full(len(family), None, dtype=object) if cells is None else cells
+    family = np.asarray(family, dtype=object)
+    cells = np.full(len(family), None, dtype=object) if cells is None else \
+        np.asarray(cells, dtype=object)
+    # one answer per distinct (family, cell), then indexed (a planner's search: ~1e4 rows)
+    f_code, _ = pd.factorize(family)
+    c_code, c_distinct = pd.factorize(cells)
+    key = pd.factorize(f_code.astype(np.int64) * (len(c_distinct) + 1) + (c_code + 1))[0]
+    first = np.zeros(int(key.max()) + 1 if len(key) else 0, dtype=np.int64)
+    first[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # each key's first row
     out = [q.get(f, base) if f in fam.SWEEP_FAMILIES or not isinstance(c, str)
            else first_in_chain(q, class_chain(c)[:-1] + (f, "production"))
-           for f, c in zip(family, cells)]
-    return np.array(out, dtype=float) * _z_ratio(interval)
+           for f, c in zip(family[first], cells[first])]
+    return np.array(out, dtype=float)[key] * _z_ratio(interval) if len(key) else \
+        np.zeros(0)
 
 
 def frame_of(parts: Mapping[str, np.ndarray], half: np.ndarray, ok: np.ndarray

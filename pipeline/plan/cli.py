@@ -123,7 +123,8 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     rows = answer(req, ctx, batch, top, train_tokens)
     rows = _flag(rows, ctx, measured, req.accelerator,
                  moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
-    rows = _envelope(rows, ctx, measured, req)
+    rows = _envelope(rows, measured, req.model.model_id, ctx.step.catalog.family(req.accelerator),
+                     str(columns["precision"]))
     check_finite(rows, req.accelerator)
     return rows, req, batch, [*seq_assumed, *batch.assumed, *assumed]
 
@@ -215,19 +216,15 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     return rows
 
 
-def _envelope(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured,
-              req: Request) -> pd.DataFrame:
-    """Where two or more runs of this model measured this N on this chip family at this
-    precision: their MFU range, and whether the answer lies outside it."""
-    low, high, sources = coverage.measured_envelope(
-        measured.runs, ctx.step.catalog.hardware, req.model.model_id, req.accelerator,
-        str(ctx.columns.get("precision", "bf16")), rows["n_accelerators"].to_numpy(float))
-    mfu = rows["mfu"].to_numpy(float)
-    rows = rows.copy()
-    rows["outside_measured_envelope"] = np.isfinite(low) & ((mfu < low) | (mfu > high))
-    rows["measured_envelope"] = [
-        f"{lo:.1%}-{hi:.1%} ({src})" if np.isfinite(lo) else ""
-        for lo, hi, src in zip(low, high, sources)]
+def _envelope(rows: pd.DataFrame, measured: coverage.Measured, model_id: str, acc_family: str,
+              precision: str) -> pd.DataFrame:
+    """The measured-envelope flag: a row above the highest MFU measured for this model at its N
+    on this accelerator family and precision (:func:`coverage.model_mfu_records`)."""
+    records = coverage.model_mfu_records(measured.runs, model_id, acc_family, precision)
+    top = [records.get(int(n), (np.nan, "")) for n in rows["n_accelerators"]]
+    rows["measured_model_mfu"] = np.array([t[0] for t in top], dtype=float)
+    rows["measured_model_citation"] = [t[1] for t in top]
+    rows["above_measured_envelope"] = rows["mfu"].to_numpy() > rows["measured_model_mfu"].to_numpy()
     return rows
 
 
@@ -252,13 +249,15 @@ def footnotes(rows: pd.DataFrame) -> str:
     if seen:
         lines.append("* outside the measured configurations (interval widened by the spread "
                      "between the fitted families on the row): " + "; ".join(seen))
-    for n, env in dict(zip(rows.loc[rows["outside_measured_envelope"], "n_accelerators"],
-                           rows.loc[rows["outside_measured_envelope"], "measured_envelope"])
-                       ).items():
-        lines.append(f"~ outside the MFU measured on runs of this model at N = {n:,} on this "
-                     f"accelerator family and precision: {env}")
     if rows["above_measured_mfu"].any():
         lines.append(f"! above the highest MFU measured on this accelerator family at this "
                      f"precision{' on MoE runs' if ', MoE, ' in rows['measured_mfu_citation'].iat[0] else ''}: {rows['measured_mfu_ceiling'].iat[0]:.1%} "
                      f"({rows['measured_mfu_citation'].iat[0]})")
+    above = rows[rows["above_measured_envelope"]] if "above_measured_envelope" in rows \
+        else rows.iloc[:0]
+    for n, group in above.groupby("n_accelerators", sort=True):
+        first = group.iloc[0]
+        lines.append(f"^ above every MFU measured for this model at N = {int(n):,} on this "
+                     f"accelerator family and precision: at most "
+                     f"{first['measured_model_mfu']:.1%} ({first['measured_model_citation']})")
     return "\n".join(lines)

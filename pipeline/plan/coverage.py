@@ -32,7 +32,7 @@ FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "p
 
 TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # The runs.parquet columns the planner reads (the features above, the MoE record's citation): a
-# column read of 18 of its ~70 columns, not the whole table
+# column read of 15 of its ~70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
                "source", "citation", "model", "n_accelerators", "model_id")
@@ -193,30 +193,30 @@ def moe_mfu_record(runs: pd.DataFrame, hardware: pd.DataFrame, accelerator: str,
                               f"{best['accelerator']}, MoE, {best['source']}: {best['citation']}")
 
 
-def measured_envelope(runs: pd.DataFrame, hardware: pd.DataFrame, model_id: str,
-                      accelerator: str, precision: str, n: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per planned N: (lowest, highest MFU measured on runs of ``model_id`` at that N on the
-    family of ``accelerator`` at ``precision``; the sources that measured them), NaN and ''
-    where fewer than two runs did: a planned answer is compared with what runs of the same job
-    measured (the issue's "agree with the measured envelope or say so")."""
-    low, high = np.full(len(n), np.nan), np.full(len(n), np.nan)
-    names = [""] * len(n)
-    need = {"model_id", "mfu", "accelerator", "precision", "n_accelerators", "source"}
+def model_mfu_records(runs: pd.DataFrame, model_id: str, acc_family: str, precision: str
+                      ) -> dict[int, tuple[float, str]]:
+    """Per N, the highest MFU measured on ``model_id`` on ``acc_family`` at ``precision`` (bf16
+    where a run states none), with its source and citation: the top of the measured envelope at
+    that scale. The planner issue asks an answer at a scale the data measured for the model to
+    agree with that envelope or be flagged as outside it; an answer below the record needs no
+    flag (another layout), one above every measured run does. Empty where none is measured."""
+    need = {"model_id", "accelerator_family", "precision", "mfu", "n_accelerators", "source",
+            "citation", "accelerator"}
     if runs.empty or not need <= set(runs.columns):
-        return low, high, names
-    family = hardware["family"].to_dict()
-    mine = runs[(runs["model_id"] == model_id)
-                & (runs["precision"].fillna("bf16") == precision)
-                & (runs["accelerator"].map(family) == family.get(accelerator))]
+        return {}
+    mine = runs[(runs["model_id"] == model_id) & (runs["accelerator_family"] == acc_family)
+                & (runs["precision"].fillna("bf16") == precision)]
     mfu = pd.to_numeric(mine["mfu"], errors="coerce")
-    size = pd.to_numeric(mine["n_accelerators"], errors="coerce")
-    for i, k in enumerate(np.asarray(n, float)):
-        at = mfu[(size == k) & mfu.notna()]
-        if len(at) >= 2:
-            low[i], high[i] = float(at.min()), float(at.max())
-            names[i] = ", ".join(sorted(set(mine.loc[at.index, "source"].astype(str))))
-    return low, high, names
+    n = pd.to_numeric(mine["n_accelerators"], errors="coerce")
+    mine, mfu, n = mine[mfu.notna() & n.notna()], mfu[mfu.notna() & n.notna()], n[mfu.notna()
+                                                                                 & n.notna()]
+    out = {}
+    for count in sorted(set(n.astype(int))):
+        at = mfu[n == count]
+        best = mine.loc[at.idxmax()]
+        out[count] = (float(at.max()), f"{model_id} on {count:,} {best['accelerator']}, "
+                                       f"{best['source']}: {best['citation']}")
+    return out
 
 
 def _covered(fitted: pd.DataFrame) -> set[tuple]:
@@ -257,10 +257,14 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
     covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
-    keys = list(zip(rows["zero_stage"], rows["pp"], rows["cp"], rows["precision"]))
-    chosen: dict[tuple, str] = {}
-    for key in set(keys):
+    # one choice per distinct (zero_stage, pp, cp, precision), then indexed
+    keys = rows[["zero_stage", "pp", "cp", "precision"]]
+    distinct = keys.drop_duplicates()
+    chosen = []
+    for key in distinct.itertuples(index=False):
         feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
         score = {f: sum(x in covered[f] for x in feats) for f in order}
-        chosen[key] = max(order, key=lambda f: score[f])  # first of the best (order kept)
-    return np.array([chosen[k] for k in keys], dtype=object)
+        chosen.append(max(order, key=lambda f: score[f]))  # first of the best (order kept)
+    at = keys.merge(distinct.assign(_choice=np.arange(len(distinct))), how="left",
+                    on=list(keys.columns))["_choice"].to_numpy()
+    return np.array(chosen + [None], dtype=object)[at] if len(keys) else np.array([], object)

@@ -56,14 +56,14 @@ def _catalog_shape(model_ids: np.ndarray, catalog: Any) -> dict[str, np.ndarray]
     out["gated_mlp"] = np.zeros(n, bool)
     out["n_embeddings"] = np.zeros(n)
     models = catalog.models if catalog is not None else None
-    cache: dict[str, dict] = {}
-    for i, mid in enumerate(model_ids):
+    # one shape per distinct model, written to its rows (a planner's search: ~1e4 rows, 1 model)
+    codes, distinct = pd.factorize(np.asarray(model_ids, dtype=object))
+    for j, mid in enumerate(distinct):
         if models is None or not isinstance(mid, str) or mid not in models.index:
             continue
-        if mid not in cache:
-            cache[mid] = _shape_of(catalog.model_spec(mid))
-        for k, v in cache[mid].items():
-            out[k][i] = v
+        at = codes == j
+        for k, v in _shape_of(catalog.model_spec(mid)).items():
+            out[k][at] = v
     return out
 
 

@@ -1,0 +1,85 @@
+"""The planner's speed work keeps its answers: pipeline/calibrate/hardware.py's nnls (scipy's
+compiled kernel loaded without the scipy.optimize package, so `plan` does not import it) gives
+scipy.optimize.nnls's result bit for bit, its fallback too, and the planner's command does not
+load scipy.optimize at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.optimize import nnls as scipy_nnls
+
+from pipeline.calibrate import hardware
+from pipeline.calibrate.hardware import nnls
+from pipeline.config import PROJ_ROOT
+
+
+def _random_problems() -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(20261206)
+    out = []
+    for m, n in [(1, 1), (3, 2), (6, 3), (18, 4), (30, 6), (8, 8)]:
+        for _ in range(25):
+            a = rng.normal(size=(m, n)) * 10.0 ** rng.uniform(-6, 3, size=n)
+            out.append((a, rng.normal(size=m)))
+    return out
+
+
+def _ring_problem() -> tuple[np.ndarray, np.ndarray]:
+    """A ring fit's shape: an alpha column k (p - 1) and per-collective columns of seconds
+    per byte-scaled message, with one collective whose coefficient the bound holds at 0."""
+    p = np.array([16.0, 32, 64, 128, 256, 512] * 3)
+    cols = np.zeros((18, 4))
+    cols[:, 0] = 2.0 * (p - 1.0)
+    for j in range(3):
+        cols[6 * j:6 * j + 6, 1 + j] = np.logspace(-3, 0.5, 6) * (j + 1)
+    truth = np.array([2e-5, 6.6, 0.0, 6.5])
+    b = cols @ truth + np.r_[np.zeros(12), -0.01 * np.ones(6)]
+    b[6:12] -= 0.05
+    return cols, b
+
+
+@pytest.mark.parametrize("problem", [*_random_problems(), _ring_problem()])
+def test_nnls_is_scipys_bit_for_bit(problem):
+    a, b = problem
+    x, rnorm = nnls(a, b)
+    y, rnorm_ref = scipy_nnls(a, b)
+    assert (x >= 0).all()
+    assert np.array_equal(x, y) and rnorm == rnorm_ref
+
+
+def test_nnls_fallback_is_the_public_function(monkeypatch):
+    monkeypatch.setattr(hardware, "_nnls_kernel", lambda: None)
+    a, b = _ring_problem()
+    x, rnorm = hardware.nnls(a, b)
+    y, rnorm_ref = scipy_nnls(a, b)
+    assert np.array_equal(x, y) and rnorm == rnorm_ref
+
+
+def test_nnls_solves_the_problem():
+    """A known answer, not only scipy's: the bound holds the third coefficient at 0."""
+    a, b = _ring_problem()
+    x, _ = nnls(a, b)
+    assert x[2] == 0.0 and x[1] == pytest.approx(6.6, rel=0.05)
+    assert x[0] >= 0 and x[3] > 0
+
+
+def test_nnls_all_negative_gradient_is_zero():
+    x, rnorm = nnls(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), np.array([-1.0, -1, -1]))
+    assert (x == 0).all() and rnorm == pytest.approx(np.sqrt(3.0))
+
+
+@pytest.mark.skipif(not (PROJ_ROOT / "data/processed/calibration.parquet").exists(),
+                    reason="pipeline outputs absent (run dvc repro)")
+def test_plan_command_does_not_import_scipy_optimize():
+    code = ("import contextlib, io, runpy, sys\n"
+            "sys.argv = ['pipeline', 'plan', 'mixtral-8x7b', 'H100', '--n', '64', '--json']\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        runpy.run_module('pipeline', run_name='__main__')\n"
+            "    except SystemExit:\n        pass\n"
+            "print('pipeline.calibrate.hardware' in sys.modules, 'scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJ_ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[-2:] == ["True", "False"]
