@@ -191,7 +191,8 @@ def _fit(fixed, activations, measured, family, cfg) -> OverheadFit:
 
 
 def _unstated_recompute(predicted: np.ndarray, frame: pd.DataFrame, inputs, const, fit,
-                        family: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+                        family: np.ndarray, capacity: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Where a run states no recompute policy (``recompute`` null: most vendor tables), the peak
     under the least recompute it fits with: none, then selective, then full (a completed run
     that states no policy ran one that fits; Megatron-Bridge's recipes set recompute and
@@ -199,10 +200,12 @@ def _unstated_recompute(predicted: np.ndarray, frame: pd.DataFrame, inputs, cons
     scripts/performance/configs/llama/llama3_workload_base_configs.py at commit 00919dc,
     which its published tables do not print). A stated policy is never changed; where no
     policy fits, the full-recompute figure (the smallest) is given and the run does not fit.
+    Returns (the peaks, the recompute code each row is sized with).
     """
     stated = (frame["recompute"].notna().to_numpy() if "recompute" in frame
               else np.zeros(len(frame), bool))
     out = np.asarray(predicted, dtype=float).copy()
+    codes = np.asarray(inputs.recompute).copy()
     # the Playbook sweep's nanotron runs state their policy by convention (none), and their
     # completed / out-of-memory outcomes score fits_memory: the rule never touches them
     todo = (~stated & (family != PLAYBOOK) & np.isfinite(capacity)
@@ -214,8 +217,9 @@ def _unstated_recompute(predicted: np.ndarray, frame: pd.DataFrame, inputs, cons
         alt = np.asarray(fit.apply(peak_memory(lighter, const), family), dtype=float)
         take = todo & (np.asarray(fits_in(alt, capacity, const), bool) | (code == 2))
         out[take] = alt[take]
+        codes[take] = code
         todo &= ~take
-    return out
+    return out, codes
 
 
 def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
@@ -245,8 +249,11 @@ def runs_memory(runs: pd.DataFrame, bounds: pd.DataFrame, catalog: Any,
     fixed = parts.states + parts.transient
     family = family_of(frame)
     fit = _fit(fixed, parts.activations, measured, family, cfg)
-    predicted = _unstated_recompute(fit.apply(parts, family), frame, inputs, const, fit,
-                                    family, capacity)
+    predicted, codes = _unstated_recompute(fit.apply(parts, family), frame, inputs, const, fit,
+                                           family, capacity)
+    # the held-out scores size each run with the policy it is sized with here
+    parts = peak_memory(replace(inputs, recompute=codes), const)
+    raw, fixed = parts.raw, parts.states + parts.transient
     # a run that states no degree (MLPerf) has no layout to size: no memory figure
     stated = np.zeros(len(frame), bool)
     for k in ("tp", "pp", "dp"):
