@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.bounded import cap, short
@@ -41,7 +43,8 @@ from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.roots import local_root
 from pipeline.ingest.sources.steplogs.reader import stream_logs
-from pipeline.io import pid_alive, write_json, write_parquet
+from pipeline.io import (PARQUET_OPTIONS, atomic_path, pid_alive, write_json,
+                         write_parquet)
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
                                       pandas_dtype, validate_runs)
@@ -389,17 +392,17 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
         series = assign_series(runs)
         alone = why_alone(runs, series)
         rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
-        runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
-        write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
+        # Steps of a rejected log belong to no run and are left out (the log is in rejects).
+        run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
+        metrics = _metrics(read, runs, rejects, series, 0)  # steps counted below
+        write_runs(runs, out_dir / "runs.parquet")  # empties ``runs``: its rows are written
         write_parquet(check_output("rejects.parquet", _frame(rejects, REJECTS_SCHEMA_COLUMNS)),
                       out_dir / "rejects.parquet", REJECTS_SCHEMA)
         write_parquet(check_output("series.parquet", _frame(series, SERIES_COLUMNS)),
                       out_dir / "series.parquet", SERIES_SCHEMA)
-        # Steps of a rejected log belong to no run and are left out (the log is in rejects).
-        run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
                                       STEPS_SCHEMA)
-    metrics = _metrics(read, runs, rejects, series, n_steps)
+    metrics["totals"]["steps"] = n_steps
     metrics["power"] = _power_metrics(power_rows)
     metrics["logs_without_series"] = _alone_metrics(alone)
     metrics = check_metrics("ingest", metrics)
@@ -410,6 +413,41 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "
           f"{t['rejects']} rejects, {t['series']} series", file=sys.stderr)
     return metrics
+
+
+# Runs checked and written per slice (``write_runs``): a 10^6-row table's runs as one frame and
+# one Arrow table would cost ~2 kB a run on top of the rows themselves.
+RUNS_SLICE_ROWS = 65_536
+
+
+def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
+    """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
+    (``validate_runs``) and written ``slice_rows`` runs at a time, each slice a row group; the
+    rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
+    rows plus one slice's frame. Up to ``slice_rows`` runs the file is byte for byte what
+    ``write_parquet`` writes (pyarrow's ``write_table`` is this writer and one
+    ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
+    slices because the rows are sorted: the two runs either side of a cut differ.
+    ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
+    slice_rows = slice_rows or RUNS_SLICE_ROWS
+    with atomic_path(path) as tmp:
+        writer: pq.ParquetWriter | None = None
+        last_id: str | None = None
+        try:
+            while runs or writer is None:  # an empty table is written too
+                chunk = runs[:slice_rows]
+                if chunk and chunk[0]["run_id"] == last_id:
+                    raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
+                table = pa.Table.from_pandas(validate_runs(_frame(chunk, RUN_COLUMNS)),
+                                             schema=RUNS_SCHEMA, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, **PARQUET_OPTIONS)
+                writer.write_table(table)
+                last_id = chunk[-1]["run_id"] if chunk else None
+                del runs[:slice_rows], table, chunk
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def _code(reason: str) -> str:
