@@ -35,6 +35,7 @@ from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_rel
                              settings, strip_project_root)
 from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.core.rows import RunRow, compact
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.sources.published import read_published
@@ -161,7 +162,7 @@ def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
     out: dict[str, list[Any]] = {}
     for i, row in enumerate(rows):
-        for name, value in row.items():
+        for name, value in row.pairs():  # a later value of a name wins: the row's own
             column = out.get(name)
             if column is None:
                 if name not in wanted:
@@ -218,32 +219,6 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
-class RunRow(dict):
-    """A run row that holds only its given values: a column it lacks reads as None. A row of
-    all ``RUN_COLUMNS`` (~70, most of them empty) as a plain dict costs ~4.7 kB; the values
-    alone ~1 kB, which keeps a 10^6-row table's runs in memory at a quarter of the size."""
-
-    __slots__ = ()
-
-    def __missing__(self, key: str) -> None:
-        return None
-
-
-# Run columns whose values repeat across the runs of a table (its source, model, notes, the
-# chip's ratios): one object each is kept (``_compact``), not one a run. Not run_id, provenance.
-_SHARED = frozenset(("source", "source_kind", "citation", "model", "status", "derived", "notes",
-                     "precision", "strategy", "framework", "cluster", "system", "submitter",
-                     "benchmark", "mlperf_version", "scaling", "flops_per_hbm_byte",
-                     "flops_per_scaleout_byte"))
-
-
-def _compact(row: dict[str, Any], shared: dict[Any, Any]) -> RunRow:
-    """``row``'s given values as a RunRow; a value of a ``_SHARED`` column equal to one seen
-    before is that earlier object (same value: a 10^6-row table holds its model name once)."""
-    return RunRow({k: (shared.setdefault(v, v) if k in _SHARED else v)
-                   for k, v in row.items() if v is not None})
-
-
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
@@ -259,8 +234,11 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
-    seen: dict[tuple[str, str], int] = {}
+    # The run first read under each key, by scope (a source, or '*'): no key tuple and no
+    # index object a run, which a 10^6-row table would hold 10^6 times.
+    seen: dict[str, dict[str, RunRow]] = {}
     shared: dict[Any, Any] = {}
+    bases: dict[tuple[Any, ...], dict[str, Any]] = {}
     power_rows = power_rows if power_rows is not None else []
     for record in records:
         read[(record.source, record.path)] += 1
@@ -282,17 +260,17 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             keys.append(("*", f"log_sha1={digest}"))
         if record.meta.get("dedup_key"):
             keys.append((record.source, f"mlperf_run={record.meta['dedup_key']}"))
-        first = next((seen[k] for k in keys if k in seen), None)
-        if first is not None:
-            owner = runs[first]
+        owner = next((seen[s][k] for s, k in keys if k in seen.get(s, ())), None)
+        if owner is not None:
             rejects.append(_reject_row(record, f"duplicate: same run as {owner['provenance']}"))
             if record.meta.get("power"):
                 used = _take_energy(owner, row)
                 power_rows.append(_power_row(owner, record, row, used))
             continue
-        seen.update((k, len(runs)) for k in keys)
-        row = _compact(row, shared)
-        row["_path"], row["_line"] = record.path, record.line
+        row = compact(row, record.path, shared, bases)  # its "_path" too
+        for scope, key in keys:
+            seen.setdefault(scope, {})[key] = row
+        row["_line"] = record.line
         runs.append(row)
         if record.meta.get("power"):
             power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
@@ -417,7 +395,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
 
 # Runs checked and written per slice (``write_runs``): a 10^6-row table's runs as one frame and
 # one Arrow table would cost ~2 kB a run on top of the rows themselves.
-RUNS_SLICE_ROWS = 65_536
+RUNS_SLICE_ROWS = 16_384
 
 
 def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
@@ -445,6 +423,7 @@ def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) ->
                 writer.write_table(table)
                 last_id = chunk[-1]["run_id"] if chunk else None
                 del runs[:slice_rows], table, chunk
+                pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed memory
         finally:
             if writer is not None:
                 writer.close()
