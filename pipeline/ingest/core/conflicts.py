@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.ingest.core.rows import RunRow
+
 REPEAT_RTOL = 0.10
 CONFIGURATION = (
     "source", "source_kind", "model", "model_id", "params", "active_params", "n_layers",
@@ -55,6 +57,8 @@ def _where(row: dict[str, Any]) -> str:
 
 
 def _configuration(row: dict[str, Any]) -> tuple[Any, ...]:
+    if type(row) is RunRow:  # its values as one plain dict: no Python call a column
+        return tuple(map(row.plain().get, CONFIGURATION))
     try:
         return _KEY(row)  # a run row holds every column: one C call
     except KeyError:
