@@ -162,7 +162,8 @@ def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
     out: dict[str, list[Any]] = {}
     for i, row in enumerate(rows):
-        for name, value in row.pairs():  # a later value of a name wins: the row's own
+        # a RunRow's base, then its own values (a later value of a name wins)
+        for name, value in (row.pairs() if type(row) is RunRow else row.items()):
             column = out.get(name)
             if column is None:
                 if name not in wanted:
