@@ -88,3 +88,19 @@ def test_strong_label_contradicted_by_the_batch_gets_a_note() -> None:
     assign_series(rows)
     assert all("scaling weak stated, but every run of its group has the same global batch"
                in r["notes"] for r in rows)
+
+
+def test_a_hash_collision_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs are grouped by their full configuration, the hash only picks the candidates: with
+    every configuration hashing alike (all runs candidates), the outcome is the same."""
+    import pipeline.ingest.core.conflicts as conflicts
+    rows = [{"run_id": str(i), "source": s, "step_time_s": t, "_path": f"{i}.log", "_line": 0,
+             "provenance": f"{i}.log"}
+            for i, (s, t) in enumerate([("a", 1.0), ("b", 1.0), ("a", 1.05), ("c", 1.0),
+                                        ("c", 2.0), ("d", 1.0)])]
+    rows.append(dict(rows[-1], run_id="m", source_kind="mlperf"))  # left alone
+    honest = one_per_configuration(rows)
+    assert [r["run_id"] for r in honest[0]] == ["0", "1", "5", "m"]
+    monkeypatch.setattr(conflicts, "hash", lambda key: 0, raising=False)
+    assert conflicts._shared(rows).tolist() == [True] * 6 + [False]
+    assert one_per_configuration(rows) == honest

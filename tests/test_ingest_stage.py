@@ -409,3 +409,44 @@ def test_all_parsers_together_on_their_fixtures(tmp_path: Path) -> None:
     for name in ("runs.parquet", "rejects.parquet", "series.parquet", "steps.parquet",
                  "ingest.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_runs_written_in_slices_hold_the_same_table(tmp_path: Path, stubbed: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``write_runs`` in slices of 2 runs: the same runs, in the same order, as one slice;
+    every other output byte-identical; one slice is byte for byte ``write_parquet``'s file."""
+    import pyarrow.parquet as pq
+    _run(tmp_path, "whole")
+    monkeypatch.setattr(stage, "RUNS_SLICE_ROWS", 2)
+    _run(tmp_path, "sliced")
+    whole, sliced = tmp_path / "whole", tmp_path / "sliced"
+    assert pq.ParquetFile(whole / "runs.parquet").metadata.num_row_groups == 1
+    assert pq.ParquetFile(sliced / "runs.parquet").metadata.num_row_groups > 3
+    pd.testing.assert_frame_equal(pd.read_parquet(whole / "runs.parquet"),
+                                  pd.read_parquet(sliced / "runs.parquet"))
+    for name in ("rejects.parquet", "series.parquet", "steps.parquet", "power.parquet",
+                 "ingest.json"):
+        assert (whole / name).read_bytes() == (sliced / name).read_bytes(), name
+
+
+def test_write_runs_is_write_parquet_for_one_slice(tmp_path: Path) -> None:
+    from pipeline.ingest.contract import RUN_COLUMNS, RUNS_SCHEMA, validate_runs
+    from pipeline.io import write_parquet
+    records = [Record(source="s", path="t.csv", line=i + 2, raw="",
+                      fields={"source": "s", "citation": "c", "model": "Some Model",
+                              "params_b": "7", "accelerator": "H100", "n_accelerators": str(n),
+                              "tokens_per_s": str(n * 8000)})
+               for i, n in enumerate((8, 16, 32))]
+    runs, rejects, _ = stage.convert(iter(records), load_stub().StubCatalog(), INGEST)
+    assert len(runs) == 3 and not rejects
+    runs.sort(key=lambda r: r["run_id"])
+    for rows, name in ((runs, "three"), ([], "none")):
+        write_parquet(validate_runs(stage._frame(rows, RUN_COLUMNS)),
+                      tmp_path / f"{name}.expected", RUNS_SCHEMA)
+        stage.write_runs(list(rows), tmp_path / f"{name}.parquet")
+        assert (tmp_path / f"{name}.parquet").read_bytes() == \
+            (tmp_path / f"{name}.expected").read_bytes()
+    twice = [runs[0], runs[1], stage.RunRow(runs[1])]  # a run_id either side of a cut
+    with pytest.raises(AssertionError, match="twice"):
+        stage.write_runs(twice, tmp_path / "twice.parquet", slice_rows=2)
+    assert not (tmp_path / "twice.parquet").exists()

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.bounded import cap, short
@@ -33,6 +35,7 @@ from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_rel
                              settings, strip_project_root)
 from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.core.rows import RunRow, compact
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.sources.published import read_published
@@ -41,7 +44,8 @@ from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
 from pipeline.ingest.roots import local_root
 from pipeline.ingest.sources.steplogs.reader import stream_logs
-from pipeline.io import pid_alive, write_json, write_parquet
+from pipeline.io import (PARQUET_OPTIONS, atomic_path, pid_alive, write_json,
+                         write_parquet)
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
                                       pandas_dtype, validate_runs)
@@ -158,7 +162,8 @@ def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
     out: dict[str, list[Any]] = {}
     for i, row in enumerate(rows):
-        for name, value in row.items():
+        # a RunRow's base, then its own values (a later value of a name wins)
+        for name, value in (row.pairs() if type(row) is RunRow else row.items()):
             column = out.get(name)
             if column is None:
                 if name not in wanted:
@@ -215,32 +220,6 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
-class RunRow(dict):
-    """A run row that holds only its given values: a column it lacks reads as None. A row of
-    all ``RUN_COLUMNS`` (~70, most of them empty) as a plain dict costs ~4.7 kB; the values
-    alone ~1 kB, which keeps a 10^6-row table's runs in memory at a quarter of the size."""
-
-    __slots__ = ()
-
-    def __missing__(self, key: str) -> None:
-        return None
-
-
-# Run columns whose values repeat across the runs of a table (its source, model, notes, the
-# chip's ratios): one object each is kept (``_compact``), not one a run. Not run_id, provenance.
-_SHARED = frozenset(("source", "source_kind", "citation", "model", "status", "derived", "notes",
-                     "precision", "strategy", "framework", "cluster", "system", "submitter",
-                     "benchmark", "mlperf_version", "scaling", "flops_per_hbm_byte",
-                     "flops_per_scaleout_byte"))
-
-
-def _compact(row: dict[str, Any], shared: dict[Any, Any]) -> RunRow:
-    """``row``'s given values as a RunRow; a value of a ``_SHARED`` column equal to one seen
-    before is that earlier object (same value: a 10^6-row table holds its model name once)."""
-    return RunRow({k: (shared.setdefault(v, v) if k in _SHARED else v)
-                   for k, v in row.items() if v is not None})
-
-
 def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
@@ -256,8 +235,11 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
     runs: list[dict[str, Any]] = []
     rejects: list[dict[str, Any]] = []
     read: Counter = Counter()
-    seen: dict[tuple[str, str], int] = {}
+    # The run first read under each key, by scope (a source, or '*'): no key tuple and no
+    # index object a run, which a 10^6-row table would hold 10^6 times.
+    seen: dict[str, dict[str, RunRow]] = {}
     shared: dict[Any, Any] = {}
+    bases: dict[tuple[Any, ...], dict[str, Any]] = {}
     power_rows = power_rows if power_rows is not None else []
     for record in records:
         read[(record.source, record.path)] += 1
@@ -279,17 +261,17 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             keys.append(("*", f"log_sha1={digest}"))
         if record.meta.get("dedup_key"):
             keys.append((record.source, f"mlperf_run={record.meta['dedup_key']}"))
-        first = next((seen[k] for k in keys if k in seen), None)
-        if first is not None:
-            owner = runs[first]
+        owner = next((seen[s][k] for s, k in keys if k in seen.get(s, ())), None)
+        if owner is not None:
             rejects.append(_reject_row(record, f"duplicate: same run as {owner['provenance']}"))
             if record.meta.get("power"):
                 used = _take_energy(owner, row)
                 power_rows.append(_power_row(owner, record, row, used))
             continue
-        seen.update((k, len(runs)) for k in keys)
-        row = _compact(row, shared)
-        row["_path"], row["_line"] = record.path, record.line
+        row = compact(row, record.path, shared, bases)  # its "_path" too
+        for scope, key in keys:
+            seen.setdefault(scope, {})[key] = row
+        row["_line"] = record.line
         runs.append(row)
         if record.meta.get("power"):
             power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
@@ -389,17 +371,17 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
         series = assign_series(runs)
         alone = why_alone(runs, series)
         rejects.sort(key=lambda r: (r["source"], r["path"], r["line"], r["reason"], r["record"]))
-        runs_df = validate_runs(_frame(runs, RUN_COLUMNS))
-        write_parquet(runs_df, out_dir / "runs.parquet", RUNS_SCHEMA)
+        # Steps of a rejected log belong to no run and are left out (the log is in rejects).
+        run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
+        metrics = _metrics(read, runs, rejects, series, 0)  # steps counted below
+        write_runs(runs, out_dir / "runs.parquet")  # empties ``runs``: its rows are written
         write_parquet(check_output("rejects.parquet", _frame(rejects, REJECTS_SCHEMA_COLUMNS)),
                       out_dir / "rejects.parquet", REJECTS_SCHEMA)
         write_parquet(check_output("series.parquet", _frame(series, SERIES_COLUMNS)),
                       out_dir / "series.parquet", SERIES_SCHEMA)
-        # Steps of a rejected log belong to no run and are left out (the log is in rejects).
-        run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
                                       STEPS_SCHEMA)
-    metrics = _metrics(read, runs, rejects, series, n_steps)
+    metrics["totals"]["steps"] = n_steps
     metrics["power"] = _power_metrics(power_rows)
     metrics["logs_without_series"] = _alone_metrics(alone)
     metrics = check_metrics("ingest", metrics)
@@ -410,6 +392,42 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
     print(f"ingest: {t['read']} records from {t['files']} files -> {t['runs']} runs, "
           f"{t['rejects']} rejects, {t['series']} series", file=sys.stderr)
     return metrics
+
+
+# Runs checked and written per slice (``write_runs``): a 10^6-row table's runs as one frame and
+# one Arrow table would cost ~2 kB a run on top of the rows themselves.
+RUNS_SLICE_ROWS = 16_384
+
+
+def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
+    """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
+    (``validate_runs``) and written ``slice_rows`` runs at a time, each slice a row group; the
+    rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
+    rows plus one slice's frame. Up to ``slice_rows`` runs the file is byte for byte what
+    ``write_parquet`` writes (pyarrow's ``write_table`` is this writer and one
+    ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
+    slices because the rows are sorted: the two runs either side of a cut differ.
+    ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
+    slice_rows = slice_rows or RUNS_SLICE_ROWS
+    with atomic_path(path) as tmp:
+        writer: pq.ParquetWriter | None = None
+        last_id: str | None = None
+        try:
+            while runs or writer is None:  # an empty table is written too
+                chunk = runs[:slice_rows]
+                if chunk and chunk[0]["run_id"] == last_id:
+                    raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
+                table = pa.Table.from_pandas(validate_runs(_frame(chunk, RUN_COLUMNS)),
+                                             schema=RUNS_SCHEMA, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, **PARQUET_OPTIONS)
+                writer.write_table(table)
+                last_id = chunk[-1]["run_id"] if chunk else None
+                del runs[:slice_rows], table, chunk
+                pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed memory
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def _code(reason: str) -> str:

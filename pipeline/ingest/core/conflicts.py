@@ -28,6 +28,10 @@ from collections import defaultdict
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
+from pipeline.ingest.core.rows import RunRow
+
 REPEAT_RTOL = 0.10
 CONFIGURATION = (
     "source", "source_kind", "model", "model_id", "params", "active_params", "n_layers",
@@ -52,18 +56,40 @@ def _where(row: dict[str, Any]) -> str:
     return str(row.get("provenance") or row.get("_path"))
 
 
+def _configuration(row: dict[str, Any]) -> tuple[Any, ...]:
+    if type(row) is RunRow:  # its values as one plain dict: no Python call a column
+        return tuple(map(row.plain().get, CONFIGURATION))
+    try:
+        return _KEY(row)  # a run row holds every column: one C call
+    except KeyError:
+        return tuple(row.get(c) for c in CONFIGURATION)
+
+
+def _compared(row: dict[str, Any]) -> bool:
+    """Whether the rule applies to ``row`` (MLPerf results are left alone)."""
+    return row.get("source_kind") != "mlperf" and row.get("benchmark") is None \
+        and row.get("mlperf_version") is None
+
+
+def _shared(runs: list[dict[str, Any]]) -> np.ndarray:
+    """Which runs may share their configuration with another: those the rule applies to whose
+    configuration's hash occurs twice or more. Memory holds one hash a run (8 bytes), not one
+    key of ~35 values (~320 bytes) a run; equal keys have equal hashes, and a hash collision
+    only adds a run to the exact grouping of ``one_per_configuration``."""
+    compared = np.fromiter(map(_compared, runs), dtype=bool, count=len(runs))
+    hashes = np.fromiter((hash(_configuration(r)) if c else 0 for r, c in zip(runs, compared)),
+                         dtype=np.int64, count=len(runs))
+    values, counts = np.unique(hashes[compared], return_counts=True)
+    return compared & np.isin(hashes, values[counts > 1])
+
+
 def one_per_configuration(runs: list[dict[str, Any]]
                           ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
     """(runs kept, [(run, reject reason)]) under the module's rule; ``runs`` keep their order."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for row in runs:
-        if row.get("source_kind") != "mlperf" and row.get("benchmark") is None \
-                and row.get("mlperf_version") is None:
-            try:
-                key = _KEY(row)  # a run row holds every column: one C call
-            except KeyError:
-                key = tuple(row.get(c) for c in CONFIGURATION)
-            groups[key].append(row)
+    for row, shared in zip(runs, _shared(runs)):
+        if shared:
+            groups[_configuration(row)].append(row)
     dropped: dict[int, str] = {}
     for group in groups.values():
         if len(group) < 2:

@@ -1,0 +1,57 @@
+"""Run rows with a shared base (pipeline/ingest/core/rows.py): one mapping to every reader."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+
+from pipeline.ingest.core.rows import BASE_COLUMNS, RunRow, compact
+
+
+def _row() -> RunRow:
+    return RunRow({"run_id": "r1", "n_accelerators": 8, "notes": "own"},
+                  {"_path": "t.csv", "model": "m", "notes": "base"})
+
+
+def test_a_row_reads_as_its_own_values_over_its_base() -> None:
+    row = _row()
+    merged = {"_path": "t.csv", "model": "m", "notes": "own", "run_id": "r1",
+              "n_accelerators": 8}
+    assert row["model"] == "m" and row["notes"] == "own" and row["tp"] is None
+    assert row.get("model") == "m" and row.get("tp", 0) == 0 and row.get("notes") == "own"
+    assert "model" in row and "run_id" in row and "tp" not in row
+    assert row == merged and merged == row and not row != merged
+    assert dict(row) == merged and {**row} == merged and len(row) == 5
+    assert sorted(row) == sorted(merged) and dict(row.items()) == merged
+    assert row.plain() == merged and dict(row.pairs()) == merged
+    assert json.loads(json.dumps(row, sort_keys=True)) == merged
+    assert pickle.loads(pickle.dumps(row)) == merged and copy.copy(row) == merged
+    assert RunRow(row) == merged and RunRow(row).base == {}
+
+
+def test_a_value_set_on_a_row_is_its_own() -> None:
+    row = _row()
+    row["model"] = "changed"
+    row["scaling"] = "weak"
+    assert row["model"] == "changed" and row.base["model"] == "m" and row["scaling"] == "weak"
+    row["notes"] = None  # an own None hides the base's value
+    assert row["notes"] is None and row.get("notes", "x") is None
+
+
+def test_compact_shares_the_base_of_equal_values_only() -> None:
+    def normalized(n: int, params: object) -> dict[str, object]:
+        return {**dict.fromkeys(BASE_COLUMNS[1:]), "run_id": f"r{n}", "n_accelerators": n,
+                "model": "m", "params": params, "tp": None}
+
+    bases: dict = {}
+    a = compact(normalized(8, 7e9), "t.csv", {}, bases)
+    b = compact(normalized(16, 7e9), "t.csv", {}, bases)
+    c = compact(normalized(32, 7e9), "u.csv", {}, bases)
+    d = compact(normalized(64, 7), "t.csv", {}, bases)  # 7 is not 7.0e9, nor 7.0
+    e = compact(normalized(64, 7.0), "t.csv", {}, bases)  # 7.0 == 7, but another type
+    assert a.base is b.base and a.base is not c.base and len(bases) == 4
+    assert type(e["params"]) is float and type(d["params"]) is int
+    assert dict.keys(a) == {"run_id", "n_accelerators"}  # the rest is shared, Nones dropped
+    assert a == {"_path": "t.csv", "model": "m", "params": 7e9, "run_id": "r8",
+                 "n_accelerators": 8}
