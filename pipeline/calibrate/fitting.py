@@ -8,8 +8,14 @@ For run i of source s in family f:
 T is :func:`pipeline.calibrate.critical_path.step_components` (the same function the frontier
 and the planner use). Each parameter lives on a bounded physical range through a logistic
 transform z (``BOUNDS``); the production families' z are a population value plus a family
-deviation (z_f = z_pop + delta_f, delta_f ~ N(0, ``FAMILY_SD``^2)), the population has a weak
-prior centred on ``PRIOR_CENTRE``. A family without runs (or with its only source held out)
+deviation (z_f = z_pop + delta_f, delta_f ~ N(0, tau_f^2)), the population has a weak
+prior centred on ``PRIOR_CENTRE``. Partial pooling (Gelman & Hill 2007, §12.2-12.5): a family's
+values are a compromise between its own runs and the population, and the prior's share grows as
+its data shrink. Beyond what the likelihood already gives (runs of one configuration repeated
+weigh as much as distinct ones), tau_f^2 = ``FAMILY_SD``^2 m_f / (m_f + m_0): m_f the family's
+distinct configurations (``distinct_configs``), m_0 = ``POOL_CONFIGS_PER_PARAMETER`` x the
+parameters fitted, so a family with one configuration is held near the population and one
+with many keeps the constant prior (``family_prior_sd``). A family without runs (or with its only source held out)
 gets the population value. The Playbook is fitted alone (its own family, no random effect)
 with its residual sd held at least at its measured repeat noise. The residual sd of each
 source is updated between solves (EM, with ``VARIANCE_PRIOR_RUNS`` runs of the pooled variance
@@ -62,6 +68,9 @@ PRIOR_CENTRE = {"compute_efficiency": 0.85, "tp_overlap": 0.5, "dp_overlap": 0.8
                 "expert_overhead_s": 1e-4}
 PRIOR_SD_Z = 1.5          # weak: about the whole range in logistic units
 FAMILY_SD = 0.75          # family deviation from the population, logistic units
+# m_0 of the family prior (module docstring): distinct configurations per fitted parameter at
+# which a family's deviation keeps half of FAMILY_SD^2 (0: the constant prior).
+POOL_CONFIGS_PER_PARAMETER = 1.0
 HUBER_K = 1.345           # 95% efficiency at the normal (Huber 1964)
 # From this many sources on, the source effects are profiled out of the solve (module
 # docstring, "Many sources").
@@ -169,7 +178,8 @@ class _GroupProblem:
 
     def __init__(self, rows: Rows, log_t: np.ndarray, *, playbook: bool,
                  start: GroupFit | None, fixed_sigma: GroupFit | None,
-                 free: tuple[str, ...], balance: float) -> None:
+                 free: tuple[str, ...], balance: float,
+                 pool_configs: float = POOL_CONFIGS_PER_PARAMETER) -> None:
         self.rows, self.log_t, self.free = rows, log_t, free
         self.fams = sorted(set(rows.family.tolist()))
         self.sources = sorted(set(rows.source.tolist()))
@@ -185,6 +195,9 @@ class _GroupProblem:
         self.weight = np.sqrt((self.n_src.mean() / self.n_src[self.s_idx]) ** balance)
         self.off = P + (F * P if self.use_delta else 0)   # where the source effects start in x
         self.held = [j for j, p in enumerate(PARAMETERS) if p not in free]
+        # each family deviation's prior sd, flattened as the deviations are in x
+        self.tau = np.repeat(family_prior_sd(distinct_configs(rows, self.f_idx, F),
+                                             len(free), pool_configs), P)
         ref = fixed_sigma or start
         if ref is not None:
             sig = np.array([ref.sigma.get(s, ref.sigma_pool) for s in self.sources])
@@ -245,7 +258,7 @@ class _GroupProblem:
         r = self.weight * (self.log_t - lst - u[self.s_idx]) / self.sig[self.s_idx]
         parts = [r, (z_pop - self.prior) / PRIOR_SD_Z]
         if self.use_delta:
-            parts.append(delta.ravel() / FAMILY_SD)
+            parts.append(delta.ravel() / self.tau)
         if self.use_u:
             parts.append(u / self.sig_u)
         return np.concatenate(parts)
@@ -284,7 +297,8 @@ class _GroupProblem:
             if mine.size:
                 f1[mine] = weight[mine] * (log_t[mine] - lst - u[s_idx[mine]]) / sig[s_idx[mine]]
             # the prior's row of this column: population value or family deviation
-            f1[n + i] = (x1_i - self.prior[i]) / PRIOR_SD_Z if i < self.P else x1_i / FAMILY_SD
+            f1[n + i] = (x1_i - self.prior[i]) / PRIOR_SD_Z if i < self.P \
+                else x1_i / self.tau[i - self.P]
             jt[i] = (f1 - f0) / (x1_i - x[i])
         if self.use_u:
             # A source effect's column moves its source's runs and its prior's row, nothing
@@ -374,13 +388,15 @@ class _GroupProblem:
 
 def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int = 4,
               start: GroupFit | None = None, fixed_sigma: GroupFit | None = None,
-              free: tuple[str, ...] = PARAMETERS, balance: float = 0.0) -> GroupFit:
+              free: tuple[str, ...] = PARAMETERS, balance: float = 0.0,
+              pool_configs: float = POOL_CONFIGS_PER_PARAMETER) -> GroupFit:
     """Fit one group (module docstring). ``start``: warm start; ``fixed_sigma``: hold the
     residual sds and sigma_u of that fit (one solve; for refits without a few runs); ``free``:
     the parameters fitted (the others held at ``OFF``); ``balance``: each run weighted by
-    (mean runs per source / runs of its source)^balance."""
+    (mean runs per source / runs of its source)^balance; ``pool_configs``: m_0 of the family
+    prior per fitted parameter (``family_prior_sd``)."""
     problem = _GroupProblem(rows, log_t, playbook=playbook, start=start, fixed_sigma=fixed_sigma,
-                            free=free, balance=balance)
+                            free=free, balance=balance, pool_configs=pool_configs)
     x = _start_vector(problem.prior, problem.fams, problem.sources, start, problem.use_delta,
                       problem.use_u)
     rounds = 1 if fixed_sigma is not None else em_rounds
@@ -392,6 +408,36 @@ def fit_group(rows: Rows, log_t: np.ndarray, *, playbook: bool, em_rounds: int =
         problem.update_sigmas(x)
     assert res is not None
     return problem.result(x, res)
+
+
+def distinct_configs(rows: Rows, f_idx: np.ndarray, n_families: int) -> np.ndarray:
+    """Per family (position in ``f_idx``), its distinct configurations as the step function
+    sees them: model shape, layout, batch, schedule and chip (holdout.config_keys' fields less
+    the source). Runs that repeat one configuration (a layout measured on several releases)
+    count once."""
+    c = rows.config
+    cols = [np.asarray(x, float) for x in (
+        c.params, c.active_params, c.n_layers, c.d_model, rows.n_accelerators, c.tp, c.pp, c.cp,
+        c.ep, c.dp, c.microbatch_tokens, c.batch_tokens, c.zero_stage, c.recompute,
+        c.virtual_pipeline, rows.peak_flops_per_s)] + [np.asarray(f_idx, float)]
+    table = np.column_stack(cols) if f_idx.size else np.zeros((0, len(cols)))
+    # NaN (a field a run leaves unset) compares equal to itself here, as a key of its own
+    table = np.where(np.isnan(table), -1.0, table)
+    unique = np.unique(table, axis=0)
+    return np.bincount(unique[:, -1].astype(int), minlength=n_families).astype(float)
+
+
+def family_prior_sd(configs: np.ndarray, n_free: int,
+                    pool_configs: float = POOL_CONFIGS_PER_PARAMETER) -> np.ndarray:
+    """Per family, the prior sd of its deviation from the population (logistic units):
+    ``FAMILY_SD`` x sqrt(m / (m + m_0)), m its distinct configurations, m_0 = ``pool_configs``
+    x ``n_free`` (module docstring; Gelman & Hill 2007 §12.5: the group estimate is pulled to
+    the population as its own data thin). ``pool_configs`` 0: ``FAMILY_SD`` for every family."""
+    m = np.asarray(configs, float)
+    m0 = max(pool_configs, 0.0) * n_free
+    if m0 == 0.0:
+        return np.full(m.shape, FAMILY_SD)
+    return FAMILY_SD * np.sqrt(m / (m + m0))
 
 
 def _positions(values: np.ndarray, names: list[str]) -> np.ndarray:
