@@ -83,3 +83,68 @@ def test_plan_command_does_not_import_scipy_optimize():
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJ_ROOT, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out[-2:] == ["True", "False"]
+
+
+def _mixed_column(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Values that compare or hash equal but differ in type or spelling (True, 1, 1.0; None,
+    NaN, pd.NA; "true", "True"; np.True_), as a hostile layout table may hold."""
+    import pandas as pd
+    pool = [True, 1, 1.0, np.True_, False, 0, 0.0, None, np.nan, float("nan"), pd.NA, "true",
+            "True", "deepep", "DeepEP", "hybridep", "", "x", 2.5]
+    return np.array([pool[i] for i in rng.integers(0, len(pool), n)], dtype=object)
+
+
+def test_distinct_rows_keeps_types_apart():
+    from pipeline.calibrate.families import distinct_rows
+    rng = np.random.default_rng(7)
+    a, b = _mixed_column(rng, 500), rng.choice([1.0, np.nan, 2.0], 500)
+    key, first = distinct_rows(a, b)
+    assert (key[first] == np.arange(len(first))).all()  # each key's first row has that key
+    for i in range(500):
+        j = first[key[i]]
+        assert type(a[i]) is type(a[j]) and (a[i] is a[j] or a[i] == a[j]
+                                             or (a[i] != a[i] and a[j] != a[j]))
+        assert b[i] == b[j] or (np.isnan(b[i]) and np.isnan(b[j]))
+    assert distinct_rows(np.array([], dtype=object))[0].size == 0
+
+
+def test_per_distinct_columns_are_the_per_row_ones():
+    """The step function's inputs computed once per distinct value (families.kernels,
+    schedule, cluster_of; step._moe_columns) equal the per-row rule on every row."""
+    import pandas as pd
+
+    from pipeline.calibrate import families as fam
+    from pipeline.calibrate.step import DEDUP_DISPATCHERS, _moe_columns
+    rng = np.random.default_rng(11)
+    n = 400
+    frame = pd.DataFrame({c: _mixed_column(rng, n) for c in (
+        "fused_attention", "tp_comm_overlap", "dp_comm_overlap", "sequence_parallel",
+        "moe_a2a_overlap", "moe_dispatcher", "cluster")})
+    frame["recompute"] = rng.choice(np.array(["none", "full", "selective", None, "x"],
+                                             dtype=object), n)
+    frame["framework"] = rng.choice(np.array(["Megatron-LM", "NeMo", None], dtype=object), n)
+    fused, tp_ov, dp_ov, _ = fam.kernels(frame)
+    for got, name in ((fused, "fused_attention"), (tp_ov, "tp_comm_overlap"),
+                      (dp_ov, "dp_comm_overlap")):
+        raw = frame[name].to_numpy()
+        plain = frame["framework"].to_numpy() == fam.PLAIN_MEGATRON_LM
+        want = [bool(x) if isinstance(x, (bool, np.bool_))
+                else (fam.KERNEL_DEFAULTS[name] and not (p and name in fam.OPT_IN_OVERLAPS))
+                for x, p in zip(raw, plain)]
+        assert got.tolist() == want
+    family = rng.choice(np.array(["megatron", "fsdp"], dtype=object), n)
+    tp = rng.choice([1.0, 2.0], n)
+    rec, _, sp, _ = fam.schedule(frame, family, tp)
+    assert rec.tolist() == [fam.RECOMPUTE_CODE.get(r, 0) if isinstance(r, str) else 0
+                            for r in frame["recompute"]]
+    assert sp.tolist() == [bool(x) if isinstance(x, (bool, np.bool_)) else bool(f == "megatron"
+                                                                                and t > 1)
+                           for x, f, t in zip(frame["sequence_parallel"], family, tp)]
+    cluster, _ = fam.cluster_of(frame, ("x",))
+    assert cluster.tolist() == ["x" if isinstance(c, str) and c == "x" else
+                                fam.DEFAULT_CLUSTER for c in frame["cluster"]]
+    moe = _moe_columns(frame, type("C", (), {"models": pd.DataFrame()})(), np.ones(n))
+    assert moe["moe_a2a_overlap"].tolist() == [o is True or str(o).lower() == "true"
+                                               for o in frame["moe_a2a_overlap"]]
+    assert moe["moe_dispatch_dedup"].tolist() == [str(x).lower() in DEDUP_DISPATCHERS
+                                                  for x in frame["moe_dispatcher"]]

@@ -19,6 +19,29 @@ from pipeline.calibrate.hardware import DEFAULT_CLUSTER
 # theory's memory model
 from pipeline.frameworks import PLAYBOOK
 
+
+def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(key, first): ``key[i]`` numbers the distinct tuples of ``columns`` at row i (values equal
+    AND of one type, so True, 1 and 1.0, or None and NaN, stay apart), ``first[k]`` the first
+    row of key k. A per-row function ``f`` of the columns is then ``f(rows[first])[key]``, each
+    distinct tuple computed once (a planner's search: ~1e4 rows, a few distinct tuples)."""
+    n = len(columns[0]) if columns else 0
+    key = np.zeros(n, dtype=np.int64)
+    for col in columns:
+        col = np.asarray(col)
+        values, uniques = pd.factorize(col, use_na_sentinel=False)
+        # only text equal to text: no other type could share a value (True == 1 == 1.0 and the
+        # missing values are the cases that need each row's type)
+        plain = col.dtype != object or all(type(u) is str for u in uniques)
+        types = (np.zeros(n, dtype=np.int64) if plain else
+                 pd.factorize(np.fromiter(map(id, map(type, col)), dtype=np.int64, count=n))[0])
+        key = pd.factorize(key * ((int(values.max()) + 1) * (int(types.max()) + 1))
+                           + values * (int(types.max()) + 1) + types)[0] if n else key
+    first = np.zeros(int(key.max()) + 1 if n else 0, dtype=np.int64)
+    first[key[::-1]] = np.arange(n - 1, -1, -1)
+    return key, first
+
+
 # Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
 # 0.60, so one measurement carries 0.60 / sqrt(2) = 0.42 (the family's residual sd floor).
 PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
@@ -89,10 +112,12 @@ def cluster_of(frame: pd.DataFrame, known: tuple[str, ...]) -> tuple[np.ndarray,
     cluster names no measurement has (those rows get the default network too)."""
     stated = (frame["cluster"].astype(object).to_numpy() if "cluster" in frame
               else np.full(len(frame), None, dtype=object))
-    named = np.array([isinstance(c, str) and c != "" for c in stated])
-    unknown = sorted({c for c, ok in zip(stated, named) if ok and c not in known})
+    key, first = distinct_rows(stated)  # per distinct value, then indexed
+    once = stated[first]
+    named = np.array([isinstance(c, str) and c != "" for c in once], dtype=bool)
+    unknown = sorted({c for c, ok in zip(once, named) if ok and c not in known})
     cluster = np.array([c if ok and c in known else DEFAULT_CLUSTER
-                        for c, ok in zip(stated, named)], dtype=object)
+                        for c, ok in zip(once, named)], dtype=object)[key]
     return cluster, [f"cluster={c} (not in collectives.csv: default network)" for c in unknown]
 
 
@@ -111,7 +136,9 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
                 else np.full(n, None, dtype=object))
 
     rec_raw = col("recompute")
-    rec = np.array([RECOMPUTE_CODE.get(r, -1) if isinstance(r, str) else -1 for r in rec_raw])
+    key, first = distinct_rows(rec_raw)  # per distinct value, then indexed
+    rec = np.array([RECOMPUTE_CODE.get(r, -1) if isinstance(r, str) else -1
+                    for r in rec_raw[first]], dtype=int)[key]
     if (rec < 0).any():
         used.append("recompute=none")
     rec = np.where(rec < 0, 0, rec)
@@ -120,12 +147,13 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
         used.append("virtual_pipeline=1")
     v = np.where(np.isfinite(v) & (v >= 1), v, 1.0)
     sp_raw = col("sequence_parallel")
-    stated = np.array([isinstance(x, (bool, np.bool_)) for x in sp_raw])
+    key, first = distinct_rows(sp_raw)  # per distinct value, then indexed
+    stated = np.array([isinstance(x, (bool, np.bool_)) for x in sp_raw[first]], dtype=bool)[key]
     default_sp = (family == "megatron") & (tp > 1)
     if (~stated).any():
         used.append("sequence_parallel=(megatron and tp>1)")
     sp = np.where(stated, np.array([bool(x) if isinstance(x, (bool, np.bool_)) else False
-                                    for x in sp_raw]), default_sp)
+                                    for x in sp_raw[first]], dtype=bool)[key], default_sp)
     return rec, v, sp, used
 
 
@@ -149,12 +177,14 @@ def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, li
     for name, default in KERNEL_DEFAULTS.items():
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
-        stated = np.array([isinstance(x, (bool, np.bool_)) for x in raw], dtype=bool)
+        key, first = distinct_rows(raw)  # per distinct value, then indexed
+        once = np.array([isinstance(x, (bool, np.bool_)) for x in raw[first]], dtype=bool)
+        stated = once[key]
         if not stated.all():
             used.append(f"{name}={str(default).lower()}")
         off = plain & ~stated if name in OPT_IN_OVERLAPS else np.zeros(n, dtype=bool)
         if off.any():
             used.append(f"{name}=false (Megatron-LM rows)")
-        out.append(np.array([bool(x) if ok else default for x, ok in zip(raw, stated)],
-                            dtype=bool) & ~off)
+        out.append(np.array([bool(x) if ok else default for x, ok in zip(raw[first], once)],
+                            dtype=bool)[key] & ~off)
     return out[0], out[1], out[2], used

@@ -119,11 +119,19 @@ class Rows:
 
 
 def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
+    stated, rated = _text(frame, "precision"), _text(frame, "peak_precision")
     acc = _text(frame, "accelerator")
+    # one answer per distinct (accelerator, precision, peak precision), then indexed
+    key, first = fam.distinct_rows(acc, stated, rated)
+    out = _hardware_rows(acc[first], stated[first], rated[first], catalog)
+    return {k: v[key] for k, v in out.items()}
+
+
+def _hardware_rows(acc: np.ndarray, stated: np.ndarray, rated: np.ndarray, catalog: Catalog
+                   ) -> dict[str, np.ndarray]:
     # the precision stated, else the one the ingest rated the run's peak at, else bf16
     precision = np.array([p if isinstance(p, str) else q if isinstance(q, str) else "bf16"
-                          for p, q in zip(_text(frame, "precision"),
-                                          _text(frame, "peak_precision"))], dtype=object)
+                          for p, q in zip(stated, rated)], dtype=object)
     cols = ("hbm_bytes_per_s", "scaleup_bytes_per_s", "scaleout_bytes_per_s",
             "scaleup_domain_size")
     specs, peaks = {}, {}
@@ -134,7 +142,7 @@ def _hardware(frame: pd.DataFrame, catalog: Catalog) -> dict[str, np.ndarray]:
             peaks[(a, p)] = catalog.peak_flops_per_s(a, PEAK_OF.get(p, p))[0] or np.nan
             peaks[(a, "16")] = catalog.peak_flops_per_s(a, "bf16")[0] or np.nan
     nan4 = [np.nan] * 4
-    table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(frame), 4)
+    table = np.array([specs.get(a, nan4) for a in acc], dtype=float).reshape(len(acc), 4)
     out = {c: table[:, i] for i, c in enumerate(cols)}
     out["peak"] = np.array([peaks.get((a, p), np.nan) for a, p in zip(acc, precision)], float)
     peak16 = np.array([peaks.get((a, "16"), np.nan) for a in acc], float)
@@ -215,10 +223,13 @@ def _moe_columns(frame: pd.DataFrame, catalog: Catalog, layers: np.ndarray
     out["capacity_factor"] = _num(frame, "capacity_factor")
     out["moe_imbalance"] = _num(frame, "moe_imbalance")
     overlap = _text(frame, "moe_a2a_overlap")
-    out["moe_a2a_overlap"] = np.array([o is True or str(o).lower() == "true" for o in overlap])
+    key, first = fam.distinct_rows(overlap)  # per distinct value, then indexed
+    out["moe_a2a_overlap"] = np.array([o is True or str(o).lower() == "true"
+                                       for o in overlap[first]], dtype=bool)[key]
     dispatcher = _text(frame, "moe_dispatcher")
+    key, first = fam.distinct_rows(dispatcher)
     out["moe_dispatch_dedup"] = np.array([str(x).lower() in DEDUP_DISPATCHERS
-                                          for x in dispatcher])
+                                          for x in dispatcher[first]], dtype=bool)[key]
     return out
 
 
@@ -265,15 +276,17 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  **_mlp_shape(layouts, model.catalog),
                  fp8_linear=np.isin(hw["precision"].astype(str), ("fp8", "mxfp8")))
     domain, scaleout = _topology(layouts, model.topology, hw)
-    eta = gemm_max_efficiency(model.gemm, hw["accelerator"],
-                              np.array([PEAK_OF.get(p, p) for p in hw["precision"]], object))
+    key, first = fam.distinct_rows(hw["accelerator"], hw["precision"])  # once each, indexed
+    eta = gemm_max_efficiency(model.gemm, hw["accelerator"][first],
+                              np.array([PEAK_OF.get(p, p) for p in hw["precision"][first]],
+                                       object))[key]
     mach = Machine(peak_flops_per_s=hw["peak"], attention_peak_flops_per_s=hw["peak16"],
                    hbm_bytes_per_s=hw["hbm_bytes_per_s"],
                    domain=domain, scaleup_bytes_per_s=hw["scaleup_bytes_per_s"],
                    scaleout_bytes_per_s=scaleout, gemm_max_efficiency=eta,
                    cluster=cluster, network=model.network,
                    scaleup_latency_s=model.scaleup_latency_s, launch_s=model.kernel_latency_s,
-                   sm_count=sm_counts_of(model.sm_count, hw["accelerator"]),
+                   sm_count=sm_counts_of(model.sm_count, hw["accelerator"][first])[key],
                    accelerator=np.asarray(hw["accelerator"], dtype=object))
     # scale-out bandwidth matters only for groups that leave the domain
     needs_out = n > domain
@@ -282,12 +295,14 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
           & (~needs_out | np.isfinite(scaleout)))
     # a layout sweep's rows: the kernels and buckets of their software (above), their own family
     family = fam.sweep_family(layouts, family)
-    kind = workload_kind(hw["precision"], seq, (expert_fraction > 0) | (moe_cols["n_experts"] > 1))
+    moe = (expert_fraction > 0) | (moe_cols["n_experts"] > 1)
+    key, first = fam.distinct_rows(hw["accelerator"], hw["precision"], seq, moe)
+    kind = workload_kind(hw["precision"][first], seq[first], moe[first])
+    cells = interval_class(_chip_family(hw["accelerator"][first], model.catalog), kind)[key]
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
                 defaults=used + used_kernels + unknown_clusters,
-                interval_class=interval_class(_chip_family(hw["accelerator"], model.catalog),
-                                              kind))
+                interval_class=cells)
 
 
 def _chip_family(accelerator: np.ndarray, catalog: Catalog) -> np.ndarray:
@@ -304,8 +319,18 @@ def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
     """(scale-up domain, scale-out bytes/s per accelerator) per row: a cluster the row names
     (data/catalog/clusters.csv) gives both; else the row's ``accelerators_per_node`` is its
     domain and its accelerator's default cluster, then the hardware catalog, the rest."""
-    clusters, named = topology.of_rows(_text(frame, "cluster"), hw["accelerator"])
-    per_node = _num(frame, "accelerators_per_node")
+    cluster, per_node = _text(frame, "cluster"), _num(frame, "accelerators_per_node")
+    key, first = fam.distinct_rows(cluster, hw["accelerator"], per_node,
+                                   hw["scaleup_domain_size"], hw["scaleout_bytes_per_s"])
+    domain, out = _topology_rows(cluster[first], per_node[first], topology,
+                                 {k: hw[k][first] for k in ("accelerator", "scaleup_domain_size",
+                                                            "scaleout_bytes_per_s")})
+    return domain[key], out[key]
+
+
+def _topology_rows(cluster: np.ndarray, per_node: np.ndarray, topology: Topology,
+                   hw: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    clusters, named = topology.of_rows(cluster, hw["accelerator"])
     c_domain = topology.column(clusters, "scaleup_domain_size")
     domain = np.where(named & np.isfinite(c_domain), c_domain,
                       np.where(per_node >= 1, per_node,
@@ -401,8 +426,9 @@ def predict(layouts: pd.DataFrame, model: StepModel, interval: float = 0.95) -> 
     a missing bandwidth the layout needs) get NaN and binding None."""
     rows = rows_of(layouts.reset_index(drop=True), model)
     theta = theta_of(model, rows.family)
+    key, first = fam.distinct_rows(rows.source)  # per distinct source, then indexed
     known = np.array([model.source_effect.get(s, 0.0) if isinstance(s, str) else 0.0
-                      for s in rows.source])
+                      for s in rows.source[first]], dtype=float)[key]
     with np.errstate(invalid="ignore", divide="ignore"):
         parts = evaluate(rows, theta, known)
         parts["peak"] = rows.peak_flops_per_s

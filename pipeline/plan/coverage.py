@@ -87,13 +87,13 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
 
     if row["zero_stage"] >= 3:  # ZeRO-3's gathers ride the accelerator family's interconnect
         check(f"ZeRO-3 on {acc_family}", "zero_stage",
-              lambda s: (s >= 3) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
+              lambda s: (s >= 3) & (everyone["accelerator_family"].reindex(s.index) == acc_family))
     for axis in ("pp", "cp", "ep"):
         if row[axis] > 1:
             check(f"{axis} > 1", axis, lambda s: s > 1)
     prec = str(row.get("precision") or "bf16")
     check(f"{prec} on {acc_family}", "precision",
-          lambda s: (s == prec) & (everyone.reindex(s.index)["accelerator_family"] == acc_family))
+          lambda s: (s == prec) & (everyone["accelerator_family"].reindex(s.index) == acc_family))
     check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
     node = row.get("accelerators_per_node")
     if node is not None and np.isfinite(node) and node != 8:

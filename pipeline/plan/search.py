@@ -247,8 +247,13 @@ def _priced_bounded(ok: pd.DataFrame, ctx: PlanContext, top: int) -> pd.DataFram
     if lead.sum() > top:
         mfu = priced["mfu"].round(4)
         best = mfu.groupby(group[lead]).max()
-        open_groups = best.index[(best >= mfu.nlargest(top).min()).to_numpy()]
+        threshold = mfu.nlargest(top)
+        open_groups = best.index[(best >= threshold.min()).to_numpy()]
         rest = rest[group[~lead].isin(open_groups)]
+        if len(threshold) == top:
+            # a priced row below T has ``top`` rows above it: it cannot enter the answer
+            # either, and the ranking need not sort it
+            priced = priced[(mfu >= threshold.min()).to_numpy()]
     # in the candidates' order, so that exact ties rank as in the full search
     return (pd.concat([priced, _priced(rest, ctx)]).sort_index() if len(rest) else priced)
 
