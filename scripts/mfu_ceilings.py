@@ -6,9 +6,10 @@ when it no longer matches the tables. Run after adding or editing a published ta
 
     .venv/bin/python scripts/mfu_ceilings.py
 
-The tables are read with the ingest's own parser and normalization (stated MFUs as stated,
-missing ones derived from throughput and the catalog peak) and without the MFU rule itself,
-so a table's record is never hidden by the previous record.
+The tables are read with the ingest's own parser and normalization (MFU on the project's FLOP
+count wherever a run gives tokens/s, pipeline/ingest/core/flop_count.py; stated MFUs as stated
+elsewhere; missing ones derived from throughput and the catalog peak) and without the MFU rule
+itself, so a table's record is never hidden by the previous record.
 """
 
 from __future__ import annotations
@@ -58,12 +59,24 @@ def ceilings(published_dir: Path = PUBLISHED, catalog_dir: Path = CATALOG
             "max_mfu": f"{run['mfu']:.4g}", "source": run["source"], "model": run["model"],
             "n_accelerators": run["n_accelerators"], "citation": run["citation"],
             "derived": "max_mfu" if "mfu" in derived else "",
-            "notes": ("MFU derived from the run's throughput and the catalog peak"
-                      if "mfu" in derived else "MFU as the source states it")
+            "notes": _how(run, derived)
             + ("; precision assumed (not stated)" if run["precision"] is None
                or "precision" in derived else ""),
         })
     return rows
+
+
+def _how(run: dict[str, Any], derived: set[str]) -> str:
+    """Where the record's MFU comes from (the convention: pipeline/ingest/core/flop_count.py)."""
+    if "mfu" not in derived:
+        return "MFU as the source states it"
+    if run["mfu_source_count"] is not None and "mfu_source_count" not in derived:
+        return ("MFU on the project's FLOP count from the run's tokens/s and the catalog peak "
+                f"(the source states {run['mfu_source_count']:.4g} on its own count)")
+    if run["mfu_source_count"] is not None:
+        return ("MFU on the project's FLOP count from the run's tokens/s and the catalog peak "
+                f"(the source's TFLOP/s give {run['mfu_source_count']:.4g} on its own count)")
+    return "MFU derived from the run's throughput and the catalog peak"
 
 
 def main() -> None:

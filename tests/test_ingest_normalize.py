@@ -378,14 +378,17 @@ def test_fuzz_valid_rows_keep_stated_values_and_derive_consistently(values: dict
             assert not 1 / 4 <= ratio <= 64, str(exc)
         else:
             assert exc.code == "out_of_range" and "derived mfu" in str(exc), str(exc)
-            assert "mfu" not in values
+            # a stated MFU is recounted from the throughput (core.flop_count), which may pass 1
+            assert "mfu" not in values or "tokens_per_s" in values or {
+                "step_time_s", "global_batch_tokens"} <= set(values)
         return
     derived = set((row["derived"] or "").split(";")) - {""}
     assert all(row[k] is not None for k in derived), derived
     assert row["n_accelerators"] == values["n_accelerators"]
     for name in ("mfu", "tokens_per_s", "step_time_s"):
-        if name in values:  # a stated measure is never overwritten
-            assert row[name] == pytest.approx(values[name], rel=1e-15) and name not in derived
+        if name in values:  # a stated measure is never overwritten (a recounted MFU is kept
+            kept = "mfu_source_count" if name == "mfu" and "mfu" in derived else name  # apart)
+            assert row[kept] == pytest.approx(values[name], rel=1e-15) and kept not in derived
     if "params_b" in values:
         assert row["params"] == pytest.approx(values["params_b"] * 1e9, rel=1e-12)
     if "tokens_per_s" in derived:  # global batch over step time

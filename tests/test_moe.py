@@ -2,7 +2,8 @@
 the same run stated on its total parameters (rejected), and the catalog's MoE FLOP count.
 
 The log is built from issue 32's figures (tests/fixtures/moe/README.md): 16 H100, PP 2,
-EP 8, the log's own 85.8 TFLOP/s per GPU = 8.67 % of the 989.5 TFLOP/s bf16 peak.
+EP 8, the log's own 85.8 TFLOP/s per GPU = 8.67 % of the 989.5 TFLOP/s bf16 peak (its own FLOP
+count), a 26.9 s step = MFU 0.121 on the project's.
 """
 
 from __future__ import annotations
@@ -32,14 +33,20 @@ def _ingest(folder: Path):
     return runs, rejects
 
 
-def test_qwen3_log_with_documented_sidecar_gets_the_logs_own_mfu() -> None:
+def test_qwen3_log_with_documented_sidecar_keeps_the_logs_own_mfu_apart() -> None:
+    """``mfu`` on the project's FLOP count from the step time (the issue's 0.121), the log's
+    own TFLOP/s in ``mfu_source_count`` (pipeline/ingest/core/flop_count.py)."""
     runs, rejects = _ingest(FIXTURE)
     assert not rejects
     (run,) = runs
     assert run["model_id"] == "qwen3-30b-a3b"
     assert (run["active_params"], run["n_experts"], run["top_k"], run["ep"]) == (3.3e9, 128, 8, 8)
-    assert run["mfu"] == pytest.approx(LOG_MFU, rel=0.10)        # the issue's target
-    assert run["mfu"] == pytest.approx(0.0867, abs=5e-4)         # the printed TFLOP/s, median
+    assert run["mfu_source_count"] == pytest.approx(LOG_MFU, rel=0.10)   # the issue's target
+    assert run["mfu_source_count"] == pytest.approx(0.0867, abs=5e-4)    # printed TFLOP/s, median
+    per_token = 6 * 3.3e9 + 12 * 48 * 2048 * 4096
+    assert run["mfu"] == pytest.approx(per_token * run["tokens_per_s"] / (16 * PEAK_BF16),
+                                       rel=1e-9)
+    assert run["mfu"] == pytest.approx(0.121, abs=1e-3)
 
 
 def test_same_log_stated_on_total_params_is_rejected_naming_active_params(tmp_path) -> None:

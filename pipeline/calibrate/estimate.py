@@ -52,47 +52,6 @@ def bare_model(catalog, catalog_dir: Path, latency: dict, attention_flops: bool,
                      topology=load_topology(catalog_dir))
 
 
-#: Sources whose printed "model TFLOP/s per GPU" count FLOP their own way: NVIDIA's performance
-#: summaries (Megatron-Bridge, NeMo Framework, NeMo Automodel) take them from Megatron-Bridge's
-#: ``num_floating_point_operations`` (NVIDIA-NeMo/Megatron-Bridge
-#: src/megatron/bridge/training/utils/flop_utils.py; NeMo's nemo/tron/utils/flop_utils.py):
-#: 6 FLOP per weight of every GEMM a token meets (the output layer's included, the embedding's
-#: not), causal attention halved (s/2), sliding-window layers at their window, MLA's own
-#: projections. Ours is 6 N_active + 12 L d T (docs/theory.md §10.1), so the MFU ingest reads
-#: from their TFLOP/s is theirs; :func:`source_count_ratio` converts it.
-SOURCE_FLOP_COUNT_SOURCES = ("megatron_bridge2025", "nemo_automodel2025", "nemo_framework2025")
-#: A row whose printed tokens/s and TFLOP/s imply a count this far (relative) from the median of
-#: its (source, model, sequence) group carries a misprint in one of them: it takes the group's.
-SOURCE_COUNT_TOLERANCE = 0.25
-
-
-def source_count_ratio(runs: pd.DataFrame, flop_per_rank: np.ndarray) -> np.ndarray:
-    """Per row: the FLOP its measured MFU counts per step over ours (1 where they agree).
-
-    The rows of ``SOURCE_FLOP_COUNT_SOURCES`` print tokens/s and TFLOP/s from one step time, so
-    ``model_flops_per_s x (global_batch_tokens / tokens_per_s) / (n flop_per_rank)`` is their
-    count over ours, the ratio the MFU is converted by; GPT-OSS 120B ~0.76 (sliding windows),
-    Qwen3-30B-A3B 0.93 (their formula gives 0.934 from the model's config), DeepSeek-V3 ~1.07
-    (MLA). A row off its group's median by more than ``SOURCE_COUNT_TOLERANCE`` (one of its
-    two printed figures misprinted) takes the median: the source's count for that model."""
-    num = lambda c: (pd.to_numeric(runs[c], errors="coerce").to_numpy(float)  # noqa: E731
-                     if c in runs else np.full(len(runs), np.nan))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = num("model_flops_per_s") * num("global_batch_tokens") / (
-            num("tokens_per_s") * num("n_accelerators") * flop_per_rank)
-    mine = runs["source"].isin(SOURCE_FLOP_COUNT_SOURCES).to_numpy() & np.isfinite(ratio) \
-        & (ratio > 0)
-    out = np.where(mine, ratio, 1.0)
-    if not mine.any():
-        return out
-    key = pd.Series(runs["source"].astype(str) + "|" + runs["model"].astype(str) + "|"
-                    + runs["seq_len"].astype(str))
-    median = pd.Series(np.where(mine, ratio, np.nan)).groupby(key).transform("median")
-    median = median.to_numpy(float)
-    off = mine & (np.abs(ratio / median - 1.0) > SOURCE_COUNT_TOLERANCE)
-    return np.where(off, median, out)
-
-
 #: Sources whose MoE rows all state a deduplicating dispatcher, and which: NeMo Automodel's MoE
 #: benchmark table prints kernels 'TE + DeepEP' on every MoE row (its configs
 #: examples/benchmark/configs/*_te_deepep.yaml). ``moe_dispatcher`` where a row leaves it empty
@@ -115,9 +74,9 @@ def with_stated_dispatcher(runs: pd.DataFrame) -> pd.DataFrame:
 
 def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
     """Fit set: runs that state a layout (tp or pp), have a measured MFU (HFU where the source
-    gives only that, as bounds.parquet) and that the catalog can cost. A source's MFU on its
-    own FLOP count is converted to ours (:func:`source_count_ratio`), so that the measured
-    step time is the step time it printed."""
+    gives only that, as bounds.parquet) and that the catalog can cost. ``mfu`` counts the
+    FLOP of ``step_components`` (the ingest recounts a source's own count from tokens/s:
+    pipeline/ingest/core/flop_count.py), so the measured step time is the one printed."""
     runs = with_stated_dispatcher(runs.reset_index(drop=True))
     rows = rows_of(runs, model)
     mfu = pd.to_numeric(runs["mfu"], errors="coerce").to_numpy(float, na_value=np.nan)
@@ -130,7 +89,6 @@ def load_data(runs: pd.DataFrame, model: StepModel) -> Data:
         ideal_mach = replace(rows.machine, ideal=True)
         ideal = step_components(rows.config, ideal_mach, Theta.ideal(len(runs)))
         flop = ideal["model_flop_per_rank"]
-        measured = measured / source_count_ratio(runs, flop)
         log_t = np.log(flop / (rows.peak_flops_per_s * measured))
         log_ideal = np.log(ideal["step_time_s"])
     fit = has_layout & rows.ok & np.isfinite(log_t) & (runs["status"].to_numpy() == "ok")

@@ -93,9 +93,14 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
                      "'NeMo 24.09'; a step log's detected format (null: not stated)"),
     ("tokens_per_s", F, "whole-job training throughput (tokens/s)"),
     ("tokens_per_s_per_accelerator", F, "tokens/s per chip"),
-    ("model_flops_per_s", F, "whole-job model FLOP/s (6N per token + attention, see derive)"),
+    ("model_flops_per_s", F, "whole-job model FLOP/s on the project's count (6 N_act per token "
+                             "+ 12 L d T attention, pipeline/ingest/core/flop_count.py) where "
+                             "tokens/s is known, else the source's"),
     ("hardware_flops_per_s", F, "whole-job hardware FLOP/s, recompute counted (HFU x peak)"),
-    ("mfu", F, "model FLOP utilization, fraction in (0, 1]"),
+    ("mfu", F, "model FLOP utilization, fraction in (0, 1]: model_flops_per_s over n x the "
+               "dense peak of the run's precision"),
+    ("mfu_source_count", F, "the MFU on the source's own FLOP count: as printed, or its "
+                            "TFLOP/s over the same peak (null: the source gives no FLOP figure)"),
     ("hfu", F, "hardware FLOP utilization (counts recompute), fraction in (0, 1]"),
     ("step_time_s", F, "seconds per optimizer step"),
     ("time_to_train_s", F, "MLPerf time-to-train: run_stop - run_start (s)"),
@@ -157,7 +162,7 @@ _REQUIRED = ("run_id", "source", "source_kind", "model", "params", "active_param
 _VOCAB = {"source_kind": SOURCE_KINDS, "precision": PRECISIONS, "scaling": SCALINGS,
           "status": STATUSES, "strategy_family": STRATEGY_FAMILIES,
           "power_measurement": POWER_MEASUREMENTS, "recompute": RECOMPUTE_MODES}
-_FRACTIONS = ("mfu", "hfu")
+_FRACTIONS = ("mfu", "mfu_source_count", "hfu")
 _NON_NEGATIVE = ("zero_stage",)
 # The switches' estimate may be 0 W (null when no switch log was submitted).
 _ZERO_OK = ("energy_j_interconnect",)

@@ -35,6 +35,7 @@ from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_rel
                              settings, strip_project_root)
 from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.core.flop_count import flag_misprints
 from pipeline.ingest.core.rows import RunRow, compact
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
@@ -276,6 +277,7 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
         if record.meta.get("power"):
             power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
     runs, dropped = one_per_configuration(runs)
+    flag_misprints(runs)  # a row whose tokens/s and FLOP figure disagree (core.flop_count)
     rejects += [{"source": r["source"], "path": r["_path"], "line": r["_line"],
                  "record": cap(strip_project_root(_shown(r)), 500),
                  "reason": cap(strip_project_root(reason))} for r, reason in dropped]

@@ -7,6 +7,7 @@ Every count in it is computed from the released frames; the prose around them is
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from pipeline.coverage import N_BIN_LABELS
@@ -66,6 +67,9 @@ def biases(runs: pd.DataFrame) -> str:
     single = int((runs["n_accelerators"] <= 8).sum())
     derived_mfu = int(runs["derived"].fillna("").str.split(";").apply(lambda d: "mfu" in d)
                       .sum())
+    own = runs.get("mfu_source_count", pd.Series(np.nan, index=runs.index)).notna()
+    recounted = int((own & runs["tokens_per_s"].notna() & runs["derived"].fillna("")
+                     .str.split(";").apply(lambda d: "mfu" in d)).sum())
     failed = int((runs["status"] != "ok").sum())
     return "\n".join([
         f"- **Two layout sweeps dominate the counts.** The Ultra-Scale Playbook's sweep (one "
@@ -79,6 +83,14 @@ def biases(runs: pd.DataFrame) -> str:
         "8 accelerators or fewer; few sources publish runs past 4,096 accelerators.",
         f"- **Derived measures.** MFU is computed by the pipeline (not printed by the source) "
         f"on {derived_mfu:,} runs; every such value is named in the run's `derived` column.",
+        "- **One MFU convention.** `mfu` is model FLOP on the project's count (6 N_act per "
+        "token plus 12 L d T attention where the shape is known; recompute not counted) over "
+        "N x the dense peak at the run's precision. Sources count FLOP their own way (NVIDIA's "
+        "tables at 0.76-1.07 of this count), so wherever a run gives tokens/s its MFU is "
+        f"recounted from them ({recounted:,} runs) and the source's own figure is kept in "
+        "`mfu_source_count`. Runs without tokens/s, or whose precision the source leaves "
+        "unstated on a chip with fp8 units (the Ultra-Scale Playbook), carry the MFU as "
+        "printed (a note says so).",
         f"- **Failed configurations are kept.** {failed:,} runs have a status other than `ok` "
         "(out of memory, errors) and no throughput: filter on `status == 'ok'` for rates.",
         "- **Publication bias.** Labs publish their good runs; vendor documents (NVIDIA, "

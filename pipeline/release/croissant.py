@@ -46,7 +46,7 @@ UNITS = {
     "micro_batch": "sequences", "virtual_pipeline": "count", "global_batch_tokens": "tokens",
     "tokens_per_s": "tokens/s", "tokens_per_s_per_accelerator": "tokens/s",
     "model_flops_per_s": "FLOP/s", "hardware_flops_per_s": "FLOP/s", "mfu": "1 (fraction)",
-    "hfu": "1 (fraction)", "step_time_s": "s", "time_to_train_s": "s",
+    "mfu_source_count": "1 (fraction)", "hfu": "1 (fraction)", "step_time_s": "s", "time_to_train_s": "s",
     "inverse_time_to_train_per_s": "1/s", "power_w_per_accelerator": "W",
     "energy_j_per_token": "J/token", "peak_memory_bytes": "B", "energy_j": "J",
     "energy_j_nodes": "J", "energy_j_interconnect": "J", "olympic_score_s": "s",

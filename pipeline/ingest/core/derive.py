@@ -1,7 +1,9 @@
 """Measures a run did not publish but that follow from those it did, and the strategy family.
 
 Every value computed here is named in the run's ``derived`` column, so a reader can always tell
-a published number from a computed one. A source's own value is never overwritten.
+a published number from a computed one. A source's own value is never overwritten, with one
+exception: a source's model FLOP/s and MFU on its own FLOP count are recounted on the project's
+where tokens/s is known (``flop_count``), and its MFU is kept in ``mfu_source_count``.
 
 FLOP accounting (``pipeline.measures.flop_per_token``) follows PaLM (Chowdhery et al. 2022, arXiv:2204.02311,
 Appendix B): a training token costs ``6 N`` FLOPs for the dense matmuls (forward 2N, backward
@@ -16,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from pipeline.measures import flop_per_token
+from pipeline.ingest.core.flop_count import model_flops_and_mfu
 
 TFLOP = 1e12
 # Two published figures that must agree (whole-job and per-chip tokens/s) may differ by rounding.
@@ -71,27 +73,15 @@ def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelera
     if row["step_time_s"] is None and tps is not None and gbt is not None:
         fill("step_time_s", gbt / tps)
 
-    # Model FLOP/s: the source's own FLOP count first (achieved TFLOP/s per chip), then tokens/s
-    # times the FLOPs per token, then the source's MFU times the peak.
-    if row["model_flops_per_s"] is None:
-        if tflops_per_accelerator is not None:
-            fill("model_flops_per_s", tflops_per_accelerator * TFLOP * n)
-        elif tps is not None and row["active_params"] is not None:
-            fpt, with_attention = flop_per_token(row["active_params"], row["n_layers"],
-                                                  row["d_model"], row["seq_len"], attention)
-            fill("model_flops_per_s", tps * fpt)
-            if attention and not with_attention:
-                row["notes"] = append_note(row["notes"],
-                                            "model FLOPs without attention term (shape unknown)")
-        elif row["mfu"] is not None and peak is not None:
-            fill("model_flops_per_s", row["mfu"] * n * peak, uses_peak=True)
-
-    mf = row["model_flops_per_s"]
-    if row["mfu"] is None and mf is not None and peak is not None:
-        mfu = mf / (n * peak)
-        if not mfu <= 1.0:
-            raise Reject("out_of_range", f"derived mfu {mfu:.6g} > 1")
-        fill("mfu", mfu, uses_peak=True)
+    # Model FLOP/s and MFU: the project's count where tokens/s and the peak are known, the
+    # source's own figure otherwise (``flop_count``).
+    names, uses_peak = model_flops_and_mfu(row, peak, tflops_per_accelerator, attention)
+    derived += names
+    from_peak = from_peak or uses_peak
+    for name in ("mfu", "mfu_source_count"):  # ours, then the source's FLOP figure's
+        if name in names and not row[name] <= 1.0:
+            raise Reject("out_of_range", f"derived mfu {row[name]:.6g} > 1" + (
+                " (the source's FLOP count)" if name != "mfu" else ""))
 
     # Hardware FLOP/s (recompute counted): the source's TFLOP/s per chip, else HFU times peak.
     if row["hardware_flops_per_s"] is None:

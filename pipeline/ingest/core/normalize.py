@@ -311,15 +311,20 @@ def normalize(record: Record, catalog: CatalogCache, options: IngestSettings) ->
 
 def _check_stated_mfu(f: dict[str, Any], row: dict[str, Any], peak: float | None,
                       tflops: float | None, filled: list[str]) -> None:
-    """A stated MFU must agree with the throughput it could be derived from (``check_mfu``)."""
-    stated_mfu = "mfu" in f and "mfu" not in filled
+    """A stated MFU must agree with the throughput it could be derived from (``check_mfu``);
+    recounted on the project's FLOP count (``flop_count``), the stated one is
+    ``mfu_source_count`` and the throughput tokens/s."""
+    recounted = "mfu" in filled and "mfu" in f
+    stated_mfu = "mfu" in f and ("mfu" not in filled or recounted)
     if stated_mfu and peak is not None and row["model_flops_per_s"] is not None and (
             tflops is not None or row["tokens_per_s"] is not None):
-        basis = ("tflops_per_accelerator" if tflops is not None and "model_flops_per_s" in filled
+        basis = ("tokens_per_s" if recounted
+                 else "tflops_per_accelerator" if tflops is not None
+                 and "model_flops_per_s" in filled
                  else "model_flops_per_s" if "model_flops_per_s" not in filled
                  else "tokens_per_s")
-        check_mfu(row["mfu"], row["model_flops_per_s"], row["n_accelerators"], peak, basis,
-                  rounding(f["mfu"]))
+        check_mfu(row["mfu_source_count"] if recounted else row["mfu"], row["model_flops_per_s"],
+                  row["n_accelerators"], peak, basis, rounding(f["mfu"]))
 
 
 def _check_plausible(row: dict[str, Any], catalog: CatalogCache, active_b: float | None
