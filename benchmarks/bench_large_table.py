@@ -9,6 +9,15 @@ series. Figures come from ``os.wait4`` on the stage's process (``ru_maxrss``, th
 memory; CPU-seconds, which do not depend on the machine's other users; wall time, the target's
 measure). Environment: ``SCALEWALL_BENCH_TABLE_ROWS``. Run:
 ``python -m benchmarks.bench_large_table``.
+
+Measured at 10^6 rows (50 MB) on the 2-core development machine shared with other sessions
+(load average 4-6, so wall time is not comparable; CPU-seconds are), round 7: before the
+column-wise path (da7beeb) 166.9 CPU-s, 514 s wall, 3456 MB peak; with it (the table's rows are
+plain: ``pipeline.ingest.core.table_block``) 84.1 CPU-s, 275.5 s wall, 950 MB peak (again at
+load 4: 81.0 CPU-s, 115.4 s wall, 947 MB). The 60 s target is not met yet: what remains
+(cProfile, 10^5 rows) is writing runs.parquet (the
+contract's pandera checks ~23%, building the frames ~9%), reading the CSV (~18%), the series
+and the one-per-configuration rule (~21%), and the column-wise normalization itself (~10%).
 """
 
 from __future__ import annotations
