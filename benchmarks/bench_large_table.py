@@ -9,6 +9,15 @@ series. Figures come from ``os.wait4`` on the stage's process (``ru_maxrss``, th
 memory; CPU-seconds, which do not depend on the machine's other users; wall time, the target's
 measure). Environment: ``SCALEWALL_BENCH_TABLE_ROWS``. Run:
 ``python -m benchmarks.bench_large_table``.
+
+Measured at 10^6 rows (50 MB) on the 2-core development machine shared with other sessions
+(CPU-seconds are the comparable figure; wall time depends on the load), round 7, one after the
+other at load average ~2.4: before the column-wise path (da7beeb) 186.1 CPU-s, 190.8 s wall,
+945 MB peak; with it (the table's rows are plain: ``pipeline.ingest.core.table_block``)
+73.6 CPU-s, 75.9 s wall, 949 MB peak (at load 4-6: 81.0 and 84.1 CPU-s, 947 and 950 MB).
+The 60 s target is not met yet: what remains (cProfile, 10^5 rows) is writing runs.parquet
+(the contract's pandera checks ~23%, building the frames ~9%), reading the CSV (~18%), the
+series and the one-per-configuration rule (~21%), and the column-wise normalization (~10%).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from pipeline.ingest.core.flop_count import flag_misprints
 from pipeline.ingest.core.rows import RunRow, compact
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
+from pipeline.ingest.core.table_block import normalize_block, plain_record
 from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
@@ -156,15 +157,29 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
 
 
 def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
-    """Column lists of ``rows`` (None where a row lacks the column), in one pass over the rows:
-    a RunRow holds only its given values (~20 of ~70 columns), and one pass reads each row's
-    memory once, where a pass per column would read every row ~70 times. A column no row
+    """Column lists of ``rows`` (None where a row lacks the column): a RunRow holds only its
+    given values (~20 of ~70 columns) over a base that many rows share, so the bases' columns
+    are laid out by index (one look-up a row) and each row's own values in one pass over the
+    rows (a later value of a name wins over its base's, as in ``RunRow``). A column no row
     holds has no list."""
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
-    out: dict[str, list[Any]] = {}
+    index: dict[int, int] = {}  # id(base) -> its place in ``bases``
+    bases: list[dict[str, Any]] = []
+    which = np.empty(len(rows), dtype=np.int64)
     for i, row in enumerate(rows):
-        # a RunRow's base, then its own values (a later value of a name wins)
-        for name, value in (row.pairs() if type(row) is RunRow else row.items()):
+        base = row.base if type(row) is RunRow else {}
+        j = index.get(id(base))
+        if j is None:
+            j = index[id(base)] = len(bases)
+            bases.append(base)
+        which[i] = j
+    out: dict[str, list[Any]] = {}
+    for name in sorted({k for base in bases for k in base} & wanted):
+        per_base = np.empty(len(bases), dtype=object)
+        per_base[:] = [base.get(name) for base in bases]
+        out[name] = per_base[which].tolist()
+    for i, row in enumerate(rows):
+        for name, value in (dict.items(row) if type(row) is RunRow else row.items()):
             column = out.get(name)
             if column is None:
                 if name not in wanted:
@@ -221,37 +236,43 @@ def _take_energy(owner: dict[str, Any], row: dict[str, Any]) -> bool:
     return True
 
 
-def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
-            power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True
-            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
-    """Normalize every record: (run rows, reject rows, records read per (source, path)).
+# Plain table records normalized column-wise per block (``core.table_block``): one block is
+# at most this many consecutive plain records.
+BLOCK_ROWS = 16_384
 
-    Runs of one configuration are one measurement (``core.conflicts``: a repeat keeps the
-    first, a disagreement rejects them all as ``conflict``). A run read twice keeps its first row; a power measurement read with the second copy (an
-    MLPerf tree with power logs, whose runs the published table already holds) is attached to
-    the first when that has none. Each power measurement becomes a row of ``power_rows``.
-    ``plausibility=False`` skips the MFU rule (``scripts/mfu_ceilings.py`` finds the records).
-    """
-    cache = CatalogCache(catalog, plausibility)
-    runs: list[dict[str, Any]] = []
-    rejects: list[dict[str, Any]] = []
-    read: Counter = Counter()
-    # The run first read under each key, by scope (a source, or '*'): no key tuple and no
-    # index object a run, which a 10^6-row table would hold 10^6 times.
-    seen: dict[str, dict[str, RunRow]] = {}
-    shared: dict[Any, Any] = {}
-    bases: dict[tuple[Any, ...], dict[str, Any]] = {}
-    power_rows = power_rows if power_rows is not None else []
-    for record in records:
-        read[(record.source, record.path)] += 1
-        if record.reason is not None:
-            rejects.append(_reject_row(record, record.reason))
-            continue
-        try:
-            row = normalize(record, cache, options)
-        except Reject as exc:
-            rejects.append(_reject_row(record, str(exc)))
-            continue
+
+class _Runs:
+    """What ``convert`` accumulates: runs, rejects, records read, and the run first read under
+    each key, by scope (a source, or '*'): no key tuple and no index object a run, which a
+    10^6-row table would hold 10^6 times."""
+
+    def __init__(self, power_rows: list[dict[str, Any]]) -> None:
+        self.runs: list[dict[str, Any]] = []
+        self.rejects: list[dict[str, Any]] = []
+        self.read: Counter = Counter()
+        self.seen: dict[str, dict[str, RunRow]] = {}
+        self.shared: dict[Any, Any] = {}
+        self.bases: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.power_rows = power_rows
+
+    def base(self, row: dict[str, Any], path: str) -> dict[str, Any]:
+        """The shared base of a run row read from ``path`` (``rows.compact``)."""
+        return compact(row, path, self.shared, self.bases).base
+
+    def take_plain(self, record: Record, row: RunRow) -> None:
+        """A column-wise run (``table_block``): its only key is its id in its source."""
+        scope = self.seen.setdefault(record.source, {})
+        owner = scope.get(row["run_id"])
+        if owner is not None:
+            self.rejects.append(_reject_row(record, f"duplicate: same run as "
+                                                    f"{owner['provenance']}"))
+            return
+        scope[row["run_id"]] = row
+        row["_line"] = record.line
+        self.runs.append(row)
+
+    def take(self, record: Record, row: dict[str, Any]) -> None:
+        """A run normalized by itself: a duplicate of a run already read, or a new run."""
         # The same run twice: same identifying fields within a source, the same log file (by
         # content hash) in any source (MLPerf re-publications, a result tree pointed at rounds
         # that the published MLPerf table already holds), or, within a source, the same MLPerf
@@ -262,26 +283,83 @@ def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
             keys.append(("*", f"log_sha1={digest}"))
         if record.meta.get("dedup_key"):
             keys.append((record.source, f"mlperf_run={record.meta['dedup_key']}"))
+        seen = self.seen
         owner = next((seen[s][k] for s, k in keys if k in seen.get(s, ())), None)
         if owner is not None:
-            rejects.append(_reject_row(record, f"duplicate: same run as {owner['provenance']}"))
+            self.rejects.append(_reject_row(record, f"duplicate: same run as "
+                                                    f"{owner['provenance']}"))
             if record.meta.get("power"):
                 used = _take_energy(owner, row)
-                power_rows.append(_power_row(owner, record, row, used))
-            continue
-        row = compact(row, record.path, shared, bases)  # its "_path" too
+                self.power_rows.append(_power_row(owner, record, row, used))
+            return
+        row = compact(row, record.path, self.shared, self.bases)  # its "_path" too
         for scope, key in keys:
             seen.setdefault(scope, {})[key] = row
         row["_line"] = record.line
-        runs.append(row)
+        self.runs.append(row)
         if record.meta.get("power"):
-            power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
-    runs, dropped = one_per_configuration(runs)
+            self.power_rows.append(_power_row(row, record, row, row["energy_j"] is not None))
+
+    def result(self, record: Record, result: dict[str, Any] | Reject) -> None:
+        """One record's normalization (a run row or a reject) taken."""
+        self.read[(record.source, record.path)] += 1
+        if isinstance(result, Reject):
+            self.rejects.append(_reject_row(record, str(result)))
+        elif type(result) is RunRow:
+            self.take_plain(record, result)
+        else:
+            self.take(record, result)
+
+
+def convert(records: Iterator[Record], catalog: Any, options: IngestSettings,
+            power_rows: list[dict[str, Any]] | None = None, plausibility: bool = True,
+            block_rows: int = BLOCK_ROWS
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Counter]:
+    """Normalize every record: (run rows, reject rows, records read per (source, path)).
+
+    Runs of one configuration are one measurement (``core.conflicts``: a repeat keeps the
+    first, a disagreement rejects them all as ``conflict``). A run read twice keeps its first row; a power measurement read with the second copy (an
+    MLPerf tree with power logs, whose runs the published table already holds) is attached to
+    the first when that has none. Each power measurement becomes a row of ``power_rows``.
+    ``plausibility=False`` skips the MFU rule (``scripts/mfu_ceilings.py`` finds the records).
+    Plain table records (``table_block.plain_record``) are normalized column-wise, up to
+    ``block_rows`` consecutive ones at a time (0: every record by itself, as the equivalence
+    tests compare); the runs and rejects are the same.
+    """
+    cache = CatalogCache(catalog, plausibility)
+    state = _Runs(power_rows if power_rows is not None else [])
+    block: list[Record] = []
+
+    def flush() -> None:
+        if not block:
+            return
+        for plain, result in zip(block, normalize_block(block, cache, options, state.base)):
+            state.result(plain, result)
+        block.clear()
+
+    for record in records:
+        if block_rows and plain_record(record):
+            block.append(record)
+            if len(block) >= block_rows:
+                flush()
+            continue
+        flush()
+        if record.reason is not None:
+            state.read[(record.source, record.path)] += 1
+            state.rejects.append(_reject_row(record, record.reason))
+            continue
+        try:
+            state.result(record, normalize(record, cache, options))
+        except Reject as exc:
+            state.result(record, exc)
+    flush()
+    runs, dropped = one_per_configuration(state.runs)
     flag_misprints(runs)  # a row whose tokens/s and FLOP figure disagree (core.flop_count)
+    rejects = state.rejects
     rejects += [{"source": r["source"], "path": r["_path"], "line": r["_line"],
                  "record": cap(strip_project_root(_shown(r)), 500),
                  "reason": cap(strip_project_root(reason))} for r, reason in dropped]
-    return runs, rejects, read
+    return runs, rejects, state.read
 
 
 def _shown(row: dict[str, Any]) -> str:
