@@ -98,17 +98,30 @@ class RunRow(dict):
         return chain(self.base.items(), dict.items(self))
 
 
+# Columns that differ from file to file: in a source whose every file is one run (a step log,
+# ``source_kind == "log"``) they are the row's own, so the logs of a campaign share one base
+# (a base per log, with its key, cost ~1.2 kB a log: most of a 10^6-log ingest's memory).
+FILE_COLUMNS = ("_path", "citation")
+_LOG_KEY = tuple(None if c in FILE_COLUMNS else c for c in BASE_COLUMNS)
+
+
 def compact(row: dict[str, Any], path: str, shared: dict[Any, Any],
             bases: dict[tuple[Any, ...], dict[str, Any]]) -> RunRow:
     """``row`` (a normalized run, read from ``path``) as a RunRow: its ``BASE_COLUMNS`` values
     become a base shared with every earlier row of the same values (``bases``), its other given
     values its own; a value of a ``shared`` column equal to one seen before is that earlier
-    object (a table holds its model name once). Bases are keyed by (type, value) of each
-    column: 8 and 8.0 are equal in Python but not one value of a column."""
+    object (a table holds its model name once). A step log's ``FILE_COLUMNS`` are its own
+    values, not its base's. Bases are keyed by (type, value) of each column: 8 and 8.0 are
+    equal in Python but not one value of a column."""
     values = (path, *map(row.get, BASE_COLUMNS[1:]))
+    own = {k: v for k, v in row.items() if v is not None and k not in _BASE}
+    if row.get("source_kind") == "log":
+        own.update((k, v) for k, v in zip(BASE_COLUMNS, values)
+                   if k in FILE_COLUMNS and v is not None)
+        values = tuple(None if k is None else v for k, v in zip(_LOG_KEY, values))
     key = (values, tuple(map(type, values)))
     base = bases.get(key)
     if base is None:
         base = bases[key] = {k: shared.setdefault(v, v) if isinstance(v, str) else v
                              for k, v in zip(BASE_COLUMNS, values) if v is not None}
-    return RunRow({k: v for k, v in row.items() if v is not None and k not in _BASE}, base)
+    return RunRow(own, base)
