@@ -13,6 +13,8 @@ sampled every ``SAMPLE_S`` by psutil.
 Then per file: the CPU-s the workers spent (the parse cost), and the Dask overhead, the extra
 CPU-s of the whole tree under Dask over ``local`` (targets: main process < 2 GB; overhead
 <= 20% of the parse cost). Wall times depend on the machine's other load (printed).
+``SCALEWALL_BENCH_DASK_KINDS=local`` runs one executor only (its runs' lines, no comparison):
+the main process's peak memory per log, e.g. at 2x10^4 and 10^5 logs.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from benchmarks.scale_data import small_logs
 
 N_LOGS = int(os.environ.get("SCALEWALL_BENCH_DASK_LOGS", 100_000))
 ROUNDS = int(os.environ.get("SCALEWALL_BENCH_DASK_ROUNDS", 2))
+KINDS = tuple(os.environ.get("SCALEWALL_BENCH_DASK_KINDS", "local,local-cluster").split(","))
 TIMEOUT_S = float(os.environ.get("SCALEWALL_BENCH_STAGE_TIMEOUT_S", 3600))
 SAMPLE_S = 0.2
 MAIN_LIMIT_MB, OVERHEAD_LIMIT = 2048.0, 0.20
@@ -151,8 +154,7 @@ def main() -> None:
               f"{time.perf_counter() - start:.0f} s", flush=True)
         runs: dict[str, Run] = {}
         # ABBA...: the machine's other load drifts; each executor keeps its cheapest run
-        order = [k for i in range(ROUNDS) for k in (("local", "local-cluster") if i % 2 == 0
-                                                    else ("local-cluster", "local"))]
+        order = [k for i in range(ROUNDS) for k in (KINDS if i % 2 == 0 else KINDS[::-1])]
         for kind in order:
             out = root / kind
             args = stage_args("ingest", {**data, "params": _params(data["params"], kind, root)},
@@ -164,7 +166,10 @@ def main() -> None:
                   f"(tree), workers {run.worker_cpu_s():.1f} CPU-s, main process peak "
                   f"{run.main_mb:.0f} MB (target < {MAIN_LIMIT_MB:.0f}); others: {run.others()}"
                   f"{'' if run.rc == 0 else f'; FAILED exit {run.rc}'} (load average "
-                  f"{os.getloadavg()[0]:.1f})", flush=True)
+                  f"{os.getloadavg()[0]:.1f}; {1e3 * run.main_mb * 2**20 / 1e6 / N_LOGS:.2f} "
+                  "kB a log)", flush=True)
+        if set(KINDS) != {"local", "local-cluster"}:
+            return
         local, dask = runs["local"], runs["local-cluster"]
         parse_ms = 1e3 * local.worker_cpu_s() / N_LOGS
         overhead_ms = 1e3 * (dask.cpu_s - local.cpu_s) / N_LOGS

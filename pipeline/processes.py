@@ -31,6 +31,7 @@ stage as it would locally. Dask is imported only when chosen: ``local`` needs no
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import itertools
@@ -66,6 +67,11 @@ CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
                   "distributed.worker.memory.monitor-interval": "1s"}
 #: Dask chunks in flight at once per worker in ``stream_in_order`` (bounds the results held)
 STREAM_WINDOW_PER_WORKER = 4
+#: local pool tasks submitted and not yet read, per process, in ``stream_in_order``: the
+#: results waiting for a slower reader (a stage's main process behind many workers) stay
+#: bounded (a batch of 64 small step logs comes back as ~100 kB), and a worker still has
+#: tasks queued behind one large item
+LOCAL_WINDOW_PER_WORKER = 32
 
 
 class _Active:
@@ -200,7 +206,8 @@ def stream_in_order(fn: Callable[[T], R], tasks: list[T], workers: int,
     on one overlaps the computing of those after it): over ``min(usable_workers(workers),
     len(tasks))`` local processes (every task handed out at once), on the stage's Dask cluster
     (at most ``STREAM_WINDOW_PER_WORKER`` tasks per worker in flight, so the results waiting
-    stay bounded), or in this process when ``workers`` is 1. ``initializer`` runs once in each
+    stay bounded; ``LOCAL_WINDOW_PER_WORKER`` per local process), or in this process when
+    ``workers`` is 1. ``initializer`` runs once in each
     worker first. Leaving the ``with`` early cancels the tasks not yet done."""
     client = _Active.client
     if workers <= 1 or len(tasks) <= 1:
@@ -213,13 +220,32 @@ def stream_in_order(fn: Callable[[T], R], tasks: list[T], workers: int,
         with _dask_stream(client, fn, tasks) as results:
             yield results
     else:
-        with ProcessPoolExecutor(max_workers=min(usable_workers(workers), len(tasks)),
-                                 initializer=initializer) as pool:
+        processes = min(usable_workers(workers), len(tasks))
+        with ProcessPoolExecutor(max_workers=processes, initializer=initializer) as pool:
             try:
-                yield pool.map(fn, tasks)
+                yield _windowed(pool, fn, tasks, LOCAL_WINDOW_PER_WORKER * processes)
             finally:
                 # an early exit must not wait for tasks nobody will read
                 pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _windowed(pool: ProcessPoolExecutor, fn: Callable[[T], R], tasks: list[T],
+              window: int) -> Iterator[R]:
+    """``pool.map(fn, tasks)``'s results, in order, with at most ``window`` tasks submitted
+    and not yet read: the first ``window`` are submitted now, then one in as one comes out."""
+    ahead = iter(tasks)
+    pending = collections.deque(pool.submit(fn, t) for t in itertools.islice(ahead, window))
+
+    def results() -> Iterator[R]:
+        while pending:
+            future = pending.popleft()
+            for task in itertools.islice(ahead, 1):
+                pending.append(pool.submit(fn, task))
+            result = future.result()
+            del future  # a read result is not held by its future
+            yield result
+
+    return results()
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ def test_a_row_reads_as_its_own_values_over_its_base() -> None:
     assert dict(row) == merged and {**row} == merged and len(row) == 5
     assert sorted(row) == sorted(merged) and dict(row.items()) == merged
     assert row.plain() == merged and dict(row.pairs()) == merged
-    assert json.loads(json.dumps(row, sort_keys=True)) == merged
+    assert json.loads(json.dumps(dict(row), sort_keys=True)) == merged  # json sees {}
     assert pickle.loads(pickle.dumps(row)) == merged and copy.copy(row) == merged
     assert RunRow(row) == merged and RunRow(row).base == {}
 
@@ -52,6 +52,26 @@ def test_compact_shares_the_base_of_equal_values_only() -> None:
     e = compact(normalized(64, 7.0), "t.csv", {}, bases)  # 7.0 == 7, but another type
     assert a.base is b.base and a.base is not c.base and len(bases) == 4
     assert type(e["params"]) is float and type(d["params"]) is int
-    assert dict.keys(a) == {"run_id", "n_accelerators"}  # the rest is shared, Nones dropped
+    assert a.own().keys() == {"run_id", "n_accelerators"}  # the rest is shared, Nones dropped
     assert a == {"_path": "t.csv", "model": "m", "params": 7e9, "run_id": "r8",
                  "n_accelerators": 8}
+
+
+def test_the_logs_of_a_campaign_share_one_base_their_files_their_own() -> None:
+    """A step log is one run per file: its path and citation are its own values, so the logs
+    of one campaign share a base (one base per log cost most of a 10^6-log ingest's memory)."""
+    def log(n: int) -> dict[str, object]:
+        return {**dict.fromkeys(BASE_COLUMNS[1:]), "source": "logs/c", "source_kind": "log",
+                "model": "m", "citation": f"logs/c/n{n}/train.log", "run_id": f"r{n}",
+                "n_accelerators": n}
+
+    bases: dict = {}
+    rows = [compact(log(n), f"logs/c/n{n}/train.log", {}, bases) for n in (8, 16)]
+    table = compact({**log(32), "source_kind": "table"}, "t.csv", {}, bases)
+    assert rows[0].base is rows[1].base and len(bases) == 2
+    assert "_path" not in rows[0].base and "citation" not in rows[0].base
+    assert rows[1].own().keys() == {"run_id", "n_accelerators", "_path", "citation"}
+    assert rows[1] == {"source": "logs/c", "source_kind": "log", "model": "m",
+                       "_path": "logs/c/n16/train.log", "citation": "logs/c/n16/train.log",
+                       "run_id": "r16", "n_accelerators": 16}
+    assert table.base["_path"] == "t.csv" and table.base["citation"] == "logs/c/n32/train.log"

@@ -64,3 +64,27 @@ def test_the_executor_setting_is_checked_and_local_starts_nothing() -> None:
              "assert 'distributed' not in sys.modules and 'dask' not in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+class _Pool:
+    """A stand-in for a process pool: runs each task when submitted, counts the tasks."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn, task):
+        from concurrent.futures import Future
+        self.submitted += 1
+        future: Future = Future()
+        future.set_result(fn(task))
+        return future
+
+
+def test_the_local_stream_keeps_a_window_of_tasks_submitted() -> None:
+    """The local stream submits ``window`` tasks at once, then one in as one is read: results
+    waiting for a slow reader stay bounded, whatever the number of tasks; in order."""
+    pool = _Pool()
+    results = processes._windowed(pool, lambda t: t * t, list(range(10)), 3)
+    assert pool.submitted == 3  # submitted before the first result is asked for
+    assert next(results) == 0 and pool.submitted == 4
+    assert list(results) == [t * t for t in range(1, 10)] and pool.submitted == 10

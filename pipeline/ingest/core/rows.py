@@ -3,13 +3,15 @@
 A ``RunRow`` holds only its given values (a column it lacks reads as None): a row of all
 ``RUN_COLUMNS`` (~70, most of them empty) as a plain dict costs ~4.7 kB. The values a row shares
 with the other rows of its table (its file, source, model and shape, chip and peak, notes) sit
-in one shared ``base`` dict (``compact``), and the row's own dict holds the rest (its id,
-provenance, N, measures): a dict of ~28 keys takes a 64-slot table (~830 bytes), one of <= 10
-keys a 16-slot table (~360 bytes), which keeps a 10^6-row table's runs under 1 GB.
+in one shared ``base`` dict (``compact``), and the row holds the rest (its id, provenance, N,
+measures) as a tuple whose names are a layout shared by the rows of the same names
+(``_Layout``): 8 bytes a value, where a dict of its own took ~460 bytes for ~15 values.
 
 A RunRow reads as one mapping (its own values over its base's) through every dict method the
 stage and its callers use: ``[]``, ``get``, ``in``, iteration, ``items``, ``keys``, ``values``,
-``len``, ``==``, ``copy``, ``dict(row)``; a value set on it goes to its own dict.
+``len``, ``==``, ``copy``, ``dict(row)``; a value set on it (``row[name] = value``) is its own.
+C code that reads a dict's own table (``json.dumps``) sees an empty dict: give it
+``dict(row)``.
 """
 
 from __future__ import annotations
@@ -32,27 +34,79 @@ BASE_COLUMNS = ("_path", "source", "source_kind", "citation", "model", "model_id
 _BASE = frozenset(BASE_COLUMNS)
 
 
-class RunRow(dict):
-    """A run row: its own values over a shared ``base`` (see the module docstring)."""
+class _Layout:
+    """The names of some rows' own values, in order, and each name's place: one object shared
+    by every row that holds the same names (most rows of a source), so that a row holds its
+    own values as a tuple (8 bytes a value) and not as a dict of its own (~460 bytes for the
+    ~15 values of a step log's run)."""
 
-    __slots__ = ("base",)
+    __slots__ = ("names", "index", "grown")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.index = {name: i for i, name in enumerate(names)}
+        self.grown: dict[str, _Layout] = {}
+
+    def plus(self, name: str) -> _Layout:
+        """The layout of these names and then ``name``."""
+        layout = self.grown.get(name)
+        if layout is None:
+            layout = self.grown[name] = layout_of((*self.names, name))
+        return layout
+
+
+_LAYOUTS: dict[tuple[str, ...], _Layout] = {}
+
+
+def layout_of(names: tuple[str, ...]) -> _Layout:
+    """The one ``_Layout`` of ``names`` (in that order)."""
+    layout = _LAYOUTS.get(names)
+    if layout is None:
+        layout = _LAYOUTS[names] = _Layout(names)
+    return layout
+
+
+class RunRow(dict):
+    """A run row: its own values over a shared ``base`` (see the module docstring). The dict
+    itself stays empty: the own values are a tuple in the order of a shared ``_Layout``."""
+
+    __slots__ = ("base", "_layout", "_values")
 
     def __init__(self, values: Any = (), base: dict[str, Any] | None = None) -> None:
-        super().__init__(values)
+        super().__init__()
+        own = dict(values)
+        self._layout, self._values = layout_of(tuple(own)), tuple(own.values())
         self.base = _EMPTY if base is None else base
 
-    def __missing__(self, key: str) -> Any:
-        return self.base.get(key)
+    def __getitem__(self, key: str) -> Any:
+        i = self._layout.index.get(key)
+        return self.base.get(key) if i is None else self._values[i]
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = dict.get(self, key, _ABSENT)
-        return self.base.get(key, default) if value is _ABSENT else value
+        i = self._layout.index.get(key)
+        return self.base.get(key, default) if i is None else self._values[i]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        i = self._layout.index.get(key)
+        if i is None:
+            self._layout, self._values = self._layout.plus(key), (*self._values, value)
+        else:
+            self._values = (*self._values[:i], value, *self._values[i + 1:])
+
+    def _refused(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a RunRow's values are set one at a time (row[name] = value)")
+
+    update = setdefault = pop = popitem = clear = __delitem__ = _refused
 
     def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or key in self.base
+        return key in self._layout.index or key in self.base
+
+    def own(self) -> dict[str, Any]:
+        """The row's own values (not its base's)."""
+        return dict(zip(self._layout.names, self._values))
 
     def _merged(self) -> dict[str, Any]:
-        return {**self.base, **dict(dict.items(self))} if self.base else dict(dict.items(self))
+        return self.plain()
 
     def items(self) -> Any:
         return self._merged().items()
@@ -78,7 +132,7 @@ class RunRow(dict):
     __hash__ = None  # type: ignore[assignment]  # a mutable mapping, as dict
 
     def copy(self) -> RunRow:
-        return RunRow(dict(dict.items(self)), self.base)
+        return RunRow(self.own(), self.base)
 
     def __repr__(self) -> str:
         return f"RunRow({self._merged()!r})"
@@ -90,12 +144,19 @@ class RunRow(dict):
         """The row as a plain dict (its own values over its base's), built by C loops: for
         reading many columns of it (``map(plain.get, names)``) without a Python call each."""
         out = dict(self.base)
-        out.update(dict.items(self))
+        out.update(zip(self._layout.names, self._values))
         return out
 
     def pairs(self) -> Iterator[tuple[str, Any]]:
         """(column, value) of the base, then of the row's own values (the later wins)."""
-        return chain(self.base.items(), dict.items(self))
+        return chain(self.base.items(), zip(self._layout.names, self._values))
+
+
+# Columns that differ from file to file: in a source whose every file is one run (a step log,
+# ``source_kind == "log"``) they are the row's own, so the logs of a campaign share one base
+# (a base per log, with its key, cost ~1.2 kB a log: most of a 10^6-log ingest's memory).
+FILE_COLUMNS = ("_path", "citation")
+_LOG_KEY = tuple(None if c in FILE_COLUMNS else c for c in BASE_COLUMNS)
 
 
 def compact(row: dict[str, Any], path: str, shared: dict[Any, Any],
@@ -103,12 +164,19 @@ def compact(row: dict[str, Any], path: str, shared: dict[Any, Any],
     """``row`` (a normalized run, read from ``path``) as a RunRow: its ``BASE_COLUMNS`` values
     become a base shared with every earlier row of the same values (``bases``), its other given
     values its own; a value of a ``shared`` column equal to one seen before is that earlier
-    object (a table holds its model name once). Bases are keyed by (type, value) of each
-    column: 8 and 8.0 are equal in Python but not one value of a column."""
+    object (a table holds its model name once). A step log's ``FILE_COLUMNS`` are its own
+    values, not its base's. Bases are keyed by (type, value) of each column: 8 and 8.0 are
+    equal in Python but not one value of a column."""
     values = (path, *map(row.get, BASE_COLUMNS[1:]))
+    own = {k: v for k, v in row.items() if v is not None and k not in _BASE}
+    if row.get("source_kind") == "log":
+        # a citation that is the path (the usual log's) is that one text, not a copy of it
+        own.update((k, path if v == path else v) for k, v in zip(BASE_COLUMNS, values)
+                   if k in FILE_COLUMNS and v is not None)
+        values = tuple(None if k is None else v for k, v in zip(_LOG_KEY, values))
     key = (values, tuple(map(type, values)))
     base = bases.get(key)
     if base is None:
         base = bases[key] = {k: shared.setdefault(v, v) if isinstance(v, str) else v
                              for k, v in zip(BASE_COLUMNS, values) if v is not None}
-    return RunRow({k: v for k, v in row.items() if v is not None and k not in _BASE}, base)
+    return RunRow(own, base)

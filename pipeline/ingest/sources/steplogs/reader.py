@@ -116,6 +116,12 @@ def find_logs(logs_dir: Path) -> list[Path]:
     ``Path.rglob`` lists (links to folders not followed, unreadable folders skipped), but by
     ``os.scandir``, whose entries know their type: no ``stat`` per file, and the name is
     checked before anything else (a fleet's archive holds more sidecars than logs)."""
+    return [Path(p) for p in _log_texts(logs_dir)]
+
+
+def _log_texts(logs_dir: Path) -> list[str]:
+    """``find_logs``'s paths as texts: ~110 bytes a log where a ``Path`` (its parts parsed)
+    costs ~500, and the stream holds every log's path until the last is read."""
     if not logs_dir.is_dir():
         return []
     found, folders = [], [str(logs_dir)]
@@ -134,7 +140,7 @@ def find_logs(logs_dir: Path) -> list[Path]:
             continue
     # Path order (component by component, as ``sorted`` of Paths), from the texts: comparing
     # 10^5 Path objects cost more than listing them
-    return [Path(p) for p in sorted(found, key=lambda p: p.split(os.sep))]
+    return sorted(found, key=lambda p: p.split(os.sep))
 
 
 def is_log_name(name: str) -> bool:
@@ -509,9 +515,9 @@ def _read_guarded(path: Path, logs_dir: Path, s: LogsSettings,
                                  f"{cap(str(exc), 200)}); please report it with the log"), None
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except OSError:
         return 0
 
@@ -539,7 +545,7 @@ def _batches(order: list[int], sizes: list[int]) -> list[list[int]]:
     return batches
 
 
-def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
+def _read_batch(batch: tuple[list[str], Path, LogsSettings, Path | None],
                 cache: dict | None = None
                 ) -> list[tuple[Any, dict[str, Any] | str | None, str]]:
     """Some logs, in a worker or not: (outcome, step rows, the path as outputs show it) each;
@@ -547,6 +553,7 @@ def _read_batch(batch: tuple[list[Path], Path, LogsSettings, Path | None],
     rows) instead of travelling back. The shown path comes from the reading process's memo of
     folders, so the main process does not work it out again."""
     paths, logs_dir, s, out = batch
+    paths = [Path(p) for p in paths]  # texts in the main process (``_log_texts``)
     cache = _WORKER_CACHE if cache is None else cache
     if len(cache) > MEMO_ENTRIES:
         cache.clear()
@@ -611,7 +618,7 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
     s = load_group(params, "ingest.logs")
     workers = s.workers
     logs_dir = Path(logs_dir)
-    paths = find_logs(logs_dir) if paths is None else [Path(p) for p in paths]
+    paths = _log_texts(logs_dir) if paths is None else [str(Path(p)) for p in paths]
     if steps_dir is not None:
         steps_dir = Path(steps_dir)
         steps_dir.mkdir(parents=True, exist_ok=True)
@@ -625,6 +632,7 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
     order = sorted(range(len(paths)), key=lambda i: (
         -sizes[i] if sizes[i] >= BIG_LOG_BYTES else 0, i)) if parallel else range(len(paths))
     batches = _batches(list(order), sizes)
+    del order, sizes  # ~70 bytes a log, held while the stream lasts otherwise
     tasks = [([paths[i] for i in b], logs_dir, s,
               None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
     # Over the stage's executor (pipeline.processes: this machine's pool or a Dask cluster),
@@ -646,7 +654,7 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
                 yield _record(path, logs_dir, outcome, folders), outcome[1]
 
 
-def _record(path: Path, logs_dir: Path, outcome: tuple[Any, Any, str], folders: dict) -> Record:
+def _record(path: str, logs_dir: Path, outcome: tuple[Any, Any, str], folders: dict) -> Record:
     """A worker's outcome for one log -> its Record (a run's fields, or a reject)."""
     result, steps, shown = outcome
     if isinstance(result, dict):
