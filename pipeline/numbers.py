@@ -28,7 +28,7 @@ from pipeline.bounded import short
 MAX_NUMBER_CHARS = 64
 # ASCII digits only (re.ASCII): full-width "１２" and Arabic-Indic "١٢" digits are refused like
 # "1_024" -- one rule for every input, and a number only in the one way sources print it.
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _NON_FINITE_WORDS = frozenset(("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity",
                                "nan", "+nan", "-nan", ".inf", "-.inf", ".nan"))
 

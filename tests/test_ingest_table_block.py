@@ -18,7 +18,7 @@ from pipeline.catalog import load_catalog
 from pipeline.config import PROJ_ROOT, load_params
 from pipeline.ingest.core.normalize import CatalogCache
 from pipeline.ingest.core.rows import RunRow, compact
-from pipeline.ingest.core.table_block import normalize_block, plain_record
+from pipeline.ingest.core.table_block import _numbers, normalize_block, plain_record
 from pipeline.ingest.sources.published import _records
 from pipeline.ingest.stage import convert, read_options
 
@@ -178,3 +178,25 @@ def test_shipped_tables_are_the_same_through_both_paths() -> None:
     for path in sorted((PROJ_ROOT / "data" / "raw" / "published").glob("*.csv"))[:40]:
         text = path.read_text(encoding="utf-8-sig")
         assert _convert(text, 16_384) == _convert(text, 0), path.name
+
+
+def test_a_column_whose_last_text_is_no_number_is_read_in_linear_time() -> None:
+    """The column regex matches each text one way only: a column of long digit runs whose last
+    text fails ends at once (an ambiguous pattern backtracked through every split of every run
+    of digits: minutes at 10 rows, never at 40). A hang guard, not a timing: the alarm is
+    10^5 times what the match takes."""
+    import signal
+
+    def hung(*_: Any) -> None:
+        raise AssertionError("the column regex backtracks (catastrophically) on a bad text")
+
+    texts = ["123456789012"] * 40 + ["12x"]
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        values, plain = _numbers(texts)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert plain.tolist() == [True] * 40 + [False]
+    assert values[0] == 123456789012.0

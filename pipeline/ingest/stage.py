@@ -179,7 +179,7 @@ def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
         per_base[:] = [base.get(name) for base in bases]
         out[name] = per_base[which].tolist()
     for i, row in enumerate(rows):
-        for name, value in (dict.items(row) if type(row) is RunRow else row.items()):
+        for name, value in (row.own_pairs() if type(row) is RunRow else row.items()):
             column = out.get(name)
             if column is None:
                 if name not in wanted:

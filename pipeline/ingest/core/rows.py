@@ -103,7 +103,11 @@ class RunRow(dict):
 
     def own(self) -> dict[str, Any]:
         """The row's own values (not its base's)."""
-        return dict(zip(self._layout.names, self._values))
+        return dict(self.own_pairs())
+
+    def own_pairs(self) -> Iterator[tuple[str, Any]]:
+        """(column, value) of the row's own values (not its base's), in their layout's order."""
+        return zip(self._layout.names, self._values)
 
     def _merged(self) -> dict[str, Any]:
         return self.plain()

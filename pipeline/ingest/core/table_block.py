@@ -57,7 +57,10 @@ PER_ROW_COLUMNS = ("run_id", "provenance", "n_accelerators", "tokens_per_s",
                    "model_flops_per_s", "mfu", "strategy_family")
 # ``pipeline.numbers``' decimal text, for a whole column at once (one C call): the values
 # joined by a separator no value holds (checked by counting).
-_DECIMAL = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+# One way to match each text (digits, then an optional fraction): with ``\d+\.?\d*`` a run of
+# digits splits many ways, and a column whose last text fails backtracked through all of them
+# (exponential in the rows).
+_DECIMAL = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _SEP = "\n"
 _COLUMN = re.compile(rf"{_DECIMAL}(?:{_SEP}{_DECIMAL})*", re.ASCII)
 _ONE = re.compile(_DECIMAL, re.ASCII)
