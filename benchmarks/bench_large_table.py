@@ -3,21 +3,20 @@ pipeline ingest`` on one generated format-v1 table of ``ROWS`` rows (default 10^
 row; target < 60 s and < 1 GB), nothing else in its inputs.
 
 Every row is its own configuration (its N differs), a plausible run of a catalogued model and
-chip (``llama3-8b`` on ``H100-SXM5-80GB`` at ~0.4 MFU), so the whole normalization runs: the
-catalog look-ups, the derived measures, the plausibility rule, one-per-configuration and the
-series. Figures come from ``os.wait4`` on the stage's process (``ru_maxrss``, the peak resident
-memory; CPU-seconds, which do not depend on the machine's other users; wall time, the target's
+chip (``llama3-8b`` on ``H100-SXM5-80GB`` in bf16 at ~0.4 MFU), so the whole normalization runs:
+the catalog look-ups, the derived measures (the FLOP count, MFU against the bf16 peak), the
+plausibility rule, one-per-configuration and the series. Its rows are plain (their fields are
+``pipeline.ingest.core.table_block.PLAIN_FIELDS``), so they are normalized column-wise. Figures
+come from ``os.wait4`` on the stage's process (``ru_maxrss``, the peak resident memory;
+CPU-seconds, which do not depend on the machine's other users; wall time, the target's
 measure). Environment: ``SCALEWALL_BENCH_TABLE_ROWS``. Run:
 ``python -m benchmarks.bench_large_table``.
 
-Measured at 10^6 rows (50 MB) on the 2-core development machine shared with other sessions
-(CPU-seconds are the comparable figure; wall time depends on the load), round 7, one after the
-other at load average ~2.4: before the column-wise path (da7beeb) 186.1 CPU-s, 190.8 s wall,
-945 MB peak; with it (the table's rows are plain: ``pipeline.ingest.core.table_block``)
-73.6 CPU-s, 75.9 s wall, 949 MB peak (at load 4-6: 81.0 and 84.1 CPU-s, 947 and 950 MB).
-The 60 s target is not met yet: what remains (cProfile, 10^5 rows) is writing runs.parquet
-(the contract's pandera checks ~23%, building the frames ~9%), reading the CSV (~18%), the
-series and the one-per-configuration rule (~21%), and the column-wise normalization (~10%).
+Measured at 10^6 rows (55 MB) on the 2-core development machine (load average ~1): 82.3 CPU-s,
+82.3 s wall, 945 MB peak. The 60 s target is missed. Where the time goes (cProfile, 10^5 rows of
+the same table without its precision column): writing runs.parquet ~38% (the contract's pandera
+checks ~23%, building the frames ~9%), reading the CSV ~18%, the series and the
+one-per-configuration rule ~21%, the column-wise normalization ~10%.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from pipeline.config import PROJ_ROOT, load_params
 
 ROWS = int(os.environ.get("SCALEWALL_BENCH_TABLE_ROWS", 1_000_000))
 LIMIT_S, LIMIT_MB = 60.0, 1024.0
-HEADER = "source,citation,model,accelerator,n_accelerators,tokens_per_s\n"
+HEADER = "source,citation,model,accelerator,precision,n_accelerators,tokens_per_s\n"
 
 
 def write_table(path: Path, rows: int) -> int:
@@ -43,7 +42,7 @@ def write_table(path: Path, rows: int) -> int:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(HEADER)
         for n in range(1, rows + 1):
-            fh.write(f"big,t1,llama3-8b,H100-SXM5-80GB,{n},{n * 8000}\n")
+            fh.write(f"big,t1,llama3-8b,H100-SXM5-80GB,bf16,{n},{n * 8000}\n")
     return path.stat().st_size
 
 
