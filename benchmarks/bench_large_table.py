@@ -1,5 +1,5 @@
 """A large published table through the ingest stage: wall time and peak memory of ``python -m
-pipeline ingest`` on one generated format-v1 table of ``ROWS`` rows (default 10^6, ~45 bytes a
+pipeline ingest`` on one generated format-v1 table of ``ROWS`` rows (default 10^6, ~55 bytes a
 row; target < 60 s and < 1 GB), nothing else in its inputs.
 
 Every row is its own configuration (its N differs), a plausible run of a catalogued model and
