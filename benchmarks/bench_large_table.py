@@ -12,8 +12,9 @@ CPU-seconds, which do not depend on the machine's other users; wall time, the ta
 measure). Environment: ``SCALEWALL_BENCH_TABLE_ROWS``. Run:
 ``python -m benchmarks.bench_large_table``.
 
-Measured at 10^6 rows (55 MB) on the 2-core development machine (load average ~1): 82.3 CPU-s,
-82.3 s wall, 945 MB peak. The 60 s target is missed. Where the time goes (cProfile, 10^5 rows of
+Measured at 10^6 rows (55 MB) on the 2-core development machine: 66.0 CPU-s, 66.0 s wall,
+947 MB peak with the machine otherwise idle (82.3 CPU-s at load average ~1). The 60 s target is
+missed. Where the time goes (cProfile, 10^5 rows of
 the same table without its precision column): writing runs.parquet ~38% (the contract's pandera
 checks ~23%, building the frames ~9%), reading the CSV ~18%, the series and the
 one-per-configuration rule ~21%, the column-wise normalization ~10%.
