@@ -204,11 +204,11 @@ def stream_in_order(fn: Callable[[T], R], tasks: list[T], workers: int,
                     initializer: Callable[[], None] | None = None) -> Iterator[Iterator[R]]:
     """``fn(t)`` for every task, yielded in task order as the results come (the caller's work
     on one overlaps the computing of those after it): over ``min(usable_workers(workers),
-    len(tasks))`` local processes (every task handed out at once), on the stage's Dask cluster
-    (at most ``STREAM_WINDOW_PER_WORKER`` tasks per worker in flight, so the results waiting
-    stay bounded; ``LOCAL_WINDOW_PER_WORKER`` per local process), or in this process when
-    ``workers`` is 1. ``initializer`` runs once in each
-    worker first. Leaving the ``with`` early cancels the tasks not yet done."""
+    len(tasks))`` local processes (at most ``LOCAL_WINDOW_PER_WORKER`` tasks per process
+    submitted and not yet read), on the stage's Dask cluster (at most
+    ``STREAM_WINDOW_PER_WORKER`` tasks per worker in flight), so the results waiting stay
+    bounded; or in this process when ``workers`` is 1. ``initializer`` runs once in each worker
+    first. Leaving the ``with`` early cancels the tasks not yet done."""
     client = _Active.client
     if workers <= 1 or len(tasks) <= 1:
         if initializer is not None:
