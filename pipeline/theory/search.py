@@ -208,14 +208,17 @@ def _cells(scn: Scenario, model: dict, combo: dict, flop: np.ndarray, q: float
     keep = np.isfinite(hi) & (hi >= 0)
     idx, k, hi, log_chips = idx[keep], k[keep], hi[keep], log_chips[keep]
     g_min = flop[idx] / (float(np.asarray(scn.hardware.peak_flops_per_s)) * scn.duration_s)
-    lo = np.ceil(q * (np.log2(g_min) - log_chips) - 1e-9)
-    if s.memory_check:
-        lo = np.maximum(lo, np.ceil(q * _memory_log2_dp(scn, model, combo, idx, k) - 1e-9))
-    lo = np.maximum(lo, 0.0)
-    if s.memory_check:
-        lo = _fitting_lo(scn, model, combo, idx, k, lo, hi, q)
+    lo = np.maximum(np.ceil(q * (np.log2(g_min) - log_chips) - 1e-9), 0.0)
+    # The memory bound only raises lo, so it is computed for the cells that pass the cheap
+    # tests (hi >= lo and the time bound) alone: the others are dropped whatever it says.
     worth = (hi >= lo) & (_time_lower_bound(scn, model, combo, idx, k, hi, q)
                           <= scn.duration_s)
+    if s.memory_check:
+        w = np.nonzero(worth)[0]
+        lo_w = np.maximum(lo[w], np.ceil(
+            q * _memory_log2_dp(scn, model, combo, idx[w], k[w]) - 1e-9))
+        lo[w] = _fitting_lo(scn, model, combo, idx[w], k[w], lo_w, hi[w], q)
+        worth &= hi >= lo
     has_cell = np.zeros(flop.size, bool)
     has_cell[idx[worth]] = True
     orphan = ~has_cell[idx]
@@ -336,15 +339,15 @@ def _fitting_lo(scn: Scenario, model: dict, combo: dict, idx: np.ndarray, k: np.
     ``rounds`` steps (or past ``hi``) is left to the ``hi >= lo`` test."""
     hbm = float(np.asarray(scn.hardware.hbm_bytes))
     lo = lo.copy()
+    pending = np.arange(lo.size)  # cells not yet seen to fit at their lo
     for _ in range(rounds):
-        open_ = lo <= hi
-        if not open_.any():
+        pending = pending[lo[pending] <= hi[pending]]
+        if pending.size == 0:
             break
-        memory = layout_memory(scn, model, combo, idx[open_], k[open_], _dp(lo[open_], q))
-        short = ~fits_in(memory, hbm, scn.memory_constants)
-        if not short.any():
-            break
-        lo[np.nonzero(open_)[0][short]] += 1.0
+        memory = layout_memory(scn, model, combo, idx[pending], k[pending],
+                               _dp(lo[pending], q))
+        pending = pending[~fits_in(memory, hbm, scn.memory_constants)]
+        lo[pending] += 1.0
     return lo
 
 
