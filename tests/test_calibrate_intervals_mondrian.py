@@ -86,3 +86,34 @@ def base_model(catalog) -> StepModel:
     root = Path(__file__).resolve().parents[1] / "data" / "catalog"
     return bare_model(catalog, root, {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6},
                       True, 128.0)
+
+
+
+def test_a_kind_too_thin_to_calibrate_takes_the_widest_calibrated_kind() -> None:
+    """MoE with its main source left out: its few scores from two other sources cannot set a
+    95% quantile; it gets the widest calibrated kind's (here dense BF16's), not production's,
+    which the well-predicted FP8 rows pull down; the held-out source's own scores never count."""
+    n_dense, n_fp8 = 30, 60
+    source = np.array([f"s{i % 3}" for i in range(n_dense + n_fp8)]
+                      + ["m0"] * 6 + ["s0", "s1"] * 3, dtype=object)
+    cells = np.array(["A100/dense_bf16"] * n_dense + ["H100/fp8"] * n_fp8
+                     + ["H100/moe"] * 12, dtype=object)
+    scores = np.r_[np.linspace(0.1, 1.0, n_dense), np.full(n_fp8, 0.1), np.full(6, 9.0),
+                   np.full(6, 0.05)]
+    config = np.array([f"c{i}" for i in range(source.size)], dtype=object)
+    half, q = iv.mondrian_half_widths(scores, config, source, cells, np.ones(source.size, bool),
+                                      class_chain, 0.95)
+    held = source == "m0"
+    # m0 left out, class:moe has 6 configurations from 2 sources: the widest calibrated kind,
+    # dense BF16 (its 30th of 30: 1.0), over production (the 93rd of 96: below 1.0)
+    others = iv.mondrian_quantiles(*iv.per_configuration(scores, config, source, cells),
+                                   class_chain, 0.95, exclude="m0")
+    assert others["production"] < others["class:dense_bf16"] == pytest.approx(1.0)
+    assert np.allclose(half[held], 1.0)
+    assert iv.unseen_kind_quantile([0.1, 0.5], [0.3]) == pytest.approx(0.5)
+    assert iv.unseen_kind_quantile([0.1], [0.3]) == pytest.approx(0.3)   # never below production
+    assert np.isnan(iv.unseen_kind_quantile([], []))
+    # over every source class:moe still has 12 configurations: the unseen-kind value is keyed
+    # for the planner too
+    assert q["class:moe"] == pytest.approx(max(q["class:dense_bf16"], q["class:fp8"],
+                                               q["production"]))

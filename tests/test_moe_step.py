@@ -134,3 +134,21 @@ def test_automodel_moe_rows_state_deepep_and_a_stated_dispatcher_is_kept() -> No
     got = with_stated_dispatcher(runs)["moe_dispatcher"].tolist()
     assert got[0] == "deepep" and got[3] == "alltoall"
     assert pd.isna(got[1]) and pd.isna(got[2])
+
+
+def test_bridge_token_dropping_rows_state_capacity_one_and_price_as_balanced() -> None:
+    """Megatron-Bridge 25.09's "(tokendrop)" rows state the run script's capacity factor 1.0
+    (derived, cited); every other row of that table is dropless (empty). Capacity 1.0 caps the
+    busiest expert at the mean: the same imbalance as force-balanced routing."""
+    import pandas as pd
+
+    from pipeline.config import PROJ_ROOT
+    rows = pd.read_csv(PROJ_ROOT / "data/raw/published/megatron_bridge2025.csv")
+    drop = rows["notes"].fillna("").str.contains("Token-dropping run")
+    assert drop.sum() == 8
+    assert (rows.loc[drop, "capacity_factor"] == 1.0).all()
+    assert rows.loc[drop, "derived"].str.contains("capacity_factor").all()
+    assert rows.loc[drop, "notes"].str.contains("apply_moe_token_drop").all()
+    assert rows.loc[~drop, "capacity_factor"].isna().all()
+    assert moe.imbalance(np.array([1.0, np.nan, 1.25]), np.full(3, np.nan)).tolist() == [
+        1.0, 1.0, 1.25]

@@ -134,7 +134,8 @@ def mondrian_quantiles(scores: np.ndarray, sources: np.ndarray, cells: np.ndarra
     """Per cell, the conformal quantile at the first level of ``chain(cell)`` (keys: the cell,
     its kind, 'production'; pipeline/calibrate/classes.py) with enough scores from sources other
     than ``exclude`` (``MONDRIAN_MIN_SOURCES`` of them; the last level, all production, any);
-    keyed by every level that has enough (a planner row walks the same chain).
+    keyed by every level that has enough (a planner row walks the same chain). A kind without
+    enough is an unseen class: :func:`unseen_kind_quantile`.
     ``scores`` one per configuration (:func:`per_configuration`)."""
     keep = np.ones(scores.size, bool) if exclude is None else sources != exclude
     members: dict[str, np.ndarray] = {}
@@ -153,7 +154,29 @@ def mondrian_quantiles(scores: np.ndarray, sources: np.ndarray, cells: np.ndarra
         q = _level_quantile(scores, sources, mask, level, need)
         if np.isfinite(q):
             out[key] = q
+    kinds = {chain(c)[-2] for c in cells.tolist() if len(chain(c)) > 2}
+    widest = unseen_kind_quantile([out[k] for k in kinds if k in out],
+                                  [out[k] for k in last if k in out])
+    for kind in kinds - set(out):
+        if np.isfinite(widest):
+            out[kind] = widest
     return out
+
+
+def unseen_kind_quantile(calibrated: list[float], production: list[float]) -> float:
+    """The half-width of a kind (moe, long context, ...) whose scores come from too few other
+    sources to calibrate it: the largest of the calibrated kinds' quantiles and production's.
+
+    Such a kind is a class the other sources do not describe (e.g. MoE with Megatron-Bridge
+    left out: 11 configurations from 2 sources, where 19 from 3 are needed), so its error on an
+    unseen source is not estimated by them, nor by the production quantile, which pools the
+    kinds the data do calibrate. Treating the calibrated kinds as exchangeable draws of a kind,
+    the unseen kind's quantile is a further draw: the split-conformal bound over K kinds at
+    rank ceil((K + 1) level) exceeds K for the few kinds there are, and the largest of them is
+    the tightest finite bound (Vovk et al. 2005 §4.5, Mondrian taxonomies; the categories here
+    are the kinds). Never narrower than production. NaN where nothing is calibrated."""
+    values = [float(v) for v in list(calibrated) + list(production) if np.isfinite(v)]
+    return max(values) if values else np.nan
 
 
 def first_in_chain(q: Mapping[str, float], keys) -> float:

@@ -98,7 +98,10 @@ the model catalog):
   charged in full beside the GPU's time (``host_issue_time``). That is an upper bound where a
   GEMM's GPU time exceeds its issue (coarse experts: Mixtral's one local expert pays 0.15 ms
   a layer against several ms of GEMMs); the lower bound, max(host, GPU) per layer, was tried
-  and left the held-out Megatron-Bridge error at 29 % (this form: 15 %).
+  and left the held-out Megatron-Bridge error at 29 % (this form: 15 %). A run padded to
+  capacity skips the sync, but the skip is not priced: tried on Megatron-Bridge 25.09's eight
+  padded token-dropping rows (capacity 1.0), it made the MoE scores worse (docs/theory.md
+  §10.7).
 - Overlap: ``moe_a2a_overlap`` true (DeepEP's or Megatron's
   ``--overlap-moe-expert-parallel-comm`` schedules) hides the family's overlap share of the
   all-to-alls like the TP collectives; false or not stated: exposed (Megatron's default
