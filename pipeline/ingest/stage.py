@@ -50,7 +50,8 @@ from pipeline.io import (PARQUET_OPTIONS, atomic_path, pid_alive, write_json,
                          write_parquet)
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
-                                      pandas_dtype, validate_runs)
+                                      pandas_dtype)
+from pipeline.ingest.schema_check import check_runs
 from pipeline.schema import check_metrics, check_output
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
@@ -481,8 +482,8 @@ RUNS_SLICE_ROWS = 16_384
 
 def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
     """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
-    (``validate_runs``) and written ``slice_rows`` runs at a time, each slice a row group; the
-    rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
+    (``schema_check.check_runs``: ``validate_runs``' checks on whole columns) and written
+    ``slice_rows`` runs at a time, each slice a row group; the rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
     rows plus one slice's frame. Up to ``slice_rows`` runs the file is byte for byte what
     ``write_parquet`` writes (pyarrow's ``write_table`` is this writer and one
     ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
@@ -497,7 +498,7 @@ def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) ->
                 chunk = runs[:slice_rows]
                 if chunk and chunk[0]["run_id"] == last_id:
                     raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
-                table = pa.Table.from_pandas(validate_runs(_frame(chunk, RUN_COLUMNS)),
+                table = pa.Table.from_pandas(check_runs(_frame(chunk, RUN_COLUMNS)),
                                              schema=RUNS_SCHEMA, preserve_index=False)
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema, **PARQUET_OPTIONS)
