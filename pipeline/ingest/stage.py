@@ -483,12 +483,12 @@ RUNS_SLICE_ROWS = 16_384
 def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
     """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
     (``schema_check.check_runs``: ``validate_runs``' checks on whole columns) and written
-    ``slice_rows`` runs at a time, each slice a row group; the rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
-    rows plus one slice's frame. Up to ``slice_rows`` runs the file is byte for byte what
-    ``write_parquet`` writes (pyarrow's ``write_table`` is this writer and one
-    ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
-    slices because the rows are sorted: the two runs either side of a cut differ.
-    ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
+    ``slice_rows`` runs at a time, each slice a row group; the rows of a written slice are
+    dropped from ``runs`` (left empty), so the peak memory is the rows plus one slice's frame.
+    Up to ``slice_rows`` runs the file is byte for byte what ``write_parquet`` writes
+    (pyarrow's ``write_table`` is this writer and one ``write_table`` call). ``run_id`` is
+    unique within a slice by the contract and across slices because the rows are sorted: the
+    two runs either side of a cut differ. ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
     slice_rows = slice_rows or RUNS_SLICE_ROWS
     with atomic_path(path) as tmp:
         writer: pq.ParquetWriter | None = None

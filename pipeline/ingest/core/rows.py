@@ -31,7 +31,7 @@ BASE_COLUMNS = ("_path", "source", "source_kind", "citation", "model", "model_id
                 "active_params", "n_layers", "d_model", "seq_len",
                 "peak_flops_per_s_per_accelerator", "flops_per_hbm_byte",
                 "flops_per_scaleout_byte")
-_BASE = frozenset(BASE_COLUMNS)
+BASE_COLUMN_SET = frozenset(BASE_COLUMNS)  # the same names, for look-ups
 
 
 class _Layout:
@@ -172,7 +172,7 @@ def compact(row: dict[str, Any], path: str, shared: dict[Any, Any],
     values, not its base's. Bases are keyed by (type, value) of each column: 8 and 8.0 are
     equal in Python but not one value of a column."""
     values = (path, *map(row.get, BASE_COLUMNS[1:]))
-    own = {k: v for k, v in row.items() if v is not None and k not in _BASE}
+    own = {k: v for k, v in row.items() if v is not None and k not in BASE_COLUMN_SET}
     if row.get("source_kind") == "log":
         # a citation that is the path (the usual log's) is that one text, not a copy of it
         own.update((k, path if v == path else v) for k, v in zip(BASE_COLUMNS, values)
