@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import is_not
@@ -36,7 +36,7 @@ from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_rel
 from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.core.flop_count import flag_misprints
-from pipeline.ingest.core.rows import RunRow, compact
+from pipeline.ingest.core.rows import RunRow, base_of, compact, own_names, own_values
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.core.table_block import normalize_block, plain_record
@@ -160,46 +160,81 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
 def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     """Column lists of ``rows`` (None where a row lacks the column): a RunRow holds only its
     given values (~20 of ~70 columns) over a base that many rows share, so the bases' columns
-    are laid out by index (one look-up a row) and each row's own values in one pass over the
-    rows (a later value of a name wins over its base's, as in ``RunRow``). A column no row
-    holds has no list."""
+    are laid out by index (one look-up a row) and the rows' own values by their layout (the
+    rows of one layout transposed at once, ``zip(*values)``); a row's own value of a name wins
+    over its base's, as in ``RunRow``. A column no row holds has no list. Rows are read by C
+    loops (``map``) where they all are RunRows."""
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
-    index: dict[int, int] = {}  # id(base) -> its place in ``bases``
-    bases: list[dict[str, Any]] = []
-    which = np.empty(len(rows), dtype=np.int64)
-    for i, row in enumerate(rows):
-        base = row.base if type(row) is RunRow else {}
-        j = index.get(id(base))
-        if j is None:
-            j = index[id(base)] = len(bases)
-            bases.append(base)
-        which[i] = j
+    if set(map(type, rows)) <= {RunRow}:
+        base_list, owns = list(map(base_of, rows)), list(map(own_names, rows))
+        values, keys = list(map(own_values, rows)), list(map(id, owns))
+    else:  # a plain dict row: no base, its own names by value
+        base_list = [row.base if type(row) is RunRow else {} for row in rows]
+        owns = [own_names(row) if type(row) is RunRow else tuple(row) for row in rows]
+        values = [own_values(row) if type(row) is RunRow else tuple(row.values())
+                  for row in rows]
+        keys = [id(own) if type(row) is RunRow else own for row, own in zip(rows, owns)]
+    bases, which = _distinct(base_list, list(map(id, base_list)))
     out: dict[str, list[Any]] = {}
     for name in sorted({k for base in bases for k in base} & wanted):
         per_base = np.empty(len(bases), dtype=object)
         per_base[:] = [base.get(name) for base in bases]
         out[name] = per_base[which].tolist()
-    for i, row in enumerate(rows):
-        for name, value in (row.own_pairs() if type(row) is RunRow else row.items()):
-            column = out.get(name)
-            if column is None:
-                if name not in wanted:
-                    continue
-                column = out[name] = [None] * len(rows)
-            column[i] = value
+    layouts, of_row = _distinct(owns, keys)
+    for j, own in enumerate(layouts):
+        at = range(len(rows)) if len(layouts) == 1 else np.flatnonzero(of_row == j).tolist()
+        _put_own(out, own, at, [values[i] for i in at] if len(layouts) > 1 else values,
+                 wanted, len(rows))
     return out
+
+
+def _distinct(items: list[Any], keys: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """The distinct ``items`` by ``keys`` (first seen first; items of one key are one value)
+    and each item's place among them."""
+    first = dict(zip(keys, items))  # a key keeps its first place
+    place = {key: i for i, key in enumerate(first)}
+    return list(first.values()), np.fromiter(map(place.__getitem__, keys), dtype=np.int64,
+                                              count=len(keys))
+
+
+def _put_own(out: dict[str, list[Any]], own: tuple[str, ...], at: Sequence[int],
+             values: list[tuple[Any, ...]], wanted: set[str], n_rows: int) -> None:
+    """The own values of the rows ``at`` (one layout, names ``own``) into ``out``'s columns."""
+    whole = len(at) == n_rows  # every row, in order (``at`` is increasing)
+    for name, column_values in zip(own, zip(*values)):
+        if name not in wanted:
+            continue
+        column = out.get(name)
+        if whole:
+            out[name] = list(column_values)
+            continue
+        if column is None:
+            column = out[name] = [None] * n_rows
+        for i, value in zip(at, column_values):
+            column[i] = value
 
 
 def _column(values: list[Any] | None, dtype: Any, n_rows: int) -> Any:
     """``values`` (None: ``n_rows`` Nones) as a pandas array of ``dtype``. A column with no
-    value (most run columns of most sources) is built from a NaN block: the same array as from
-    the list of Nones, without pandas inferring each element's type."""
+    value (most run columns of most sources) is built from its parts: the array pandas builds
+    from ``n_rows`` NaNs (``_EMPTY_DATA``: its values under an all-True mask), without pandas
+    inferring each element's type."""
     # by identity: a pd.NA has no truth value
     if values is None or not any(map(is_not, values, repeat(None))):
-        fill = (np.full(n_rows, None, dtype=object) if dtype is object
-                else np.full(n_rows, np.nan))
-        return pd.array(fill, dtype=dtype)
+        if dtype is object:
+            return pd.array(np.full(n_rows, None, dtype=object), dtype=object)
+        empty = _EMPTY_DATA.get(str(dtype))
+        if empty is None:
+            return pd.array(np.full(n_rows, np.nan), dtype=dtype)
+        kind, fill = empty
+        return kind(np.full(n_rows, fill), np.ones(n_rows, dtype=bool))
     return pd.array(values, dtype=dtype)
+
+
+# pandas' masked arrays of all-missing values, as ``pd.array(np.full(n, np.nan), dtype)`` makes
+# them (array class, value under the mask).
+_EMPTY_DATA: dict[str, tuple[Any, Any]] = {"Int64": (pd.arrays.IntegerArray, np.int64(1)),
+                                           "boolean": (pd.arrays.BooleanArray, np.False_)}
 
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_nodes", "energy_j_interconnect", "power_measurement",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 _EMPTY: dict[str, Any] = {}
@@ -154,6 +155,14 @@ class RunRow(dict):
     def pairs(self) -> Iterator[tuple[str, Any]]:
         """(column, value) of the base, then of the row's own values (the later wins)."""
         return chain(self.base.items(), zip(self._layout.names, self._values))
+
+
+# A RunRow's own values, read by C code over many rows (``map(own_names, rows)``): the names
+# (one tuple object shared by every row of the same names: rows group by its identity) and
+# the values (a tuple in the names' order).
+own_names = attrgetter("_layout.names")
+own_values = attrgetter("_values")
+base_of = attrgetter("base")
 
 
 # Columns that differ from file to file: in a source whose every file is one run (a step log,
