@@ -75,3 +75,16 @@ def test_the_logs_of_a_campaign_share_one_base_their_files_their_own() -> None:
                        "_path": "logs/c/n16/train.log", "citation": "logs/c/n16/train.log",
                        "run_id": "r16", "n_accelerators": 16}
     assert table.base["_path"] == "t.csv" and table.base["citation"] == "logs/c/n32/train.log"
+
+
+def test_row_maker_rows_are_the_rows_of_their_dicts() -> None:
+    from pipeline.ingest.core.rows import own_names, own_values, row_maker
+    base = {"source": "s", "model": "m"}
+    make = row_maker(("run_id", "tokens_per_s"))
+    row = make(("a1", 2.0), base)
+    assert row == RunRow({"run_id": "a1", "tokens_per_s": 2.0}, base)
+    assert row.base is base and own_values(row) == ("a1", 2.0)
+    assert own_names(row) is own_names(make(("b2", 3.0), base))  # one layout for the maker
+    row["mfu"] = 0.4
+    assert dict(row) == {"source": "s", "model": "m", "run_id": "a1", "tokens_per_s": 2.0,
+                         "mfu": 0.4}

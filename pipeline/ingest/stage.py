@@ -296,15 +296,16 @@ class _Runs:
         return compact(row, path, self.shared, self.bases).base
 
     def take_plain(self, record: Record, row: RunRow) -> None:
-        """A column-wise run (``table_block``): its only key is its id in its source."""
+        """A column-wise run (``table_block``, its ``_line`` set): its only key is its id in
+        its source."""
         scope = self.seen.setdefault(record.source, {})
-        owner = scope.get(row["run_id"])
+        run_id = row["run_id"]
+        owner = scope.get(run_id)
         if owner is not None:
             self.rejects.append(_reject_row(record, f"duplicate: same run as "
                                                     f"{owner['provenance']}"))
             return
-        scope[row["run_id"]] = row
-        row["_line"] = record.line
+        scope[run_id] = row
         self.runs.append(row)
 
     def take(self, record: Record, row: dict[str, Any]) -> None:

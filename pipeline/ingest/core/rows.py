@@ -16,7 +16,7 @@ C code that reads a dict's own table (``json.dumps``) sees an empty dict: give i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -155,6 +155,20 @@ class RunRow(dict):
     def pairs(self) -> Iterator[tuple[str, Any]]:
         """(column, value) of the base, then of the row's own values (the later wins)."""
         return chain(self.base.items(), zip(self._layout.names, self._values))
+
+
+def row_maker(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], dict[str, Any]], RunRow]:
+    """A function (values, base) -> the RunRow of own values ``values`` (in the order of
+    ``names``) over ``base``: ``RunRow(dict(zip(names, values)), base)`` without the dict, for
+    many rows of the same names (the names' layout found once)."""
+    layout = layout_of(tuple(names))
+    new = dict.__new__
+
+    def make(values: tuple[Any, ...], base: dict[str, Any]) -> RunRow:
+        row = new(RunRow)
+        row._layout, row._values, row.base = layout, values, base
+        return row
+    return make
 
 
 # A RunRow's own values, read by C code over many rows (``map(own_names, rows)``): the names
