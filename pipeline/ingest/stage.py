@@ -153,8 +153,9 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
         values = _transposed(rows, [c[0] for c in columns])
     else:  # other rows hold every column
         values = {c[0]: [r[c[0]] for r in rows] for c in columns}
+    # copy=False: the frame keeps the new arrays as they are (no block of ~70 columns copied)
     return pd.DataFrame({c[0]: _column(values.pop(c[0], None), pandas_dtype(c[1]), len(rows))
-                         for c in columns})
+                         for c in columns}, copy=False)
 
 
 def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
