@@ -491,3 +491,15 @@ def test_transposed_columns_are_each_rows_values_whatever_its_layout() -> None:
     assert one == {n: [rows[0].get(n)] * 3 for n in ("run_id", "source", "model", "notes",
                                                      "tokens_per_s")}
     assert stage._transposed([], names) == {}
+
+
+def test_full_collections_are_rare_within_the_stage_and_restored_after() -> None:
+    import gc
+    before = gc.get_threshold()
+    with stage.rare_full_collections():
+        assert gc.get_threshold()[:2] == before[:2]
+        assert gc.get_threshold()[2] == max(before[2], stage.FULL_GC_EVERY)
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), stage.rare_full_collections():
+        raise RuntimeError
+    assert gc.get_threshold() == before
