@@ -88,3 +88,20 @@ def test_row_maker_rows_are_the_rows_of_their_dicts() -> None:
     row["mfu"] = 0.4
     assert dict(row) == {"source": "s", "model": "m", "run_id": "a1", "tokens_per_s": 2.0,
                          "mfu": 0.4}
+
+
+def test_columns_getter_reads_what_get_reads_on_any_row() -> None:
+    from pipeline.ingest.core.rows import columns_getter
+    names = ("run_id", "model", "notes", "tp", "mfu")
+    get, one, none = columns_getter(names), columns_getter(("notes",)), columns_getter(())
+    base = {"_path": "t.csv", "model": "m", "notes": "base"}
+    rows = [_row(), RunRow({"run_id": "r2"}, base), RunRow({"run_id": "r3", "notes": "own"}, base),
+            {"run_id": "d", "model": "x"}, RunRow({}, {})]
+    rows[1]["mfu"] = 0.5  # a grown layout over the same base
+    rows.append(compact({"run_id": "c", "source": "s", "model": "m", "tp": 2}, "p", {}, {}))
+    for _ in range(2):  # planned, then from the plan
+        for row in rows:
+            assert get(row) == tuple(map(row.get, names)), row
+            assert one(row) == (row.get("notes"),) and none(row) == ()
+    rows[2]["notes"] = "changed"  # a value set later is read
+    assert get(rows[2])[2] == "changed"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 _EMPTY: dict[str, Any] = {}
@@ -169,6 +169,44 @@ def row_maker(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], dict[str, An
         row._layout, row._values, row.base = layout, values, base
         return row
     return make
+
+
+def columns_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function row -> the tuple of its values of ``names`` (None where it has none), as
+    ``tuple(map(row.get, names))``: for a RunRow by one C look-up (``itemgetter``) on its own
+    values and its base's, planned once for each (base, layout) it meets (the plans hold
+    their bases: keep the function no longer than the rows; a base is never changed once a
+    row stands on it)."""
+    names = tuple(names)
+    plans: dict[tuple[int, int], tuple[dict[str, Any], _Layout, Callable[..., Any]]] = {}
+
+    def get(row: dict[str, Any]) -> tuple[Any, ...]:
+        if type(row) is not RunRow:
+            return tuple(map(row.get, names))
+        base, layout = row.base, row._layout
+        plan = plans.get((id(base), id(layout)))
+        if plan is None or plan[0] is not base or plan[1] is not layout:
+            plan = plans[(id(base), id(layout))] = (base, layout, _plan(names, base, layout))
+        return plan[2](row._values)
+    return get
+
+
+def _plan(names: tuple[str, ...], base: dict[str, Any], layout: _Layout
+          ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """values -> the values of ``names`` of a row of ``layout`` over ``base`` (its own value
+    first, then its base's)."""
+    fixed = tuple(base.get(name) for name in names if name not in layout.index)
+    at, j = [], len(layout.names)
+    for name in names:
+        if name in layout.index:
+            at.append(layout.index[name])
+        else:
+            at.append(j)
+            j += 1
+    if len(at) < 2:  # itemgetter of one index gives the value, not a tuple
+        return lambda values: tuple((values + fixed)[i] for i in at)
+    pick = itemgetter(*at)
+    return lambda values: pick(values + fixed)
 
 
 # A RunRow's own values, read by C code over many rows (``map(own_names, rows)``): the names

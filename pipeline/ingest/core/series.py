@@ -30,6 +30,7 @@ from collections import defaultdict
 from typing import Any
 
 from pipeline.ingest.contract import SERIES_COLUMNS
+from pipeline.ingest.core.rows import columns_getter
 from pipeline.vocab import Y_METRICS
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -62,14 +63,27 @@ def _batch_label(group: list[dict[str, Any]]) -> str:
     return "split"
 
 
-def _base_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    if row["_series"] is not None:
-        return ("explicit", row["source"], row["_series"])
+# What a run's group depends on (``_group_of``), read at once (``rows.columns_getter``).
+_GROUP_FIELDS = ("status", *Y_METRICS, "_series", "source", "source_kind", "system",
+                 "submitter", "mlperf_version", "model_id", "model", "accelerator", "precision",
+                 "strategy_family", "scaling")
+
+
+def _group_of(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A run's group key from its ``_GROUP_FIELDS`` values; None for a run in no series (not
+    ``_eligible``)."""
+    status, ys = values[0], values[1:1 + len(Y_METRICS)]
+    if status != "ok" or all(y is None for y in ys):
+        return None
+    (series, source, kind, system, submitter, version, model_id, model, accelerator, precision,
+     family, scaling) = values[1 + len(Y_METRICS):]
+    if series is not None:
+        return ("explicit", source, series)
     # A log's source is its campaign folder, whose job folders may hold several clusters: the
     # sidecar's ``system`` keeps them apart (published tables name a system per row, so not there).
-    system = row["system"] if row["source_kind"] == "log" else None
-    return (row["source"], row["submitter"], row["mlperf_version"], row["model_id"] or row["model"],
-            row["accelerator"], row["precision"], row["strategy_family"], row["scaling"], system)
+    system = system if kind == "log" else None
+    return (source, submitter, version, model_id or model, accelerator, precision, family,
+            scaling, system)
 
 
 def _series_id(row: dict[str, Any], label: str, batch: float | None) -> str:
@@ -93,9 +107,11 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by ``series_id``.
     """
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    values_of = columns_getter(_GROUP_FIELDS)
     for row in rows:
-        if _eligible(row):
-            groups[_base_key(row)].append(row)
+        key = _group_of(values_of(row))
+        if key is not None:  # an ``_eligible`` run
+            groups[key].append(row)
     scaled: dict[str | None, str] = {}
     for key, group in groups.items():
         explicit = key[0] == "explicit"
