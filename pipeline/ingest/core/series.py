@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.ingest.contract import SERIES_COLUMNS
@@ -113,6 +114,7 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key is not None:  # an ``_eligible`` run
             groups[key].append(row)
     scaled: dict[str | None, str] = {}
+    read = columns_getter(("scaling", "derived", "global_batch_tokens"))
     for key, group in groups.items():
         explicit = key[0] == "explicit"
         given = _common_label(group) if explicit else group[0]["scaling"]
@@ -123,23 +125,35 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             label = given
         else:
             label = "unknown" if explicit and inferred == "split" else inferred
-        # The id is a function of the group's key, the label and the batch: built once for
-        # each (label, batch) of the group, one string shared by its runs.
-        ids: dict[tuple[str, float | None], str] = {}
-        for row in group:
-            batch = row["global_batch_tokens"] if label == "split" else None
-            row_label = "strong" if label == "split" else label
-            _note_contradiction(row, inferred)
-            if row["scaling"] is None:
-                row["scaling"] = row_label
-                if row["derived"] not in scaled:  # one string for each derived list
-                    scaled[row["derived"]] = (f"{row['derived']};scaling" if row["derived"]
-                                              else "scaling")
-                row["derived"] = scaled[row["derived"]]
-            if (row_label, batch) not in ids:
-                ids[(row_label, batch)] = _series_id(row, row_label, batch)
-            row["series_id"] = ids[(row_label, batch)]
+        _set_group(group, label, inferred, scaled, read)
     return _series_table(rows)
+
+
+def _set_group(group: list[dict[str, Any]], label: str, inferred: str,
+               scaled: dict[str | None, str],
+               read: Callable[[dict[str, Any]], tuple[Any, ...]]) -> None:
+    """``scaling`` (where the run states none), ``derived`` and ``series_id`` set on the runs
+    of one group of ``label`` (``split``: one strong series per batch); ``read``: a run's
+    (scaling, derived, global_batch_tokens)."""
+    # The id is a function of the group's key, the label and the batch: built once for each
+    # (label, batch) of the group, one string shared by its runs.
+    ids: dict[tuple[str, float | None], str] = {}
+    split = label == "split"
+    row_label = "strong" if split else label
+    for row in group:
+        stated, derived, batch = read(row)
+        batch = batch if split else None
+        if stated in ("strong", "weak"):  # a stated label the batches may contradict
+            _note_contradiction(row, inferred)
+        if stated is None:
+            row["scaling"] = row_label
+            if derived not in scaled:  # one string for each derived list
+                scaled[derived] = f"{derived};scaling" if derived else "scaling"
+            row["derived"] = scaled[derived]
+        series_id = ids.get((row_label, batch))
+        if series_id is None:
+            series_id = ids[(row_label, batch)] = _series_id(row, row_label, batch)
+        row["series_id"] = series_id
 
 
 _BATCH_SAYS = {"strong": "every run of its group has the same global batch",
