@@ -12,13 +12,14 @@ CPU-seconds, which depend less on the machine's other users than wall time but s
 load, up to ~1.3x at load ~2 here; wall time, the target's measure). Environment:
 ``SCALEWALL_BENCH_TABLE_ROWS``. Run: ``python -m benchmarks.bench_large_table``.
 
-Measured at 10^6 rows (55 MB) on the 2-core development machine, shared with other sessions (load
-average 0.35 before the run, 0.7 after): 45.2 CPU-s, 45.1 s wall, 924 MB peak; main at 8005d1b
-right after it: 83.3 CPU-s, 948 MB (earlier pairs on this branch: at 9a5a6be 51.3 against 77.7
-CPU-s at load ~1, at d6b7f73 56.6 against 89.0 at load ~2.3). Where the time goes (CPU-s of each
-phase in one process that holds the records, load ~1): reading the CSV 7.2, the column-wise
-normalization 8.6 and one-per-configuration 2.4, the series 9.3, writing runs.parquet 20.2
-(building the frames 8.0, the contract's checks 3.9, Arrow and Parquet the rest).
+Measured at 10^6 rows (55 MB) on the 2-core development machine, shared with other sessions, each
+run beside one of main at 8005d1b (same command, back to back, load average 0.4 to 1.0 around
+them): 45.2 (at d518c9a), 50.6 and 53.2 (at c6d0af6) CPU-s (wall the same to 0.1 s), 924-926 MB
+peak, against 83.3, 76.8 and 84.3 CPU-s and 948 MB for main, which the same machine had measured at
+66.0 when otherwise idle (at load ~2.3, at d6b7f73: 56.6 against 89.0). Where the time goes (CPU-s
+of each phase in one process that holds the records, load ~1, at d518c9a): reading the CSV 7.2, the
+column-wise normalization 8.6 and one-per-configuration 2.4, the series 9.3, writing runs.parquet
+20.2 (building the frames 8.0, the contract's checks 3.9, Arrow and Parquet the rest).
 """
 
 from __future__ import annotations
