@@ -2,22 +2,24 @@
 pipeline ingest`` on one generated format-v1 table of ``ROWS`` rows (default 10^6, ~55 bytes a
 row; target < 60 s and < 1 GB), nothing else in its inputs.
 
-Every row is its own configuration (its N differs), a plausible run of a catalogued model and
-chip (``llama3-8b`` on ``H100-SXM5-80GB`` in bf16 at ~0.4 MFU), so the whole normalization runs:
-the catalog look-ups, the derived measures (the FLOP count, MFU against the bf16 peak), the
+Every row is its own configuration (its N differs), a plausible run of a catalogued model and chip
+(``llama3-8b`` on ``H100-SXM5-80GB`` in bf16 at ~0.4 MFU), so the whole normalization runs: the
+catalog look-ups, the derived measures (the FLOP count, MFU against the bf16 peak), the
 plausibility rule, one-per-configuration and the series. Its rows are plain (their fields are
 ``pipeline.ingest.core.table_block.PLAIN_FIELDS``), so they are normalized column-wise. Figures
 come from ``os.wait4`` on the stage's process (``ru_maxrss``, the peak resident memory;
-CPU-seconds, which do not depend on the machine's other users; wall time, the target's
-measure). Environment: ``SCALEWALL_BENCH_TABLE_ROWS``. Run:
-``python -m benchmarks.bench_large_table``.
+CPU-seconds, which depend less on the machine's other users than wall time but still rise with its
+load, up to ~1.3x at load ~2 here; wall time, the target's measure). Environment:
+``SCALEWALL_BENCH_TABLE_ROWS``. Run: ``python -m benchmarks.bench_large_table``.
 
-Measured at 10^6 rows (55 MB) on the 2-core development machine: 66.0 CPU-s, 66.0 s wall,
-947 MB peak with the machine otherwise idle (82.3 CPU-s at load average ~1). The 60 s target is
-missed. Where the time goes (cProfile, 10^5 rows of
-the same table without its precision column): writing runs.parquet ~38% (the contract's pandera
-checks ~23%, building the frames ~9%), reading the CSV ~18%, the series and the
-one-per-configuration rule ~21%, the column-wise normalization ~10%.
+Measured at 10^6 rows (55 MB) on the 2-core development machine, shared with other sessions, each
+run beside one of main at 8005d1b (same command, back to back, load average 0.4 to 1.0 around
+them): 45.2 (at d518c9a), 50.6 and 53.2 (at c6d0af6) CPU-s (wall the same to 0.1 s), 924-926 MB
+peak, against 83.3, 76.8 and 84.3 CPU-s and 948 MB for main, which the same machine had measured at
+66.0 when otherwise idle (at load ~2.3, at d6b7f73: 56.6 against 89.0). Where the time goes (CPU-s
+of each phase in one process that holds the records, load ~1, at d518c9a): reading the CSV 7.2, the
+column-wise normalization 8.6 and one-per-configuration 2.4, the series 9.3, writing runs.parquet
+20.2 (building the frames 8.0, the contract's checks 3.9, Arrow and Parquet the rest).
 """
 
 from __future__ import annotations

@@ -75,3 +75,33 @@ def test_the_logs_of_a_campaign_share_one_base_their_files_their_own() -> None:
                        "_path": "logs/c/n16/train.log", "citation": "logs/c/n16/train.log",
                        "run_id": "r16", "n_accelerators": 16}
     assert table.base["_path"] == "t.csv" and table.base["citation"] == "logs/c/n32/train.log"
+
+
+def test_row_maker_rows_are_the_rows_of_their_dicts() -> None:
+    from pipeline.ingest.core.rows import own_names, own_values, row_maker
+    base = {"source": "s", "model": "m"}
+    make = row_maker(("run_id", "tokens_per_s"))
+    row = make(("a1", 2.0), base)
+    assert row == RunRow({"run_id": "a1", "tokens_per_s": 2.0}, base)
+    assert row.base is base and own_values(row) == ("a1", 2.0)
+    assert own_names(row) is own_names(make(("b2", 3.0), base))  # one layout for the maker
+    row["mfu"] = 0.4
+    assert dict(row) == {"source": "s", "model": "m", "run_id": "a1", "tokens_per_s": 2.0,
+                         "mfu": 0.4}
+
+
+def test_columns_getter_reads_what_get_reads_on_any_row() -> None:
+    from pipeline.ingest.core.rows import columns_getter
+    names = ("run_id", "model", "notes", "tp", "mfu")
+    get, one, none = columns_getter(names), columns_getter(("notes",)), columns_getter(())
+    base = {"_path": "t.csv", "model": "m", "notes": "base"}
+    rows = [_row(), RunRow({"run_id": "r2"}, base), RunRow({"run_id": "r3", "notes": "own"}, base),
+            {"run_id": "d", "model": "x"}, RunRow({}, {})]
+    rows[1]["mfu"] = 0.5  # a grown layout over the same base
+    rows.append(compact({"run_id": "c", "source": "s", "model": "m", "tp": 2}, "p", {}, {}))
+    for _ in range(2):  # planned, then from the plan
+        for row in rows:
+            assert get(row) == tuple(map(row.get, names)), row
+            assert one(row) == (row.get("notes"),) and none(row) == ()
+    rows[2]["notes"] = "changed"  # a value set later is read
+    assert get(rows[2])[2] == "changed"

@@ -456,3 +456,50 @@ def test_write_runs_is_write_parquet_for_one_slice(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="twice"):
         stage.write_runs(twice, tmp_path / "twice.parquet", slice_rows=2)
     assert not (tmp_path / "twice.parquet").exists()
+
+
+def test_an_empty_column_is_the_array_pandas_builds_from_nans() -> None:
+    import numpy as np
+    for dtype in ("Int64", "boolean", "float64", object):
+        got = stage._column(None, dtype, 5)
+        nans = np.full(5, None if dtype is object else np.nan,
+                       dtype=object if dtype is object else float)
+        want = pd.array(nans, dtype=dtype)
+        assert type(got) is type(want) and got.dtype == want.dtype and got.equals(want)
+        for part in ("_data", "_mask"):  # the values under the mask too
+            if hasattr(want, part):
+                assert (getattr(got, part) == getattr(want, part)).all()
+        assert stage._column([None] * 5, dtype, 5).equals(want)
+
+
+def test_transposed_columns_are_each_rows_values_whatever_its_layout() -> None:
+    """Rows of several layouts and bases (and a plain dict): every column as the rows read."""
+    from pipeline.ingest.core.rows import RunRow
+    base_a, base_b = {"source": "a", "model": "m", "notes": "base"}, {"source": "b"}
+    rows: list[Any] = [RunRow({"run_id": "1", "tokens_per_s": 1.0}, base_a),
+                       RunRow({"run_id": "2", "notes": "own"}, base_a),
+                       RunRow({"run_id": "3", "tokens_per_s": 3.0}, base_b),
+                       {"run_id": "4", "source": "d", "_path": "x"},
+                       RunRow({"run_id": "5", "tokens_per_s": 5.0, "_line": 7}, base_b)]
+    rows[4]["mfu"] = 0.5  # a value set later: a grown layout
+    names = ["run_id", "source", "model", "notes", "tokens_per_s", "mfu", "hfu"]
+    got = stage._transposed(rows, names)
+    assert set(got) == set(names) - {"hfu"}
+    for name, column in got.items():
+        assert column == [row.get(name) for row in rows], name
+    one = stage._transposed(rows[:1] * 3, names)  # one layout, one base
+    assert one == {n: [rows[0].get(n)] * 3 for n in ("run_id", "source", "model", "notes",
+                                                     "tokens_per_s")}
+    assert stage._transposed([], names) == {}
+
+
+def test_full_collections_are_rare_within_the_stage_and_restored_after() -> None:
+    import gc
+    before = gc.get_threshold()
+    with stage.rare_full_collections():
+        assert gc.get_threshold()[:2] == before[:2]
+        assert gc.get_threshold()[2] == max(before[2], stage.FULL_GC_EVERY)
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError), stage.rare_full_collections():
+        raise RuntimeError
+    assert gc.get_threshold() == before

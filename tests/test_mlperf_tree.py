@@ -20,7 +20,7 @@ ROUND = FIXTURES / "v9.0"
 V1_FIELDS = {"source", "citation", "model", "params_b", "accelerator", "n_accelerators", "seq_len",
              "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp", "tokens_per_s",
              "step_time_s", "time_to_train_s", "derived", "notes"}
-# Read by the ingest core (normalize._ID_FIELDS) though not in RUN_EXTRAS.
+# Read by the ingest core (normalize.ID_FIELDS) though not in RUN_EXTRAS.
 CORE_EXTRAS = {"submitter", "result_path", "log_sha1"}
 
 

@@ -205,18 +205,29 @@ def _series_runs_have_y(df: pd.DataFrame) -> pd.Series:
     return df["series_id"].isna() | df[list(Y_METRICS)].notna().any(axis=1)
 
 
+def _active_params_within_params(df: pd.DataFrame) -> pd.Series:
+    return df["active_params"] <= df["params"]
+
+
+# The checks across columns, by name (pandera names a check by its function).
+_FRAME_CHECKS = {fn.__name__: (fn, error) for fn, error in (
+    (_ok_runs_have_a_measure, "an ok run has no measure"),
+    (_series_runs_have_y, "a run in a series has no y metric"),
+    (_active_params_within_params, "active_params > params"))}
+# The function of each of ``RUNS_FRAME_SCHEMA``'s checks across columns, by the check's name
+# (``pipeline.ingest.schema_check`` runs them on whole columns).
+RUNS_FRAME_CHECKS = {name: fn for name, (fn, _) in _FRAME_CHECKS.items()}
+
 RUNS_FRAME_SCHEMA = pda.DataFrameSchema(
     {name: _run_column(name, t) for name, t, _ in RUN_COLUMNS},
-    checks=[pda.Check(_ok_runs_have_a_measure, error="an ok run has no measure"),
-            pda.Check(_series_runs_have_y, error="a run in a series has no y metric"),
-            pda.Check(lambda df: df["active_params"] <= df["params"],
-                      error="active_params > params")],
+    checks=[pda.Check(fn, error=error) for fn, error in _FRAME_CHECKS.values()],
     strict=True, ordered=True,
 )
 
 
 def validate_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """Check ``df`` against ``RUNS_FRAME_SCHEMA``, reporting every failure at once."""
+    """Check ``df`` against ``RUNS_FRAME_SCHEMA``, reporting every failure at once (the stage
+    checks with ``schema_check.check_runs``: the same checks on whole columns, then this)."""
     return RUNS_FRAME_SCHEMA.validate(df, lazy=True)
 
 

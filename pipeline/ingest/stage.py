@@ -12,12 +12,13 @@ anything. A run seen twice in a source (same ``run_id``, or the same ``log_sha1`
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import is_not
@@ -36,7 +37,8 @@ from pipeline.config import (PROJ_ROOT, ConfigError, IngestSettings, project_rel
 from pipeline.ingest.core.conflicts import one_per_configuration
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.core.flop_count import flag_misprints
-from pipeline.ingest.core.rows import RunRow, compact
+from pipeline.ingest.core.rows import (RunRow, base_of, columns_getter, compact, own_names,
+                                        own_values)
 from pipeline.ingest.sources.mlperf.tree import read_tree
 from pipeline.ingest.core.normalize import CatalogCache, normalize
 from pipeline.ingest.core.table_block import normalize_block, plain_record
@@ -50,7 +52,8 @@ from pipeline.io import (PARQUET_OPTIONS, atomic_path, pid_alive, write_json,
                          write_parquet)
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
-                                      pandas_dtype, validate_runs)
+                                      pandas_dtype)
+from pipeline.ingest.schema_check import check_runs
 from pipeline.schema import check_metrics, check_output
 
 REJECTS_SCHEMA_COLUMNS = tuple((f.name, f.type) for f in REJECTS_SCHEMA)
@@ -152,53 +155,89 @@ def _frame(rows: list[dict[str, Any]], columns: Any) -> pd.DataFrame:
         values = _transposed(rows, [c[0] for c in columns])
     else:  # other rows hold every column
         values = {c[0]: [r[c[0]] for r in rows] for c in columns}
+    # copy=False: the frame keeps the new arrays as they are (no block of ~70 columns copied)
     return pd.DataFrame({c[0]: _column(values.pop(c[0], None), pandas_dtype(c[1]), len(rows))
-                         for c in columns})
+                         for c in columns}, copy=False)
 
 
 def _transposed(rows: list[RunRow], names: list[str]) -> dict[str, list[Any]]:
     """Column lists of ``rows`` (None where a row lacks the column): a RunRow holds only its
     given values (~20 of ~70 columns) over a base that many rows share, so the bases' columns
-    are laid out by index (one look-up a row) and each row's own values in one pass over the
-    rows (a later value of a name wins over its base's, as in ``RunRow``). A column no row
-    holds has no list."""
+    are laid out by index (one look-up a row) and the rows' own values by their layout (the
+    rows of one layout transposed at once, ``zip(*values)``); a row's own value of a name wins
+    over its base's, as in ``RunRow``. A column no row holds has no list. Rows are read by C
+    loops (``map``) where they all are RunRows."""
     wanted = set(names)  # not the stage's own keys (_path, _line, _series)
-    index: dict[int, int] = {}  # id(base) -> its place in ``bases``
-    bases: list[dict[str, Any]] = []
-    which = np.empty(len(rows), dtype=np.int64)
-    for i, row in enumerate(rows):
-        base = row.base if type(row) is RunRow else {}
-        j = index.get(id(base))
-        if j is None:
-            j = index[id(base)] = len(bases)
-            bases.append(base)
-        which[i] = j
+    if set(map(type, rows)) <= {RunRow}:
+        base_list, owns = list(map(base_of, rows)), list(map(own_names, rows))
+        values, keys = list(map(own_values, rows)), list(map(id, owns))
+    else:  # a plain dict row: no base, its own names by value
+        base_list = [row.base if type(row) is RunRow else {} for row in rows]
+        owns = [own_names(row) if type(row) is RunRow else tuple(row) for row in rows]
+        values = [own_values(row) if type(row) is RunRow else tuple(row.values())
+                  for row in rows]
+        keys = [id(own) if type(row) is RunRow else own for row, own in zip(rows, owns)]
+    bases, which = _distinct(base_list, list(map(id, base_list)))
     out: dict[str, list[Any]] = {}
     for name in sorted({k for base in bases for k in base} & wanted):
         per_base = np.empty(len(bases), dtype=object)
         per_base[:] = [base.get(name) for base in bases]
         out[name] = per_base[which].tolist()
-    for i, row in enumerate(rows):
-        for name, value in (row.own_pairs() if type(row) is RunRow else row.items()):
-            column = out.get(name)
-            if column is None:
-                if name not in wanted:
-                    continue
-                column = out[name] = [None] * len(rows)
-            column[i] = value
+    layouts, of_row = _distinct(owns, keys)
+    for j, own in enumerate(layouts):
+        at = range(len(rows)) if len(layouts) == 1 else np.flatnonzero(of_row == j).tolist()
+        _put_own(out, own, at, [values[i] for i in at] if len(layouts) > 1 else values,
+                 wanted, len(rows))
     return out
+
+
+def _distinct(items: list[Any], keys: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """The distinct ``items`` by ``keys`` (first seen first; items of one key are one value)
+    and each item's place among them."""
+    first = dict(zip(keys, items))  # a key keeps its first place
+    place = {key: i for i, key in enumerate(first)}
+    return list(first.values()), np.fromiter(map(place.__getitem__, keys), dtype=np.int64,
+                                              count=len(keys))
+
+
+def _put_own(out: dict[str, list[Any]], own: tuple[str, ...], at: Sequence[int],
+             values: list[tuple[Any, ...]], wanted: set[str], n_rows: int) -> None:
+    """The own values of the rows ``at`` (one layout, names ``own``) into ``out``'s columns."""
+    whole = len(at) == n_rows  # every row, in order (``at`` is increasing)
+    for name, column_values in zip(own, zip(*values)):
+        if name not in wanted:
+            continue
+        column = out.get(name)
+        if whole:
+            out[name] = list(column_values)
+            continue
+        if column is None:
+            column = out[name] = [None] * n_rows
+        for i, value in zip(at, column_values):
+            column[i] = value
 
 
 def _column(values: list[Any] | None, dtype: Any, n_rows: int) -> Any:
     """``values`` (None: ``n_rows`` Nones) as a pandas array of ``dtype``. A column with no
-    value (most run columns of most sources) is built from a NaN block: the same array as from
-    the list of Nones, without pandas inferring each element's type."""
+    value (most run columns of most sources) is built from its parts: the array pandas builds
+    from ``n_rows`` NaNs (``_EMPTY_DATA``: its values under an all-True mask), without pandas
+    inferring each element's type."""
     # by identity: a pd.NA has no truth value
     if values is None or not any(map(is_not, values, repeat(None))):
-        fill = (np.full(n_rows, None, dtype=object) if dtype is object
-                else np.full(n_rows, np.nan))
-        return pd.array(fill, dtype=dtype)
+        if dtype is object:
+            return pd.array(np.full(n_rows, None, dtype=object), dtype=object)
+        empty = _EMPTY_DATA.get(str(dtype))
+        if empty is None:
+            return pd.array(np.full(n_rows, np.nan), dtype=dtype)
+        kind, fill = empty
+        return kind(np.full(n_rows, fill), np.ones(n_rows, dtype=bool))
     return pd.array(values, dtype=dtype)
+
+
+# pandas' masked arrays of all-missing values, as ``pd.array(np.full(n, np.nan), dtype)`` makes
+# them (array class, value under the mask).
+_EMPTY_DATA: dict[str, tuple[Any, Any]] = {"Int64": (pd.arrays.IntegerArray, np.int64(1)),
+                                           "boolean": (pd.arrays.BooleanArray, np.False_)}
 
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_nodes", "energy_j_interconnect", "power_measurement",
@@ -260,15 +299,16 @@ class _Runs:
         return compact(row, path, self.shared, self.bases).base
 
     def take_plain(self, record: Record, row: RunRow) -> None:
-        """A column-wise run (``table_block``): its only key is its id in its source."""
+        """A column-wise run (``table_block``, its ``_line`` set): its only key is its id in
+        its source."""
         scope = self.seen.setdefault(record.source, {})
-        owner = scope.get(row["run_id"])
+        run_id = row["run_id"]
+        owner = scope.get(run_id)
         if owner is not None:
             self.rejects.append(_reject_row(record, f"duplicate: same run as "
                                                     f"{owner['provenance']}"))
             return
-        scope[row["run_id"]] = row
-        row["_line"] = record.line
+        scope[run_id] = row
         self.runs.append(row)
 
     def take(self, record: Record, row: dict[str, Any]) -> None:
@@ -370,7 +410,7 @@ def _shown(row: dict[str, Any]) -> str:
 def check_accounting(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, Any]]
                      ) -> None:
     """Raise when some (source, file) has records that are neither a run nor a reject."""
-    ended: Counter = Counter((r["source"], r["_path"]) for r in runs)
+    ended: Counter = Counter(map(columns_getter(("source", "_path")), runs))
     ended.update((r["source"], r["path"]) for r in rejects)
     if ended != read:
         broken = sorted(k for k in set(read) | set(ended) if read[k] != ended[k])
@@ -386,11 +426,16 @@ def _metrics(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, 
     for (source, path), count in read.items():
         sources[source]["read"] += count
         sources[source]["files"].add(path)
-    for row in runs:
-        sources[row["source"]]["runs"] += 1
+    by_family: Counter = Counter()
+    by_kind: Counter = Counter()
+    # the runs counted by (source, family, kind): a few distinct triples, one C loop
+    for (source, family, kind), count in Counter(map(columns_getter(
+            ("source", "accelerator_family", "source_kind")), runs)).items():
+        sources[source]["runs"] += count
+        by_family[family or "unknown"] += count
+        by_kind[kind] += count
     for row in rejects:
         sources[row["source"]]["rejects"][row["reason"].split(":", 1)[0]] += 1
-    by_family = Counter(r["accelerator_family"] or "unknown" for r in runs)
     by_code = Counter(r["reason"].split(":", 1)[0] for r in rejects)
     return {
         "totals": {"read": sum(read.values()), "runs": len(runs), "rejects": len(rejects),
@@ -401,7 +446,7 @@ def _metrics(read: Counter, runs: list[dict[str, Any]], rejects: list[dict[str, 
                         "rejects": dict(sorted(v["rejects"].items()))}
                     for s, v in sorted(sources.items())},
         "runs_by_accelerator_family": dict(sorted(by_family.items())),
-        "runs_by_source_kind": dict(sorted(Counter(r["source_kind"] for r in runs).items())),
+        "runs_by_source_kind": dict(sorted(by_kind.items())),
         "n_series": len(series),
         "runs_in_series": sum(s["n_points"] for s in series),
     }
@@ -416,6 +461,25 @@ def _power_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "not_used_by_code": dict(sorted(not_used.items()))}
 
 
+# Young collections between two full ones (``gc``'s third threshold, 10 by default) while the
+# stage holds its runs: every full collection walks every run held so far (~20 of them over a
+# 10^6-row table: ~8 of its ~60 CPU-s), while the rows live to the end anyway. Cycles that
+# die young (a reject's traceback) are still collected by the young collections.
+FULL_GC_EVERY = 1000
+
+
+@contextlib.contextmanager
+def rare_full_collections() -> Iterator[None]:
+    """Python's cyclic collector with full collections ``FULL_GC_EVERY`` young collections
+    apart, within the block (its thresholds restored after)."""
+    old = gc.get_threshold()
+    gc.set_threshold(old[0], old[1], max(old[2], FULL_GC_EVERY))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
     """Run the ingest stage; return the metrics written to ``metrics_path``."""
@@ -426,7 +490,8 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
-    with scratch_dir(out_dir) as scratch, contextlib.ExitStack() as stack:
+    with scratch_dir(out_dir) as scratch, contextlib.ExitStack() as stack, \
+            rare_full_collections():
 
         def records() -> Iterator[Record]:
             if published_dir.is_dir():
@@ -481,13 +546,13 @@ RUNS_SLICE_ROWS = 16_384
 
 def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
     """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
-    (``validate_runs``) and written ``slice_rows`` runs at a time, each slice a row group; the
-    rows of a written slice are dropped from ``runs`` (left empty), so the peak memory is the
-    rows plus one slice's frame. Up to ``slice_rows`` runs the file is byte for byte what
-    ``write_parquet`` writes (pyarrow's ``write_table`` is this writer and one
-    ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
-    slices because the rows are sorted: the two runs either side of a cut differ.
-    ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
+    (``schema_check.check_runs``: ``validate_runs``' checks on whole columns) and written
+    ``slice_rows`` runs at a time, each slice a row group; the rows of a written slice are
+    dropped from ``runs`` (left empty), so the peak memory is the rows plus one slice's frame.
+    Up to ``slice_rows`` runs the file is byte for byte what ``write_parquet`` writes
+    (pyarrow's ``write_table`` is this writer and one ``write_table`` call). ``run_id`` is
+    unique within a slice by the contract and across slices because the rows are sorted: the
+    two runs either side of a cut differ. ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
     slice_rows = slice_rows or RUNS_SLICE_ROWS
     with atomic_path(path) as tmp:
         writer: pq.ParquetWriter | None = None
@@ -497,7 +562,7 @@ def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) ->
                 chunk = runs[:slice_rows]
                 if chunk and chunk[0]["run_id"] == last_id:
                     raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
-                table = pa.Table.from_pandas(validate_runs(_frame(chunk, RUN_COLUMNS)),
+                table = pa.Table.from_pandas(check_runs(_frame(chunk, RUN_COLUMNS)),
                                              schema=RUNS_SCHEMA, preserve_index=False)
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema, **PARQUET_OPTIONS)

@@ -25,12 +25,12 @@ step) is a different configuration or a wrong value.
 from __future__ import annotations
 
 from collections import defaultdict
-from operator import itemgetter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from pipeline.ingest.core.rows import RunRow
+from pipeline.ingest.core.rows import columns_getter
 
 REPEAT_RTOL = 0.10
 CONFIGURATION = (
@@ -45,9 +45,6 @@ MEASURES = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "mode
             "mfu", "time_to_train_s")
 
 
-_KEY = itemgetter(*CONFIGURATION)
-
-
 def _measure(group: list[dict[str, Any]]) -> str | None:
     return next((m for m in MEASURES if all(r.get(m) is not None for r in group)), None)
 
@@ -56,28 +53,27 @@ def _where(row: dict[str, Any]) -> str:
     return str(row.get("provenance") or row.get("_path"))
 
 
-def _configuration(row: dict[str, Any]) -> tuple[Any, ...]:
-    if type(row) is RunRow:  # its values as one plain dict: no Python call a column
-        return tuple(map(row.plain().get, CONFIGURATION))
-    try:
-        return _KEY(row)  # a run row holds every column: one C call
-    except KeyError:
-        return tuple(row.get(c) for c in CONFIGURATION)
+_MLPERF_KEYS = ("source_kind", "benchmark", "mlperf_version")
 
 
-def _compared(row: dict[str, Any]) -> bool:
-    """Whether the rule applies to ``row`` (MLPerf results are left alone)."""
-    return row.get("source_kind") != "mlperf" and row.get("benchmark") is None \
-        and row.get("mlperf_version") is None
+def _compared(keys: tuple[Any, ...]) -> bool:
+    """Whether the rule applies to a run of these ``_MLPERF_KEYS`` values (MLPerf results are
+    left alone)."""
+    return keys[0] != "mlperf" and keys[1] is None and keys[2] is None
 
 
-def _shared(runs: list[dict[str, Any]]) -> np.ndarray:
+def _shared(runs: list[dict[str, Any]],
+            configuration: Callable[[dict[str, Any]], tuple[Any, ...]] | None = None
+            ) -> np.ndarray:
     """Which runs may share their configuration with another: those the rule applies to whose
     configuration's hash occurs twice or more. Memory holds one hash a run (8 bytes), not one
     key of ~35 values (~320 bytes) a run; equal keys have equal hashes, and a hash collision
-    only adds a run to the exact grouping of ``one_per_configuration``."""
-    compared = np.fromiter(map(_compared, runs), dtype=bool, count=len(runs))
-    hashes = np.fromiter((hash(_configuration(r)) if c else 0 for r, c in zip(runs, compared)),
+    only adds a run to the exact grouping of ``one_per_configuration``. ``configuration``: a
+    ``columns_getter(CONFIGURATION)`` (a new one if None)."""
+    configuration = configuration or columns_getter(CONFIGURATION)
+    compared = np.fromiter(map(_compared, map(columns_getter(_MLPERF_KEYS), runs)), dtype=bool,
+                           count=len(runs))
+    hashes = np.fromiter((hash(configuration(r)) if c else 0 for r, c in zip(runs, compared)),
                          dtype=np.int64, count=len(runs))
     values, counts = np.unique(hashes[compared], return_counts=True)
     return compared & np.isin(hashes, values[counts > 1])
@@ -86,10 +82,12 @@ def _shared(runs: list[dict[str, Any]]) -> np.ndarray:
 def one_per_configuration(runs: list[dict[str, Any]]
                           ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
     """(runs kept, [(run, reject reason)]) under the module's rule; ``runs`` keep their order."""
+    # a run's CONFIGURATION values (planned once for each base and layout of RunRows)
+    configuration = columns_getter(CONFIGURATION)
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for row, shared in zip(runs, _shared(runs)):
+    for row, shared in zip(runs, _shared(runs, configuration)):
         if shared:
-            groups[_configuration(row)].append(row)
+            groups[configuration(row)].append(row)
     dropped: dict[int, str] = {}
     for group in groups.values():
         if len(group) < 2:

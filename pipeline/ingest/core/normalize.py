@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the settings group is passed in as validated; no import at 
 
 BILLION = 1e9
 # Counts above this are not plausible inputs (and would overflow int64 downstream).
-_MAX_COUNT = 2**53
+MAX_COUNT = 2**53
 # A run needs one measure: a published one, or one that MLPerf and step-log records deliver.
 MEASURES = (*PUBLISHED_MEASURES, "hardware_tflops_per_accelerator", "model_flops_per_s",
             "hardware_flops_per_s", "inverse_time_to_train_per_s")
@@ -69,9 +69,9 @@ _COUNTS = {"n_layers": 1, "d_model": 1, "seq_len": 1, "accelerators_per_node": 1
            "n_experts": 1, "top_k": 1}
 _SCALING_WORD = re.compile(r"\b(strong|weak|single|sweep)\b")
 # Fields that identify a run within its source (run_id); path only for per-file sources.
-_ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
-              "zero_stage", "micro_batch", "global_batch_tokens", "seq_len", "strategy",
-              "precision", "benchmark", "mlperf_version", "submitter", "system", "result_path")
+ID_FIELDS = ("citation", "model", "accelerator", "n_accelerators", "dp", "tp", "pp", "cp", "ep",
+             "zero_stage", "micro_batch", "global_batch_tokens", "seq_len", "strategy",
+             "precision", "benchmark", "mlperf_version", "submitter", "system", "result_path")
 
 
 class CatalogCache:
@@ -163,7 +163,7 @@ def _count(fields: Any, name: str, minimum: int) -> int | None:
     number = _float(fields, name)
     if number is None:
         return None
-    if number != int(number) or not minimum <= number <= _MAX_COUNT:
+    if number != int(number) or not minimum <= number <= MAX_COUNT:
         raise Reject("out_of_range", f"{name}={_short(fields.get(name))} is not an integer "
                                      f">= {minimum}")
     return int(number)
@@ -222,13 +222,14 @@ def run_id(source: str, row: dict[str, Any], path: str | None) -> str:
     """
     get = row.get
     parts = [source] + ["" if (v := get(name)) is None else v if type(v) is str
-                        else _canonical(v) for name in _ID_FIELDS]
+                        else canonical(v) for name in ID_FIELDS]
     if path is not None:
         parts.append(path)
     return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _canonical(value: Any) -> str:
+def canonical(value: Any) -> str:
+    """A value as ``run_id`` hashes it: "" for None, an integral float as its integer."""
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():

@@ -16,8 +16,9 @@ C code that reads a dict's own table (``json.dumps``) sees an empty dict: give i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 _EMPTY: dict[str, Any] = {}
@@ -31,7 +32,7 @@ BASE_COLUMNS = ("_path", "source", "source_kind", "citation", "model", "model_id
                 "active_params", "n_layers", "d_model", "seq_len",
                 "peak_flops_per_s_per_accelerator", "flops_per_hbm_byte",
                 "flops_per_scaleout_byte")
-_BASE = frozenset(BASE_COLUMNS)
+BASE_COLUMN_SET = frozenset(BASE_COLUMNS)  # the same names, for look-ups
 
 
 class _Layout:
@@ -156,6 +157,66 @@ class RunRow(dict):
         return chain(self.base.items(), zip(self._layout.names, self._values))
 
 
+def row_maker(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], dict[str, Any]], RunRow]:
+    """A function (values, base) -> the RunRow of own values ``values`` (in the order of
+    ``names``) over ``base``: ``RunRow(dict(zip(names, values)), base)`` without the dict, for
+    many rows of the same names (the names' layout found once)."""
+    layout = layout_of(tuple(names))
+    new = dict.__new__
+
+    def make(values: tuple[Any, ...], base: dict[str, Any]) -> RunRow:
+        row = new(RunRow)
+        row._layout, row._values, row.base = layout, values, base
+        return row
+    return make
+
+
+def columns_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function row -> the tuple of its values of ``names`` (None where it has none), as
+    ``tuple(map(row.get, names))``: for a RunRow by one C look-up (``itemgetter``) on its own
+    values and its base's, planned once for each (base, layout) it meets (the plans hold
+    their bases: keep the function no longer than the rows; a base is never changed once a
+    row stands on it)."""
+    names = tuple(names)
+    plans: dict[tuple[int, int], tuple[dict[str, Any], _Layout, Callable[..., Any]]] = {}
+
+    def get(row: dict[str, Any]) -> tuple[Any, ...]:
+        if type(row) is not RunRow:
+            return tuple(map(row.get, names))
+        base, layout = row.base, row._layout
+        plan = plans.get((id(base), id(layout)))
+        if plan is None or plan[0] is not base or plan[1] is not layout:
+            plan = plans[(id(base), id(layout))] = (base, layout, _plan(names, base, layout))
+        return plan[2](row._values)
+    return get
+
+
+def _plan(names: tuple[str, ...], base: dict[str, Any], layout: _Layout
+          ) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """values -> the values of ``names`` of a row of ``layout`` over ``base`` (its own value
+    first, then its base's)."""
+    fixed = tuple(base.get(name) for name in names if name not in layout.index)
+    at, j = [], len(layout.names)
+    for name in names:
+        if name in layout.index:
+            at.append(layout.index[name])
+        else:
+            at.append(j)
+            j += 1
+    if len(at) < 2:  # itemgetter of one index gives the value, not a tuple
+        return lambda values: tuple((values + fixed)[i] for i in at)
+    pick = itemgetter(*at)
+    return lambda values: pick(values + fixed)
+
+
+# A RunRow's own values, read by C code over many rows (``map(own_names, rows)``): the names
+# (one tuple object shared by every row of the same names: rows group by its identity) and
+# the values (a tuple in the names' order).
+own_names = attrgetter("_layout.names")
+own_values = attrgetter("_values")
+base_of = attrgetter("base")
+
+
 # Columns that differ from file to file: in a source whose every file is one run (a step log,
 # ``source_kind == "log"``) they are the row's own, so the logs of a campaign share one base
 # (a base per log, with its key, cost ~1.2 kB a log: most of a 10^6-log ingest's memory).
@@ -172,7 +233,7 @@ def compact(row: dict[str, Any], path: str, shared: dict[Any, Any],
     values, not its base's. Bases are keyed by (type, value) of each column: 8 and 8.0 are
     equal in Python but not one value of a column."""
     values = (path, *map(row.get, BASE_COLUMNS[1:]))
-    own = {k: v for k, v in row.items() if v is not None and k not in _BASE}
+    own = {k: v for k, v in row.items() if v is not None and k not in BASE_COLUMN_SET}
     if row.get("source_kind") == "log":
         # a citation that is the path (the usual log's) is that one text, not a copy of it
         own.update((k, path if v == path else v) for k, v in zip(BASE_COLUMNS, values)

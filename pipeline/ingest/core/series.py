@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.ingest.contract import SERIES_COLUMNS
+from pipeline.ingest.core.rows import columns_getter
 from pipeline.vocab import Y_METRICS
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -62,14 +64,27 @@ def _batch_label(group: list[dict[str, Any]]) -> str:
     return "split"
 
 
-def _base_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    if row["_series"] is not None:
-        return ("explicit", row["source"], row["_series"])
+# What a run's group depends on (``_group_of``), read at once (``rows.columns_getter``).
+_GROUP_FIELDS = ("status", *Y_METRICS, "_series", "source", "source_kind", "system",
+                 "submitter", "mlperf_version", "model_id", "model", "accelerator", "precision",
+                 "strategy_family", "scaling")
+
+
+def _group_of(values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A run's group key from its ``_GROUP_FIELDS`` values; None for a run in no series (not
+    ``_eligible``)."""
+    status, ys = values[0], values[1:1 + len(Y_METRICS)]
+    if status != "ok" or all(y is None for y in ys):
+        return None
+    (series, source, kind, system, submitter, version, model_id, model, accelerator, precision,
+     family, scaling) = values[1 + len(Y_METRICS):]
+    if series is not None:
+        return ("explicit", source, series)
     # A log's source is its campaign folder, whose job folders may hold several clusters: the
     # sidecar's ``system`` keeps them apart (published tables name a system per row, so not there).
-    system = row["system"] if row["source_kind"] == "log" else None
-    return (row["source"], row["submitter"], row["mlperf_version"], row["model_id"] or row["model"],
-            row["accelerator"], row["precision"], row["strategy_family"], row["scaling"], system)
+    system = system if kind == "log" else None
+    return (source, submitter, version, model_id or model, accelerator, precision, family,
+            scaling, system)
 
 
 def _series_id(row: dict[str, Any], label: str, batch: float | None) -> str:
@@ -93,10 +108,13 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by ``series_id``.
     """
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    values_of = columns_getter(_GROUP_FIELDS)
     for row in rows:
-        if _eligible(row):
-            groups[_base_key(row)].append(row)
+        key = _group_of(values_of(row))
+        if key is not None:  # an ``_eligible`` run
+            groups[key].append(row)
     scaled: dict[str | None, str] = {}
+    read = columns_getter(("scaling", "derived", "global_batch_tokens"))
     for key, group in groups.items():
         explicit = key[0] == "explicit"
         given = _common_label(group) if explicit else group[0]["scaling"]
@@ -107,23 +125,35 @@ def assign_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             label = given
         else:
             label = "unknown" if explicit and inferred == "split" else inferred
-        # The id is a function of the group's key, the label and the batch: built once for
-        # each (label, batch) of the group, one string shared by its runs.
-        ids: dict[tuple[str, float | None], str] = {}
-        for row in group:
-            batch = row["global_batch_tokens"] if label == "split" else None
-            row_label = "strong" if label == "split" else label
-            _note_contradiction(row, inferred)
-            if row["scaling"] is None:
-                row["scaling"] = row_label
-                if row["derived"] not in scaled:  # one string for each derived list
-                    scaled[row["derived"]] = (f"{row['derived']};scaling" if row["derived"]
-                                              else "scaling")
-                row["derived"] = scaled[row["derived"]]
-            if (row_label, batch) not in ids:
-                ids[(row_label, batch)] = _series_id(row, row_label, batch)
-            row["series_id"] = ids[(row_label, batch)]
+        _set_group(group, label, inferred, scaled, read)
     return _series_table(rows)
+
+
+def _set_group(group: list[dict[str, Any]], label: str, inferred: str,
+               scaled: dict[str | None, str],
+               read: Callable[[dict[str, Any]], tuple[Any, ...]]) -> None:
+    """``scaling`` (where the run states none), ``derived`` and ``series_id`` set on the runs
+    of one group of ``label`` (``split``: one strong series per batch); ``read``: a run's
+    (scaling, derived, global_batch_tokens)."""
+    # The id is a function of the group's key, the label and the batch: built once for each
+    # (label, batch) of the group, one string shared by its runs.
+    ids: dict[tuple[str, float | None], str] = {}
+    split = label == "split"
+    row_label = "strong" if split else label
+    for row in group:
+        stated, derived, batch = read(row)
+        batch = batch if split else None
+        if stated in ("strong", "weak"):  # a stated label the batches may contradict
+            _note_contradiction(row, inferred)
+        if stated is None:
+            row["scaling"] = row_label
+            if derived not in scaled:  # one string for each derived list
+                scaled[derived] = f"{derived};scaling" if derived else "scaling"
+            row["derived"] = scaled[derived]
+        series_id = ids.get((row_label, batch))
+        if series_id is None:
+            series_id = ids[(row_label, batch)] = _series_id(row, row_label, batch)
+        row["series_id"] = series_id
 
 
 _BATCH_SAYS = {"strong": "every run of its group has the same global batch",

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.ingest.core.derive import CONSISTENCY_RTOL, Reject, strategy_family
-from pipeline.ingest.core.normalize import (_ID_FIELDS, _MAX_COUNT, CatalogCache, _canonical,
+from pipeline.ingest.core.normalize import (ID_FIELDS, MAX_COUNT, CatalogCache, canonical,
                                              normalize)
 from pipeline.ingest.core.plausible import MAX_STEP_TIME_S, MIN_STEP_TIME_S
-from pipeline.ingest.core.rows import _BASE, RunRow
+from pipeline.ingest.core.rows import BASE_COLUMN_SET, RunRow, row_maker
 from pipeline.ingest.records import Record
 from pipeline.measures import flop_per_token
 from pipeline.numbers import MAX_NUMBER_CHARS
@@ -129,7 +129,7 @@ def _checked(group: list[Record], present: tuple[str, ...], options: IngestSetti
             ok &= plain & (column > 0)  # every vector field is a positive quantity
         n = values.get("n_accelerators")
         if n is not None:
-            ok &= (n == np.floor(n)) & (n >= 1) & (n <= min(_MAX_COUNT, options.max_accelerators))
+            ok &= (n == np.floor(n)) & (n >= 1) & (n <= min(MAX_COUNT, options.max_accelerators))
         step = values.get("step_time_s")
         if step is not None:
             ok &= (step > MIN_STEP_TIME_S) & (step <= MAX_STEP_TIME_S)
@@ -166,7 +166,7 @@ def _group(group: list[Record], present: tuple[str, ...], catalog: CatalogCache,
 
 def _same(row: Any, template: dict[str, Any]) -> bool:
     """Whether the column-wise ``row`` holds the per-row ``template``'s values (and types)."""
-    mine = {k: v for k, v in row.items() if k != "_path"}
+    mine = {k: v for k, v in row.items() if k not in ("_path", "_line")}  # the stage's
     theirs = {k: v for k, v in template.items() if v is not None}
     return mine == theirs and all(type(v) is type(theirs[k]) for k, v in mine.items())
 
@@ -174,27 +174,31 @@ def _same(row: Any, template: dict[str, Any]) -> bool:
 def _rows(group: list[Record], template: dict[str, Any], columns: dict[str, np.ndarray],
           ok: np.ndarray, stated_precision: bool,
           make_base: Callable[[dict[str, Any], str], dict[str, Any]]) -> list[RunRow | None]:
-    """The run rows of the rows ``ok`` marks, None for the others."""
+    """The run rows of the rows ``ok`` marks, None for the others. A row's own values are the
+    template's that are not its base's, then its id, provenance, numbers and line (``_line``,
+    the stage's), in one layout for the group (``rows.row_maker``)."""
     families = _families(columns["n_accelerators"], template)
     ids = _run_ids(group[0].source, template, columns, stated_precision)
     static = {k: v for k, v in template.items()
-              if v is not None and k not in _BASE and k not in PER_ROW_COLUMNS}
+              if v is not None and k not in BASE_COLUMN_SET and k not in PER_ROW_COLUMNS}
     names = [c for c in PER_ROW_COLUMNS[2:-1] if c in columns]
-    lists = [columns[c].tolist() for c in names]
+    make = row_maker((*static, "run_id", "provenance", *names, "_line"))
+    head = tuple(static.values())
     path = group[0].path
+    lines = [record.line for record in group]
+    own = zip(ids, [f"{path}:{line}" for line in lines], *[columns[c].tolist() for c in names],
+              lines)
     bases: dict[str, dict[str, Any]] = {}
     out: list[RunRow | None] = []
-    for i, record in enumerate(group):
-        if not ok[i]:
+    for i, (taken, values) in enumerate(zip(ok.tolist(), own)):
+        if not taken:
             out.append(None)
             continue
         family = families(i)
         base = bases.get(family)
         if base is None:
             base = bases[family] = make_base(dict(template, strategy_family=family), path)
-        own = dict(static, run_id=ids[i], provenance=f"{path}:{record.line}")
-        own.update(zip(names, [column[i] for column in lists]))
-        out.append(RunRow(own, base))
+        out.append(make(head + values, base))
     return out
 
 
@@ -280,13 +284,13 @@ def _run_ids(source: str, template: dict[str, Any], columns: dict[str, np.ndarra
     """``normalize.run_id`` of every row: the template's identifying values with each row's
     own N and global batch (a published row's id holds no path)."""
     parts = [source] + ["" if (v := template[name]) is None else v if type(v) is str
-                        else _canonical(v) for name in _ID_FIELDS]
+                        else canonical(v) for name in ID_FIELDS]
     if not stated_precision:
-        parts[1 + _ID_FIELDS.index("precision")] = ""
-    n_at = 1 + _ID_FIELDS.index("n_accelerators")
-    g_at = 1 + _ID_FIELDS.index("global_batch_tokens")
+        parts[1 + ID_FIELDS.index("precision")] = ""
+    n_at = 1 + ID_FIELDS.index("n_accelerators")
+    g_at = 1 + ID_FIELDS.index("global_batch_tokens")
     counts = columns["n_accelerators"].tolist()
-    batches = (list(map(_canonical, columns["global_batch_tokens"].tolist()))
+    batches = (list(map(canonical, columns["global_batch_tokens"].tolist()))
                if "global_batch_tokens" in columns else None)
     ids = []
     for i, count in enumerate(counts):

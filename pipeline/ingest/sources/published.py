@@ -170,7 +170,7 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
             continue
         raw = "".join(lines)
         assert row is not None
-        if not row or all(not cell.strip() for cell in row):
+        if not "".join(row).strip():  # every cell blank (or none)
             continue  # blank line: not a record
         if header is None and _excel_sep(row) == ",":
             continue  # Excel's delimiter line before the header: a directive, not a record
@@ -200,7 +200,7 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
             yield Record.reject(source, rel, start, raw, "malformed_row",
                                 f"expected {len(header)} fields, got {len(row)}")
             continue
-        fields = {h: cell.strip() for h, cell in zip(header, row) if cell.strip()}
+        fields = {h: cell for h, cell in zip(header, map(str.strip, row)) if cell}
         yield Record(source=source, path=rel, line=start, raw=raw[:500], fields=fields)
 
 
