@@ -91,14 +91,14 @@ def test_a_log_that_cannot_be_fetched_is_a_reject_naming_its_url(memory_logs,
                                                                  monkeypatch) -> None:
     url, _ = memory_logs
     cls = type(fsspec.filesystem("memory"))
-    get_file = cls.get_file
+    cat_file = cls.cat_file
 
-    def failing(self, rpath, lpath, **kwargs):
-        if rpath.endswith("gpt_n64.log"):
+    def failing(self, path, *args, **kwargs):
+        if path.endswith("gpt_n64.log"):
             raise PermissionError(13, "Access Denied")
-        return get_file(self, rpath, lpath, **kwargs)
+        return cat_file(self, path, *args, **kwargs)
 
-    monkeypatch.setattr(cls, "get_file", failing)
+    monkeypatch.setattr(cls, "cat_file", failing)
     records, _ = read_logs(logs_root(url, "--logs"), {"ingest": {"logs": {**LOGS, "workers": 1}}})
     [bad] = [r for r in records if r.path.endswith("gpt_n64.log")]
     assert bad.path == f"{url}/megatron/gpt_n64.log"
