@@ -164,3 +164,14 @@ def test_a_store_without_its_package_stops_the_stage_naming_it(tmp_path: Path, u
     assert result.exit_code == 2
     assert "--logs" in result.output and package in result.output and url in result.output
     assert not (tmp_path / "a" / "runs.parquet").exists()
+
+
+def test_a_log_named_like_a_pattern_is_fetched_as_named(memory_logs) -> None:
+    url, local = memory_logs
+    fs = fsspec.filesystem("memory")
+    root = logs_root(url, "--logs")
+    fs.pipe(f"{root.path}/megatron/gpt[n64].log", (local / "megatron" / "gpt_n64.log").read_bytes())
+    records, _ = read_logs(root, {"ingest": {"logs": {**LOGS, "workers": 1}}})
+    [odd] = [r for r in records if r.path.endswith("gpt[n64].log")]
+    assert odd.path == f"{url}/megatron/gpt[n64].log"
+    assert odd.reason is None or not odd.reason.startswith("unreadable"), odd.reason

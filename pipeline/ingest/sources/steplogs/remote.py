@@ -33,6 +33,7 @@ from pipeline.ingest.sources.common import READ_ERRORS, read_error, shown_path
 
 SIDECAR_SUFFIXES = (".yaml", ".yml")
 SIDECAR_NAME = "run.yaml"  # a folder's sidecar (``sidecar`` module docstring)
+GLOB_CHARS = "*?["  # a name holding one is a pattern to ``fs.cat``
 SHM = "/dev/shm"  # Linux's memory-backed folder (tmpfs)
 
 
@@ -121,7 +122,10 @@ def _fetch(fs: Any, root: RemoteRoot, paths: list[str], local: str) -> dict[str,
         except READ_ERRORS as exc:
             failed[paths[0]] = read_error(exc)
         return failed
-    got = fs.cat(paths, on_error="return")
+    if any(c in path for path in paths for c in GLOB_CHARS):  # fs.cat would glob the name
+        got = {path: _cat_one(fs, path) for path in paths}
+    else:
+        got = fs.cat(paths, on_error="return")
     for path in paths:
         data = got.get(path, got.get(fs._strip_protocol(path)))
         if isinstance(data, bytes):
@@ -132,6 +136,14 @@ def _fetch(fs: Any, root: RemoteRoot, paths: list[str], local: str) -> dict[str,
         else:
             raise data  # not a read error: the task fails (and is retried) as under local
     return failed
+
+
+def _cat_one(fs: Any, path: str) -> bytes | BaseException:
+    """One file's bytes, or the exception reading it raised (as ``fs.cat(on_error="return")``)."""
+    try:
+        return fs.cat_file(path)
+    except Exception as exc:  # noqa: BLE001 - sorted as fs.cat's are, by the caller
+        return exc
 
 
 @contextlib.contextmanager
