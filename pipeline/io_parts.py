@@ -1,14 +1,18 @@
 """Tables written as one Parquet file, or as a folder of part files when large; one reader for both.
 
 ``steps.parquet`` and ``runs.parquet`` (the ingest stage's) hold one row per logged step and per
-run: a fleet's can outgrow one file. ``PartsWriter`` writes a table streamed in slices: up to
+run: a fleet's can outgrow one file. Both are sorted by ``run_id`` first, a 16-digit hex hash
+(``ingest/contract.py``). ``PartsWriter`` writes such a table streamed in slices: up to
 ``max_rows`` rows it is one file at ``path``, byte for byte what one ``pyarrow.parquet.
-ParquetWriter`` given the same slices writes; past ``max_rows`` rows ``path`` is a folder of
-``part-00000.parquet``, ``part-00001.parquet``, ... of ``max_rows`` rows each (the last fewer),
-the rows in the same order, cut wherever the count falls (a run's steps may span two parts).
-The names and cuts follow from the rows alone, so a rerun writes the same bytes, and DVC
-tracks the folder as one out (at the same path as the file). ``read_frame`` and
-``read_schema`` read either form: the frame of a folder is its parts' rows in name order,
+ParquetWriter`` given the same slices writes; past ``max_rows`` rows ``path`` is a folder with
+one file per ``run_id`` prefix, ``part-<first d hex digits>.parquet`` (``d`` the fewest digits
+with at most ``max_rows`` rows per prefix on average: 16^d >= rows / max_rows), holding the rows
+whose ``run_id`` starts so, in the same order. A run's rows are never split, a prefix no run has
+has no file, and a part's name and content depend only on its own runs: a rerun writes the same
+bytes, and a run added or removed changes its own part (DVC stores only that file anew), as
+long as ``d`` stays the same. How even the parts are follows the hash (runs) and the
+runs' steps (steps: a run of 10^7 steps is one part of 10^7 rows). ``read_frame`` and
+``read_schema`` read either form: the parts in name order are the rows in ``run_id`` order,
 the same frame as the one file would give.
 """
 
@@ -19,14 +23,26 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.io import PARQUET_OPTIONS, PARTIAL_PREFIX, pid_alive
 
-PART_NAME = "part-{:05d}.parquet"
+PART_NAME = "part-{}.parquet"
 PART_GLOB = "part-*.parquet"
+HEX_DIGITS = 16
+
+
+def prefix_digits(rows: int, max_rows: int) -> int:
+    """The ``run_id`` digits a part is named by: the fewest ``d >= 1`` with ``rows / 16^d <=
+    max_rows`` (0: one file, ``rows <= max_rows``)."""
+    digits = 0
+    while rows > max_rows * HEX_DIGITS ** digits:
+        digits += 1
+    return digits
 
 
 def part_files(path: str | Path) -> list[Path]:
@@ -52,62 +68,72 @@ def read_frame(path: str | Path, columns: list[str] | None = None) -> pd.DataFra
 
 
 class PartsWriter:
-    """Write a table slice by slice to ``path``: one file up to ``max_rows`` rows, else a
-    folder of parts of ``max_rows`` rows (module docstring). Written under a temporary name
-    in ``path``'s folder (``pipeline.io.atomic_path``'s: ``.partial-<pid>-<name>``, a folder
-    ``...-<name>.d`` once a second part begins) and renamed into place on ``close``, so a
-    stage stopped half-way leaves the old output or none: a file is replaced in one
-    ``rename``; a folder by moving the old output aside, the new one in, then deleting the old
-    (a stop between the two leaves none, which DVC reruns). ``schema`` is written when no
-    slice is (an empty table); else the first slice's."""
+    """Write a table of ``rows`` rows sorted by ``key`` (a hex ``run_id``) slice by slice to
+    ``path``: one file up to ``max_rows`` rows, else a folder of one part per ``key`` prefix
+    (module docstring). Written under a temporary name in ``path``'s folder
+    (``pipeline.io.atomic_path``'s: ``.partial-<pid>-<name>``, or that name plus ``.d`` for a
+    folder) and renamed into place on ``close``, so a stage stopped half-way leaves the old
+    output or none: a file is replaced in one ``rename``; a folder by moving the old output
+    aside, the new one in, then deleting the old (a stop between the two leaves none, which
+    ``dvc repro`` reruns). ``schema`` is written when no slice is (an empty table); else the
+    first slice's."""
 
-    def __init__(self, path: str | Path, max_rows: int, schema: pa.Schema) -> None:
-        self.path, self.max_rows, self.schema = Path(path), int(max_rows), schema
+    def __init__(self, path: str | Path, max_rows: int, schema: pa.Schema, rows: int,
+                 key: str = "run_id") -> None:
+        self.path, self.schema, self.key = Path(path), schema, key
+        self.digits = prefix_digits(rows, max_rows)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale(self.path)
         self.first = self.path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{self.path.name}")
         self.folder = self.first.with_name(self.first.name + ".d")
+        _clear(self.folder)
+        if self.digits:
+            self.folder.mkdir()
         self.writer: pq.ParquetWriter | None = None
-        self.parts = 0
-        self.rows_in_part = 0
-        self.rows = 0
+        self.prefix: str | None = None
 
-    def _next_part(self, schema: pa.Schema) -> None:
-        """Close the part being written and open the next (the first at ``first``; from the
-        second on in ``folder``, the first moved there)."""
+    def _open(self, prefix: str | None) -> None:
+        """Close the part being written and open the one of ``prefix`` (None: the one file)."""
         if self.writer is not None:
             self.writer.close()
-        if self.parts == 1:
-            _clear(self.folder)
-            self.folder.mkdir()
-            os.rename(self.first, self.folder / PART_NAME.format(0))
-        target = self.first if self.parts == 0 else self.folder / PART_NAME.format(self.parts)
-        self.writer = pq.ParquetWriter(target, schema, **PARQUET_OPTIONS)
-        self.parts += 1
-        self.rows_in_part = 0
+        if prefix is not None and (self.prefix is not None and prefix <= self.prefix
+                                   or not prefix.isalnum()):
+            raise AssertionError(f"{self.path.name}: {self.key} prefix {prefix!r} after "
+                                 f"{self.prefix!r}: rows not sorted by {self.key} (a bug)")
+        target = self.first if prefix is None else self.folder / PART_NAME.format(prefix)
+        self.writer = pq.ParquetWriter(target, self.schema, **PARQUET_OPTIONS)
+        self.prefix = prefix
 
     def write_table(self, table: pa.Table) -> None:
-        """Append ``table``'s rows (one row group per call and part it reaches)."""
+        """Append ``table``'s rows (sorted by ``key``, after those written): one row group per
+        call and part it reaches."""
         if self.writer is None:
             self.schema = table.schema
-            self._next_part(self.schema)
-        while table.num_rows:
-            room = self.max_rows - self.rows_in_part
-            if room <= 0:
-                self._next_part(self.schema)
-                room = self.max_rows
-            piece = table.slice(0, room) if table.num_rows > room else table
-            self.writer.write_table(piece)
-            self.rows_in_part += piece.num_rows
-            self.rows += piece.num_rows
-            table = table.slice(piece.num_rows)
+            if not self.digits:
+                self._open(None)
+        if not self.digits:
+            self.writer.write_table(table)
+            return
+        prefixes = pc.utf8_slice_codeunits(table.column(self.key), 0,
+                                           self.digits).combine_chunks()
+        cuts = np.flatnonzero(pc.not_equal(prefixes[1:], prefixes[:-1]).to_numpy(
+            zero_copy_only=False)) + 1 if len(prefixes) > 1 else np.array([], dtype=np.int64)
+        bounds = [0, *cuts.tolist(), len(prefixes)]
+        for start, end in zip(bounds[:-1], bounds[1:]):
+            if end == start:
+                continue
+            prefix = prefixes[start].as_py()
+            if prefix != self.prefix:
+                self._open(prefix)
+            self.writer.write_table(table.slice(start, end - start))
 
     def close(self) -> None:
         """Finish the last part and move the table into place (one file, or the folder)."""
-        if self.writer is None:
-            self._next_part(self.schema)
-        self.writer.close()
-        if self.parts == 1:
+        if self.writer is None and not self.digits:
+            self._open(None)
+        if self.writer is not None:
+            self.writer.close()
+        if not self.digits:
             if self.path.is_dir() and not self.path.is_symlink():
                 shutil.rmtree(self.path)  # a folder of parts of an earlier, larger table
             os.replace(self.first, self.path)

@@ -163,4 +163,4 @@ def test_partitioned_outputs_are_the_same_bytes_on_the_cluster(client, tmp_path:
         local = ingest(tmp_path / "local")
     assert on_cluster == local
     assert (tmp_path / "local" / "steps.parquet").is_dir()
-    assert len([k for k in local if k.startswith("runs.parquet/part-")]) == 3
+    assert len([k for k in local if k.startswith("runs.parquet/part-")]) > 2

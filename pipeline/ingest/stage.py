@@ -501,9 +501,10 @@ def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None,
     ``write_table`` call). ``run_id`` is unique within a slice by the contract and across
     slices because the rows are sorted: the two runs either side of a cut differ.
     ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given. More than ``max_rows`` runs
-    (``ingest.partition_rows``): a folder of parts of that many runs (``pipeline.io_parts``)."""
+    (``ingest.partition_rows``): a folder of one part per ``run_id`` prefix
+    (``pipeline.io_parts``)."""
     slice_rows = slice_rows or RUNS_SLICE_ROWS
-    with PartsWriter(path, max_rows, RUNS_SCHEMA) as writer:
+    with PartsWriter(path, max_rows, RUNS_SCHEMA, rows=len(runs)) as writer:
         last_id: str | None = None
         first = True
         while runs or first:  # an empty table is written too

@@ -184,8 +184,8 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
     columns written, in order, with their types (``run_id`` plus any of ``STEP_COLUMNS``).
     Memory: one slice of ``SLICE_ROWS`` rows at a time, read memory-mapped. Writer settings
     are those of ``pipeline.io.write_parquet`` (deterministic bytes), without pandas metadata.
-    More than ``max_rows`` rows (``ingest.partition_rows``): a folder of parts of that many rows
-    (``pipeline.io_parts.PartsWriter``), the same rows in the same order.
+    More than ``max_rows`` rows (``ingest.partition_rows``): a folder of one part per ``run_id``
+    prefix (``pipeline.io_parts.PartsWriter``), the same rows in the same order.
     """
     logs = []
     for file in sorted(Path(steps_dir).rglob("*.arrow")):  # a folder per logs root when several
@@ -193,7 +193,8 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
                  if path in run_by_path]
     logs.sort()
     rows = 0
-    with PartsWriter(out_path, max_rows, schema) as writer:
+    rows_in = sum(log[4] for log in logs)
+    with PartsWriter(out_path, max_rows, schema, rows=rows_in) as writer:
         for group in _groups(logs):
             if len(group) == 1:  # one log (maybe of millions of rows): zero-copy slices
                 run_id, _, file, start, n = group[0]
