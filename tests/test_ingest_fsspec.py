@@ -175,3 +175,26 @@ def test_a_log_named_like_a_pattern_is_fetched_as_named(memory_logs) -> None:
     [odd] = [r for r in records if r.path.endswith("gpt[n64].log")]
     assert odd.path == f"{url}/megatron/gpt[n64].log"
     assert odd.reason is None or not odd.reason.startswith("unreadable"), odd.reason
+
+
+def test_without_room_in_dev_shm_a_batch_goes_to_tmpdir(memory_logs, monkeypatch,
+                                                        tmp_path: Path) -> None:
+    from pipeline.ingest.sources.steplogs import remote
+
+    url, _ = memory_logs
+    params = {"ingest": {"logs": {**LOGS, "workers": 1}}}
+    made: list[str | None] = []
+    mkdtemp = remote.tempfile.mkdtemp
+
+    def recorded(suffix=None, prefix=None, dir=None):  # noqa: A002 - mkdtemp's own name
+        made.append(dir)
+        return mkdtemp(suffix, prefix, dir)
+
+    monkeypatch.setattr(remote.tempfile, "mkdtemp", recorded)
+    in_shm, _ = read_logs(logs_root(url, "--logs"), params)
+    assert set(made) == {remote.SHM}
+    made.clear()
+    monkeypatch.setattr(remote, "SHM", str(tmp_path / "absent"))
+    in_tmp, _ = read_logs(logs_root(url, "--logs"), params)
+    assert made and set(made) == {None}  # TMPDIR
+    assert _seen(in_tmp) == _seen(in_shm)

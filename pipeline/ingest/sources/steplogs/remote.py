@@ -35,6 +35,9 @@ SIDECAR_SUFFIXES = (".yaml", ".yml")
 SIDECAR_NAME = "run.yaml"  # a folder's sidecar (``sidecar`` module docstring)
 GLOB_CHARS = "*?["  # a name holding one is a pattern to ``fs.cat``
 SHM = "/dev/shm"  # Linux's memory-backed folder (tmpfs)
+# Free space ``SHM`` must have for a batch (at most ~4 MiB) to go there, else ``TMPDIR``: a
+# container's /dev/shm is often 64 MiB, shared by the node's workers.
+SHM_MIN_FREE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,17 @@ def _fetch(fs: Any, root: RemoteRoot, paths: list[str], local: str) -> dict[str,
     return failed
 
 
+def _room(folder: str) -> int:
+    """Bytes free in ``folder`` for this process (0 where it is absent or not writable)."""
+    if not os.access(folder, os.W_OK):
+        return 0
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return 0
+    return stat.f_bavail * stat.f_frsize
+
+
 def _cat_one(fs: Any, path: str) -> bytes | BaseException:
     """One file's bytes, or the exception reading it raised (as ``fs.cat(on_error="return")``)."""
     try:
@@ -156,7 +170,7 @@ def mirrored(root: RemoteRoot, paths: list[str], sidecars: list[str]
     folder is removed after. A batch of small logs (at most ~4 MiB) is copied into memory
     (``SHM``, where there is one): creating and removing a folder per job folder cost ~4 ms
     on this machine's disk, more than reading the log; a lone (large) log goes to ``TMPDIR``."""
-    shm = SHM if len(paths) > 1 and os.access(SHM, os.W_OK) else None
+    shm = SHM if len(paths) > 1 and _room(SHM) >= SHM_MIN_FREE_BYTES else None
     with tempfile.TemporaryDirectory(prefix="scalewall-logs-", dir=shm) as tmp:
         local = os.path.realpath(tmp)
         failed = _fetch(root.filesystem(), root, [*sidecars, *paths], local)
