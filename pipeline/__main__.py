@@ -129,8 +129,9 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
 @app.command()
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
-    logs: str = typer.Option("data/raw/logs", help="folder of training step logs (a path or "
-                             "a file:// URL)"),
+    logs: list[str] = typer.Option(["data/raw/logs"], help="root of training step logs: a "
+                                   "path or an fsspec URL (file://, memory://, s3:// with "
+                                   "s3fs, gs:// with gcsfs); repeat for several roots"),
     catalog: Path = CATALOG,
     out: Path = PROCESSED,
     metrics: Path = typer.Option(Path("reports/metrics/ingest.json")),

@@ -126,6 +126,8 @@ class IngestSettings(_Group):
     mfu_on_assumed_precision: bool
     # Processes reading the MLPerf power logs (pipeline.processes caps it at the CPUs).
     power_workers: Annotated[int, Field(ge=1, le=256)] = 1
+    # runs/steps of more rows are written as folders of parts by run_id prefix (io_parts)
+    partition_rows: Annotated[int, Field(ge=1, le=10**12)] = 10_000_000
     logs: LogsSettings
 
 

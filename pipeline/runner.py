@@ -23,6 +23,7 @@ import pandas as pd
 from pipeline.config import Settings, settings
 from pipeline.contracts import ContractError, Stage
 from pipeline.io import write_csv, write_json, write_parquet
+from pipeline.io_parts import read_frame
 from pipeline.report.contract import STAGE as REPORT
 from pipeline.schema import PRODUCERS, check_metrics, check_output
 
@@ -66,10 +67,10 @@ def read_inputs(stage: Stage, processed_dir: Path, metrics_dir: Path,
     frames = {}
     for name in stage.reads:
         path = processed_dir / name
-        if not path.is_file():
+        if not path.exists():  # a file, or a folder of parts (pipeline.io_parts)
             raise ContractError(f"{stage.name}: input {path} is missing (run the stage that "
                                 f"writes {name} first)")
-        frames[name] = check_output(name, pd.read_parquet(path))
+        frames[name] = check_output(name, read_frame(path))
     metrics = {}
     for other in stage.reads_metrics:
         path = metrics_dir / f"{other}.json"

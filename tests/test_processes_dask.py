@@ -109,3 +109,58 @@ def test_step_logs_read_on_the_cluster_are_the_local_records(client, tmp_path: P
     assert sum(r.reason is None for r in on_cluster) == len(STEP_TIME_MS)
     rejects = [r for r in on_cluster if r.path.endswith("cut.log")]
     assert len(rejects) == 1 and rejects[0].reason
+
+
+def test_step_logs_under_a_url_are_read_by_the_workers_themselves(client, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A root under an fsspec URL whose store every worker can open (a zip archive of the
+    fixture logs, ``zip://logs::file://...``): each task names its logs by path in the store
+    and the worker fetches them; the records are the local folder's with the URL shown."""
+    import shutil
+
+    from pipeline.ingest.roots import logs_root
+    from pipeline.ingest.sources.common import shown_path
+    from pipeline.ingest.sources.steplogs.reader import read_logs
+    from pipeline.ingest.sources.steplogs import reader
+    from test_ingest_fsspec import FIXTURES, LOGS, _seen
+
+    monkeypatch.setattr(reader, "BATCH_FILES", 5)  # 9 batches of the 42 fixture logs
+    archive = shutil.make_archive(str(tmp_path / "fleet"), "zip", FIXTURES.parent, "logs")
+    url = f"zip://logs::{Path(archive).as_uri()}"
+    params = {"ingest": {"logs": {**LOGS, "workers": 2}}}
+    before = processes._Active.tasks
+    on_cluster, steps_cluster = read_logs(logs_root(url, "--logs"), params)
+    assert processes._Active.tasks > before  # the batches went to the cluster
+    with processes.using(ExecutorSettings()):
+        local, steps_local = read_logs(FIXTURES, params)
+    prefix = shown_path(FIXTURES / "x")[:-1]
+    assert _seen(on_cluster) == _seen(local, prefix, url + "/")
+    assert len(steps_cluster) == len(steps_local) > 0
+
+
+def test_partitioned_outputs_are_the_same_bytes_on_the_cluster(client, tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """runs/steps past ``ingest.partition_rows`` (3 here): the same parts, byte for byte, from
+    the cluster's workers as from this machine's pool."""
+    from pipeline.ingest import stage as ingest_stage
+    from pipeline.ingest.sources.steplogs import reader
+    from test_io_parts import CATALOG, FIXTURES, digests
+
+    monkeypatch.setattr(reader, "BATCH_FILES", 5)
+    monkeypatch.setenv("SCALEWALL_WORKERS", "2")
+    params = load_params()
+    params["ingest"]["mlperf_roots"] = []
+    params["ingest"]["partition_rows"] = 3
+    params["ingest"]["logs"]["workers"] = 2
+
+    def ingest(out: Path) -> dict[str, str]:
+        ingest_stage.run(params, published_dir=out / "none", logs_dir=FIXTURES,
+                         catalog_dir=CATALOG, out_dir=out, metrics_path=out / "ingest.json")
+        return digests(out)
+
+    on_cluster = ingest(tmp_path / "cluster")
+    with processes.using(ExecutorSettings()):
+        local = ingest(tmp_path / "local")
+    assert on_cluster == local
+    assert (tmp_path / "local" / "steps.parquet").is_dir()
+    assert len([k for k in local if k.startswith("runs.parquet/part-")]) > 2

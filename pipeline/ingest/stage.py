@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from pipeline.bounded import cap, short
@@ -46,10 +45,11 @@ from pipeline.ingest.sources.published import read_published
 from pipeline.ingest.records import Record
 from pipeline.ingest.core.series import assign_series, why_alone
 from pipeline.ingest.sources.steplogs.store import write_steps_parquet
-from pipeline.ingest.roots import local_root
+from pipeline.ingest.roots import local_root, logs_root
 from pipeline.ingest.sources.steplogs.reader import stream_logs
-from pipeline.io import (PARQUET_OPTIONS, atomic_path, pid_alive, write_json,
-                         write_parquet)
+from pipeline.ingest.sources.steplogs.remote import RemoteRoot
+from pipeline.io import pid_alive, write_json, write_parquet
+from pipeline.io_parts import PartsWriter
 from pipeline.ingest.contract import (POWER_COLUMNS, POWER_SCHEMA, REJECTS_SCHEMA, RUNS_SCHEMA,
                                       RUN_COLUMNS, SERIES_COLUMNS, SERIES_SCHEMA, STEPS_SCHEMA,
                                       pandas_dtype)
@@ -131,15 +131,21 @@ def _relative(record: Record) -> Record:
     return replace(record, path=rel, fields=fields)
 
 
-def _step_logs(logs_dir: Path, params: dict[str, Any], steps_dir: Path) -> Iterator[Record]:
-    """One record per step log, yielded as the logs are read (the reading starts now and
-    overlaps the normalizing of the records already yielded); each log's
-    per-step rows go to ``steps_dir`` (one file per batch of logs, so memory does not grow
-    with the number of logs)."""
-    if not logs_dir.is_dir():
-        _warn(f"step logs folder {logs_dir} is absent: no step logs read")
-        return (record for record in ())
-    return stream_logs(logs_dir, params, steps_dir)
+def _step_logs(roots: list[Path | RemoteRoot], params: dict[str, Any],
+               steps_dir: Path) -> Iterator[Record]:
+    """One record per step log of each root in turn, yielded as the logs are read (a root's
+    reading starts when its first record is asked for and overlaps the normalizing of the
+    records already yielded); each log's per-step rows go to ``steps_dir`` (one file per batch
+    of logs, so memory does not grow with the number of logs; a folder per root when several)."""
+    for i, root in enumerate(roots):
+        there = (root.filesystem().isdir(root.path) if isinstance(root, RemoteRoot)
+                 else root.is_dir())
+        if not there:
+            _warn(f"step logs folder {root.url if isinstance(root, RemoteRoot) else root} is "
+                  "absent: no step logs read from it")
+            continue
+        yield from stream_logs(root, params, steps_dir if len(roots) == 1
+                               else steps_dir / f"root-{i:03d}")
 
 
 def _reject_row(record: Record, reason: str) -> dict[str, Any]:
@@ -480,13 +486,16 @@ def rare_full_collections() -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, catalog_dir: Path,
+def run(params: dict[str, Any], *, published_dir: Path,
+        logs_dir: Path | str | list[Path | str], catalog_dir: Path,
         out_dir: Path, metrics_path: Path) -> dict[str, Any]:
-    """Run the ingest stage; return the metrics written to ``metrics_path``."""
+    """Run the ingest stage; return the metrics written to ``metrics_path``. ``logs_dir``: one
+    step-log root or a list of them, each a path or an fsspec URL (``roots.logs_root``)."""
     options, mlperf_roots = read_options(params)
     catalog = load_catalog(Path(catalog_dir))
     published_dir, out_dir = Path(published_dir), Path(out_dir)
-    logs_dir = local_root(logs_dir, "--logs")
+    logs_roots = [logs_root(root, "--logs") for root in (
+        logs_dir if isinstance(logs_dir, (list, tuple)) else [logs_dir])]
     if not published_dir.is_dir():
         _warn(f"published folder {published_dir} is absent: no published tables read")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -499,7 +508,7 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
             yield from _mlperf_records(mlperf_roots, options.power_workers)
             # Started after the MLPerf trees, whose power logs a pool reads: no process is
             # forked beside another pool's threads.
-            yield from _step_logs(logs_dir, params, Path(scratch))
+            yield from _step_logs(logs_roots, params, Path(scratch))
 
         source = stack.enter_context(contextlib.closing(records()))
         stream = tqdm(source, desc="ingest", unit="rec", file=sys.stderr, delay=2.0,
@@ -519,13 +528,14 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
         # Steps of a rejected log belong to no run and are left out (the log is in rejects).
         run_by_path = {r["_path"]: r["run_id"] for r in runs if r["source_kind"] == "log"}
         metrics = _metrics(read, runs, rejects, series, 0)  # steps counted below
-        write_runs(runs, out_dir / "runs.parquet")  # empties ``runs``: its rows are written
+        write_runs(runs, out_dir / "runs.parquet",  # empties ``runs``: its rows are written
+                   max_rows=options.partition_rows)
         write_parquet(check_output("rejects.parquet", _frame(rejects, REJECTS_SCHEMA_COLUMNS)),
                       out_dir / "rejects.parquet", REJECTS_SCHEMA)
         write_parquet(check_output("series.parquet", _frame(series, SERIES_COLUMNS)),
                       out_dir / "series.parquet", SERIES_SCHEMA)
         n_steps = write_steps_parquet(Path(scratch), run_by_path, out_dir / "steps.parquet",
-                                      STEPS_SCHEMA)
+                                      STEPS_SCHEMA, max_rows=options.partition_rows)
     metrics["totals"]["steps"] = n_steps
     metrics["power"] = _power_metrics(power_rows)
     metrics["logs_without_series"] = _alone_metrics(alone)
@@ -542,9 +552,12 @@ def run(params: dict[str, Any], *, published_dir: Path, logs_dir: Path | str, ca
 # Runs checked and written per slice (``write_runs``): a 10^6-row table's runs as one frame and
 # one Arrow table would cost ~2 kB a run on top of the rows themselves.
 RUNS_SLICE_ROWS = 16_384
+# ``ingest.partition_rows``'s default: runs/steps of more rows are written as folders of parts.
+PARTITION_ROWS = 10_000_000
 
 
-def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) -> None:
+def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None,
+               max_rows: int = PARTITION_ROWS) -> None:
     """``runs.parquet`` from ``runs`` (sorted by ``run_id``), checked against the contract
     (``schema_check.check_runs``: ``validate_runs``' checks on whole columns) and written
     ``slice_rows`` runs at a time, each slice a row group; the rows of a written slice are
@@ -552,27 +565,24 @@ def write_runs(runs: list[RunRow], path: Path, slice_rows: int | None = None) ->
     Up to ``slice_rows`` runs the file is byte for byte what ``write_parquet`` writes
     (pyarrow's ``write_table`` is this writer and one ``write_table`` call). ``run_id`` is
     unique within a slice by the contract and across slices because the rows are sorted: the
-    two runs either side of a cut differ. ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given."""
+    two runs either side of a cut differ. ``slice_rows``: ``RUNS_SLICE_ROWS`` unless given.
+    More than ``max_rows`` runs (``ingest.partition_rows``): a folder of one part per
+    ``run_id`` prefix (``pipeline.io_parts``)."""
     slice_rows = slice_rows or RUNS_SLICE_ROWS
-    with atomic_path(path) as tmp:
-        writer: pq.ParquetWriter | None = None
+    with PartsWriter(path, max_rows, RUNS_SCHEMA, rows=len(runs)) as writer:
         last_id: str | None = None
-        try:
-            while runs or writer is None:  # an empty table is written too
-                chunk = runs[:slice_rows]
-                if chunk and chunk[0]["run_id"] == last_id:
-                    raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
-                table = pa.Table.from_pandas(check_runs(_frame(chunk, RUN_COLUMNS)),
-                                             schema=RUNS_SCHEMA, preserve_index=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema, **PARQUET_OPTIONS)
-                writer.write_table(table)
-                last_id = chunk[-1]["run_id"] if chunk else None
-                del runs[:slice_rows], table, chunk
-                pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed memory
-        finally:
-            if writer is not None:
-                writer.close()
+        first = True
+        while runs or first:  # an empty table is written too
+            first = False
+            chunk = runs[:slice_rows]
+            if chunk and chunk[0]["run_id"] == last_id:
+                raise AssertionError(f"runs.parquet: run_id {last_id} twice (a bug)")
+            table = pa.Table.from_pandas(check_runs(_frame(chunk, RUN_COLUMNS)),
+                                         schema=RUNS_SCHEMA, preserve_index=False)
+            writer.write_table(table)
+            last_id = chunk[-1]["run_id"] if chunk else None
+            del runs[:slice_rows], table, chunk
+            pa.default_memory_pool().release_unused()  # Arrow's pool keeps freed memory
 
 
 def _code(reason: str) -> str:

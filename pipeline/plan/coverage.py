@@ -26,6 +26,7 @@ import pandas as pd
 from pipeline import plausibility
 from pipeline.calibrate.step import StepModel, predict
 from pipeline.frameworks import PRODUCTION_FAMILIES
+from pipeline.io_parts import read_frame, read_schema
 
 FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                    "accelerators_per_node", "seq_len", "mfu", "status")
@@ -61,11 +62,10 @@ def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Me
 
 
 def _read_columns(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    """``columns`` of a parquet file, those it has (an older runs.parquet may lack one)."""
-    import pyarrow.parquet as pq
-
-    have = set(pq.read_schema(path).names)
-    return pd.read_parquet(path, columns=[c for c in columns if c in have])
+    """``columns`` of a parquet table (a file or a folder of parts, ``pipeline.io_parts``),
+    those it has (an older runs.parquet may lack one)."""
+    have = set(read_schema(path).names)
+    return read_frame(path, columns=[c for c in columns if c in have])
 
 
 def _feature_present(fitted: pd.DataFrame, col: str, test) -> bool:

@@ -25,6 +25,7 @@ import pyarrow as pa  # noqa: E402
 from pipeline.coverage import by_source, draw, family_by_n  # noqa: E402
 from pipeline.ingest.contract import RUNS_SCHEMA  # noqa: E402
 from pipeline.io import atomic_path, write_json, write_parquet, write_text  # noqa: E402
+from pipeline.io_parts import read_frame  # noqa: E402
 from pipeline.release import card, card_text, croissant  # noqa: E402
 from pipeline.release.bundle import (release_runs, rejects_summary,  # noqa: E402
                                      sources_table)
@@ -101,7 +102,7 @@ def run(params: dict[str, Any], *, processed_dir: Path, out_dir: Path, metrics_p
         sources_path: Path = Path(SOURCES_FILE)) -> dict[str, Any]:
     """Run the release stage; return the metrics written to ``metrics_path``."""
     del params  # the release reads no settings
-    runs = check_output("runs.parquet", pd.read_parquet(Path(processed_dir) / "runs.parquet"))
+    runs = check_output("runs.parquet", read_frame(Path(processed_dir) / "runs.parquet"))
     rejects = check_output("rejects.parquet",
                            pd.read_parquet(Path(processed_dir) / "rejects.parquet"))
     metrics = write_bundle(runs, rejects, read_sources(Path(sources_path)), Path(out_dir))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.io_parts import read_frame
 from pipeline.report.contract import STAGE
 
 FRAMES = tuple(name.removesuffix(".parquet") for name in STAGE.reads)
@@ -63,7 +64,7 @@ def load(processed_dir: Path, metrics_dir: Path) -> ReportData:
     for name in FRAMES:
         path = Path(processed_dir) / f"{name}.parquet"
         if path.exists():
-            frames[name] = pd.read_parquet(path)
+            frames[name] = read_frame(path)  # a file or a folder of parts
         else:
             frames[name] = pd.DataFrame()
             missing.append(str(path))

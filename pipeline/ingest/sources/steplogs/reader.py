@@ -64,6 +64,7 @@ from pipeline.ingest.sources.steplogs.sidecar import SidecarError, load_sidecar,
 from pipeline.ingest.sources.steplogs.base import ANSI_RE, ParseState
 from pipeline.ingest.sources.steplogs.phases import phase_change
 from pipeline.ingest.sources.steplogs.reduce import reduce_steps
+from pipeline.ingest.sources.steplogs.remote import RemoteRoot, mirrored
 from pipeline.ingest.sources.steplogs.store import STEP_COLUMNS, gather, steps_rows, write_steps
 
 __all__ = ["FORMATS", "STEP_COLUMNS", "read_logs", "stream_logs", "read_one", "find_logs", "detect_format"]
@@ -568,7 +569,24 @@ def _read_batch(batch: tuple[list[str], Path, LogsSettings, Path | None],
             for (result, steps), name in zip(outcomes, shown)]
 
 
-def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
+def _read_remote_batch(task: tuple[list[str], RemoteRoot, LogsSettings, Path | None, list[str]]
+                       ) -> list[tuple[Any, dict[str, Any] | str | None, str]]:
+    """``_read_batch`` for logs under an fsspec URL (``remote``): (logs' paths in the store,
+    the root, settings, steps file or None, the sidecars they need) -> the same outcomes, each
+    log fetched by the process running the task and shown as its URL."""
+    paths, root, s, out, sidecars = task
+    with mirrored(root, paths, sidecars) as (local, copies, urls):
+        outcomes = urls(_read_batch((copies, local, s, None), {}))
+    if out is None:
+        return outcomes
+    rows = [steps for _, steps, _ in outcomes if isinstance(steps, dict)]
+    if rows:
+        write_steps(rows, out)
+    return [(result, None if steps is None else out.name, shown)
+            for result, steps, shown in outcomes]
+
+
+def read_logs(logs_dir: Path | RemoteRoot, params: dict, steps_dir: Path | None = None,
               paths: list[Path] | None = None) -> tuple[list[Record], pd.DataFrame]:
     """Every log under ``logs_dir`` -> one Record each, and the per-step rows of all logs.
 
@@ -593,7 +611,7 @@ def read_logs(logs_dir: Path, params: dict, steps_dir: Path | None = None,
     return records, gather(tables)
 
 
-def stream_logs(logs_dir: Path, params: dict, steps_dir: Path) -> Iterator[Record]:
+def stream_logs(logs_dir: Path | RemoteRoot, params: dict, steps_dir: Path) -> Iterator[Record]:
     """``read_logs(logs_dir, params, steps_dir)``'s Records, the same in the same order, yielded
     as the workers finish their batches: the caller's work on each record (the ingest core's)
     overlaps the reading of the logs after it, instead of waiting for the last. The logs are
@@ -611,20 +629,28 @@ def _records_of(stream: Iterator[Any]) -> Iterator[Record]:
             yield record
 
 
-def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Path] | None,
-            started: bool) -> Iterator[Any]:
+def _stream(logs_dir: Path | RemoteRoot, params: dict, steps_dir: Path | None,
+            paths: list[Path] | None, started: bool) -> Iterator[Any]:
     """(Record, its step rows, a steps file's name or None) for every log, in path order; with
-    ``started``, first one ``None`` once the batches are handed out."""
+    ``started``, first one ``None`` once the batches are handed out. ``logs_dir``: a local
+    folder, or a root under an fsspec URL (``remote``: listed once per folder, each batch
+    fetched by the process that reads it)."""
     s = load_group(params, "ingest.logs")
     workers = s.workers
-    logs_dir = Path(logs_dir)
-    paths = _log_texts(logs_dir) if paths is None else [str(Path(p)) for p in paths]
+    remote = logs_dir if isinstance(logs_dir, RemoteRoot) else None
+    yamls: dict = {}
+    if remote is not None:
+        paths, sizes, yamls = remote.list(lambda name: is_log_name(name) or is_listed(name))
+        logs_dir = Path(remote.path)
+    else:
+        logs_dir = Path(logs_dir)
+        paths = _log_texts(logs_dir) if paths is None else [str(Path(p)) for p in paths]
+        sizes = [_size(p) for p in paths]
     if steps_dir is not None:
         steps_dir = Path(steps_dir)
         steps_dir.mkdir(parents=True, exist_ok=True)
         for old in steps_dir.glob("*.arrow"):
             old.unlink()  # files of an earlier run must not mix with this one's
-    sizes = [_size(p) for p in paths]
     parallel = workers > 1 and len(paths) > 1
     # In parallel, large files first, largest first, so no worker is left with a big one while
     # the others idle; small ones follow in path order (``BIG_LOG_BYTES``), in batches (one
@@ -633,12 +659,17 @@ def _stream(logs_dir: Path, params: dict, steps_dir: Path | None, paths: list[Pa
         -sizes[i] if sizes[i] >= BIG_LOG_BYTES else 0, i)) if parallel else range(len(paths))
     batches = _batches(list(order), sizes)
     del order, sizes  # ~70 bytes a log, held while the stream lasts otherwise
-    tasks = [([paths[i] for i in b], logs_dir, s,
-              None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow") for b in batches]
+    tasks: list[Any] = [([paths[i] for i in b], remote or logs_dir, s,
+                         None if steps_dir is None else steps_dir / f"{b[0]:06d}.arrow")
+                        for b in batches]
+    if remote is not None:  # each batch names the sidecars its logs may read
+        tasks = [(*task, remote.sidecars(task[0], yamls)) for task in tasks]
+        del yamls
     # Over the stage's executor (pipeline.processes: this machine's pool or a Dask cluster),
     # results in order; an early exit (an error downstream, the iterator closed) cancels the
     # batches nobody will read.
-    with stream_in_order(_read_batch, tasks, workers if parallel else 1,
+    with stream_in_order(_read_batch if remote is None else _read_remote_batch, tasks,
+                         workers if parallel else 1,
                          initializer=_fresh_worker) as done:
         if started:
             yield None

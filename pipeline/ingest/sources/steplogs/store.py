@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
 
-from pipeline.io import PARQUET_OPTIONS, atomic_path
+from pipeline.io_parts import PartsWriter
 from pipeline.ingest.contract import STEP_COLUMNS as SCHEMA_STEP_COLUMNS
 from pipeline.ingest.contract import STEPS_SCHEMA
 
@@ -176,7 +175,7 @@ def _gathered(group: list[tuple], schema: pa.Schema) -> pa.Table:
 
 
 def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: Path,
-                        schema: pa.Schema) -> int:
+                        schema: pa.Schema, max_rows: int = 10_000_000) -> int:
     """Stream the per-log files of ``steps_dir`` into one Parquet file; returns its row count.
 
     Rows of logs with no run in ``run_by_path`` (rejected logs) are left out; the others get
@@ -185,14 +184,17 @@ def write_steps_parquet(steps_dir: Path, run_by_path: dict[str, str], out_path: 
     columns written, in order, with their types (``run_id`` plus any of ``STEP_COLUMNS``).
     Memory: one slice of ``SLICE_ROWS`` rows at a time, read memory-mapped. Writer settings
     are those of ``pipeline.io.write_parquet`` (deterministic bytes), without pandas metadata.
+    More than ``max_rows`` rows (``ingest.partition_rows``): a folder of one part per ``run_id``
+    prefix (``pipeline.io_parts.PartsWriter``), the same rows in the same order.
     """
     logs = []
-    for file in sorted(Path(steps_dir).glob("*.arrow")):
+    for file in sorted(Path(steps_dir).rglob("*.arrow")):  # a folder per logs root when several
         logs += [(run_by_path[path], path, file, start, n) for path, start, n in _logs_in(file)
                  if path in run_by_path]
     logs.sort()
     rows = 0
-    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema, **PARQUET_OPTIONS) as writer:
+    rows_in = sum(log[4] for log in logs)
+    with PartsWriter(out_path, max_rows, schema, rows=rows_in) as writer:
         for group in _groups(logs):
             if len(group) == 1:  # one log (maybe of millions of rows): zero-copy slices
                 run_id, _, file, start, n = group[0]
