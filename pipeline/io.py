@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,23 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale_partials(path: Path) -> None:
-    """Remove ``path``'s partial files left by killed writers (their pid no longer runs)."""
-    for old in path.parent.glob(f"{PARTIAL_PREFIX}*-{path.name}"):
+def remove_stale_partials(path: Path, suffix: str = "") -> None:
+    """Remove ``path``'s partial outputs left by killed writers (their pid no longer runs):
+    ``.partial-<pid>-<name><suffix>``, a file or a folder (``io_parts``' folders of parts and
+    old outputs moved aside: ``suffix`` "*")."""
+    for old in path.parent.glob(f"{PARTIAL_PREFIX}*-{path.name}{suffix}"):
         pid = old.name[len(PARTIAL_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not pid_alive(int(pid)):
-            old.unlink(missing_ok=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink(missing_ok=True)
+
+
+def name_output(exc: BaseException, path: Path) -> None:
+    """pyarrow's "no space left" names no file: name the output ``path``."""
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)
 
 
 @contextlib.contextmanager
@@ -51,15 +63,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_partials(path)
+    remove_stale_partials(path)
     tmp = path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{path.name}")
     try:
         yield tmp
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)  # pyarrow's "no space left" names no file: the output
+        name_output(exc, path)
         raise
 
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.io import PARQUET_OPTIONS, PARTIAL_PREFIX, pid_alive
+from pipeline.io import PARQUET_OPTIONS, PARTIAL_PREFIX, name_output, remove_stale_partials
 
 PART_NAME = "part-{}.parquet"
 PART_GLOB = "part-*.parquet"
@@ -83,7 +83,7 @@ class PartsWriter:
         self.path, self.schema, self.key = Path(path), schema, key
         self.digits = prefix_digits(rows, max_rows)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale(self.path)
+        remove_stale_partials(self.path, "*")
         self.first = self.path.with_name(f"{PARTIAL_PREFIX}{os.getpid()}-{self.path.name}")
         self.folder = self.first.with_name(self.first.name + ".d")
         _clear(self.folder)
@@ -161,16 +161,10 @@ class PartsWriter:
                 return
         except BaseException as failed:  # the rename failed or the stage was stopped in it
             self.abort()
-            _name_output(failed, self.path)
+            name_output(failed, self.path)
             raise
         self.abort()
-        _name_output(exc, self.path)
-
-
-def _name_output(exc: BaseException, path: Path) -> None:
-    """pyarrow's "no space left" names no file: name the output."""
-    if isinstance(exc, OSError) and exc.filename is None:
-        exc.filename = str(path)
+        name_output(exc, self.path)
 
 
 def _clear(path: Path) -> None:
@@ -180,11 +174,3 @@ def _clear(path: Path) -> None:
     else:
         path.unlink(missing_ok=True)
 
-
-def _remove_stale(path: Path) -> None:
-    """Temporary folders and old outputs of ``path`` left by writers killed mid-write (their
-    pid no longer runs)."""
-    for stale in path.parent.glob(f"{PARTIAL_PREFIX}*-{path.name}*"):
-        pid = stale.name[len(PARTIAL_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            _clear(stale)

@@ -99,6 +99,39 @@ def test_a_failed_write_leaves_the_old_output(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
 
 
+
+def _dead_pid() -> int:
+    """A pid no process runs under (``pipeline.io.pid_alive`` says so)."""
+    from pipeline.io import pid_alive
+    return next(pid for pid in range(4_000_000, 4_100_000) if not pid_alive(pid))
+
+
+def test_partials_of_killed_writers_are_removed_a_live_ones_kept(tmp_path: Path) -> None:
+    """A killed writer's partial file, folder of parts and moved-aside old output are removed
+    the next time the table is written (``io.remove_stale_partials``); a running writer's are
+    kept, and ``atomic_path`` removes only its own name's partial files."""
+    import os
+    from pipeline.io import PARTIAL_PREFIX, write_parquet
+    dead, live = _dead_pid(), os.getppid()
+    stale = [tmp_path / f"{PARTIAL_PREFIX}{dead}-t.parquet",
+             tmp_path / f"{PARTIAL_PREFIX}{dead}-t.parquet.d",
+             tmp_path / f"{PARTIAL_PREFIX}{dead}-old-t.parquet"]
+    stale[0].write_bytes(b"cut")
+    stale[1].mkdir()
+    (stale[1] / "part-0.parquet").write_bytes(b"cut")
+    stale[2].mkdir()
+    running = tmp_path / f"{PARTIAL_PREFIX}{live}-t.parquet.d"
+    running.mkdir()
+    other = tmp_path / f"{PARTIAL_PREFIX}{dead}-u.parquet.d"
+    other.mkdir()
+    _write(tmp_path / "t.parquet", 2, [_table(5)])
+    assert not any(p.exists() for p in stale) and running.is_dir() and other.is_dir()
+    write_parquet(pd.DataFrame({"x": [1]}), tmp_path / "u.parquet")
+    assert other.is_dir()  # a file's writer removes files of its name only, no suffix
+    (tmp_path / f"{PARTIAL_PREFIX}{dead}-u.parquet").write_bytes(b"cut")
+    write_parquet(pd.DataFrame({"x": [1]}), tmp_path / "u.parquet")
+    assert not (tmp_path / f"{PARTIAL_PREFIX}{dead}-u.parquet").exists()
+
 def _ingest(out: Path, partition_rows: int | None = None) -> Path:
     params = load_params()
     params["ingest"]["mlperf_roots"] = []
