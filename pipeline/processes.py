@@ -65,6 +65,13 @@ CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
                   "distributed.admin.tick.interval": "1s",
                   "distributed.admin.system-monitor.interval": "1s",
                   "distributed.worker.memory.monitor-interval": "1s"}
+#: Dask's debugging history in the stage's process, for either Dask kind: every ``BatchedSend``
+#: keeps its last ``distributed.admin.low-level-log-length`` messages (default 1,000;
+#: dask/distributed#1630), the client's among them the graphs it sent, each step-log task's
+#: arguments (1,024 logs' paths, ~0.3 MB), so the main process held the last 1,000 tasks': 267
+#: MiB more than under ``local`` at 10^6 logs (measured). The scheduler's transition and event
+#: logs share the setting.
+LOG_CONFIG = {"distributed.admin.low-level-log-length": 16}
 #: Dask chunks in flight at once per worker in ``stream_in_order`` (bounds the results held)
 STREAM_WINDOW_PER_WORKER = 4
 #: local pool tasks submitted and not yet read, per process, in ``stream_in_order``: the
@@ -113,6 +120,7 @@ def using(cfg: ExecutorSettings) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     with contextlib.ExitStack() as stack:
+        stack.enter_context(dask.config.set(LOG_CONFIG))  # read as the client and cluster start
         if cfg.kind == "local-cluster":
             stack.enter_context(dask.config.set(CLUSTER_CONFIG))  # the nannies pass it on
             cluster = stack.enter_context(LocalCluster(

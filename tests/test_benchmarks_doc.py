@@ -3,7 +3,7 @@ the generator is checked on made-up lines; nothing here is timed."""
 
 from __future__ import annotations
 
-from benchmarks.document import Figure, parse_line, render
+from benchmarks.document import Figure, merge, parse_line, render
 
 MACHINE = {"machine": "Test CPU, 2 cores, 24 GiB", "date": "2026-01-02 03:04 UTC",
            "commit": "abc123", "command": "make bench"}
@@ -31,11 +31,25 @@ def test_the_page_names_machine_date_commit_and_puts_each_figure_beside_its_targ
     page = render(MACHINE, [("bench_theory", ["theory layout evaluations: 3,400,000 per s "
                                               "(target: >= 1,000,000 per s)", "a stray line"]),
                             ("bench_fit (exit 1)", [])])
-    assert "- machine: Test CPU, 2 cores, 24 GiB" in page
-    assert "- date: 2026-01-02 03:04 UTC" in page and "- commit: abc123" in page
+    assert ("Measured 2026-01-02 03:04 UTC on Test CPU, 2 cores, 24 GiB; commit abc123; "
+            "`make bench`.") in page
     assert "| theory layout evaluations | 3,400,000 per s | >= 1,000,000 per s |" in page
-    assert "## bench_fit (exit 1)\n\n(no figures printed)" in page
+    assert "## bench_fit (exit 1)\n\nMeasured" in page and "(no figures printed)" in page
     assert "do not edit by hand" in page
+    assert page.index("## bench_fit") < page.index("## bench_theory")
+
+
+def test_a_run_of_some_benchmarks_replaces_their_sections_and_keeps_the_others():
+    first = render(MACHINE, [("bench_fit", ["fit stage: 9.0 s (target: < 60 s)"]),
+                             ("bench_theory", ["theory: 1 per s"])])
+    later = {**MACHINE, "date": "2026-02-03 04:05 UTC", "commit": "def456",
+             "command": "python -m benchmarks bench_theory"}
+    page = merge(first, later, [("bench_theory (exit 1)", ["theory: 2 per s"])])
+    assert "| fit stage | 9.0 s | < 60 s |" in page and "commit abc123; `make bench`" in page
+    assert "| theory | 2 per s | - |" in page and "| theory | 1 per s |" not in page
+    assert "2026-02-03 04:05 UTC" in page and page.count("## ") == 2
+    assert merge(page, later, []) == page  # nothing rerun: the page as it was
+    assert merge(None, MACHINE, [("bench_fit", [])]).count("## ") == 1
 
 
 def test_a_pipe_in_a_figure_does_not_break_the_table():

@@ -59,3 +59,11 @@ def test_a_default_batch_is_a_power_of_two_and_stated():
 def test_sequences_and_tokens_must_agree():
     with pytest.raises(PlanError, match="give one of them"):
         resolve_batch(2048.0 * 100, 99, 2048, None)
+
+
+def test_a_batch_that_does_not_split_into_sequences_is_named_as_given():
+    # the message shows the user's number, never a rounded one (1.5 once read "2 tokens")
+    with pytest.raises(PlanError, match=r"1\.5 tokens is not a whole number of 2048-token"):
+        resolve_batch(1.5, None, 2048, None)
+    with pytest.raises(PlanError, match=r"3145728\.4 tokens .* \(1536\.000195"):
+        resolve_batch(3145728.4, None, 2048, None)

@@ -57,6 +57,15 @@ def test_results_in_input_order_on_the_cluster(client, tmp_path: Path) -> None:
         assert list(streamed) == list(range(25, 0, -1))
 
 
+def test_the_stage_keeps_no_history_of_the_tasks_it_sent(client) -> None:
+    # dask's BatchedSend keeps its last low-level-log-length messages, the client's the graphs
+    # with every task's arguments: at the default 1,000 the main process held 267 MiB more
+    # at 10^6 step logs (processes.LOG_CONFIG)
+    kept = client.scheduler_comm.recent_message_log.maxlen
+    assert kept is not None and kept <= processes.LOG_CONFIG[
+        "distributed.admin.low-level-log-length"] < 100
+
+
 @pytest.mark.parametrize("how", ["map", "stream"])
 def test_a_worker_killed_mid_map_costs_a_rerun_not_the_map(client, tmp_path: Path,
                                                            how: str) -> None:

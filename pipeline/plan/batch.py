@@ -40,6 +40,11 @@ def resolve_seq_len(given: float | None, model_seq: float, theory_default: float
     return int(theory_default), (f"seq_len={int(theory_default)} (theory.bounds.seq_len)",)
 
 
+def _shown(tokens: float) -> str:
+    """A token count as the user gave it: 3145728, 1.5 (never rounded)."""
+    return str(int(tokens)) if float(tokens).is_integer() else repr(float(tokens))
+
+
 def resolve_batch(tokens: float | None, sequences: int | None, seq_len: int,
                   default_tokens: float | None) -> Batch:
     """The step's batch (module docstring); ``default_tokens`` is used only when neither
@@ -48,13 +53,14 @@ def resolve_batch(tokens: float | None, sequences: int | None, seq_len: int,
         t = finite("--global-batch-tokens", tokens, 0, MAX_BATCH_TOKENS, low_open=True)
         seqs = t / seq_len
         if seqs != math.floor(seqs):
-            raise PlanError("--global-batch-tokens", f"{t:.0f} tokens is not a whole number of "
-                            f"{seq_len}-token sequences ({seqs:.4g}); give a multiple of "
-                            f"{seq_len}, or the batch in sequences with --layout gbs=")
+            raise PlanError("--global-batch-tokens",
+                            f"{_shown(t)} tokens is not a whole number of {seq_len}-token "
+                            f"sequences ({seqs:.10g} sequences); give a multiple of {seq_len}, "
+                            "or the batch in sequences with --layout gbs=")
         if sequences is not None and int(seqs) != sequences:
             raise PlanError("--layout", f"gbs={sequences} sequences x {seq_len} tokens = "
                             f"{sequences * seq_len} tokens, but --global-batch-tokens is "
-                            f"{t:.0f}: give one of them")
+                            f"{_shown(t)}: give one of them")
         return Batch(int(seqs), seq_len)
     if sequences is not None:
         if sequences * seq_len > MAX_BATCH_TOKENS:
