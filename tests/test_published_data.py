@@ -150,7 +150,10 @@ def test_values_match_reference_rows(reference_data, name):
             assert math.isclose(float(row["tokens_per_s"]), float(ref["tokens_per_s"]))
         elif row["tokens_per_s"]:
             assert "tokens_per_s" in derived
-        tflops = row["tflops_per_accelerator"] or row.get("hardware_tflops_per_accelerator", "")
+        # the reference's TFLOP/s as given: model TFLOP/s, or hardware TFLOP/s where the row
+        # derives its model TFLOP/s from them (bloom2022) or has none (megatron2021)
+        model = row["tflops_per_accelerator"] if "tflops_per_accelerator" not in derived else ""
+        tflops = model or row.get("hardware_tflops_per_accelerator", "")
         assert f(tflops) == f(ref["tflops_per_gpu"])
         if ref["mfu"] and not row["mfu"]:  # only the Playbook's MFU printed as 0.000
             assert float(ref["mfu"]) == 0.0 and "rounded" in row["notes"]
@@ -186,6 +189,17 @@ def test_megatron_recompute_flops_kept_apart_and_hfu():
     series = {r["series"] for r in rows if "table2" in r["series"]}
     assert series == {f"megatron2021:table2:{m}:{s}" for m in ("175b", "530b")
                       for s in ("zero3", "ptd-p")}
+
+
+def test_bloom_states_model_flops_apart_from_its_hardware_flops():
+    # the BigScience tr11-176B-ml README: with activation checkpointing its TFLOP/s use the 4*2
+    # coefficient (hardware); model TFLOP/s are 3/4 of them, and the run recomputes in full
+    [row] = rows_of("bloom2022.csv")
+    assert float(row["hardware_tflops_per_accelerator"]) == 156
+    assert float(row["tflops_per_accelerator"]) == pytest.approx(156 * 3 / 4)
+    assert "tflops_per_accelerator" in row["derived"].split(";")
+    assert row["recompute"] == "full" and row["micro_batch"] == "2"
+    assert "bigscience-workshop/bigscience" in row["citation"]
 
 
 def test_megatron_derived_throughput_reproduces_the_papers_training_times():
