@@ -372,8 +372,10 @@ def _bloom_as_run(row: Row) -> list[str]:
 
 
 def convert_single(source: str, accelerator: str, zero_stage: int | None,
-                   refs: list[dict[str, str]], ref_file: str) -> list[Row]:
-    """OPT and BLOOM: one production run each, at one scale."""
+                   refs: list[dict[str, str]], ref_file: str,
+                   stated: Callable[[Row], list[str]] | None = None) -> list[Row]:
+    """OPT and BLOOM: one production run each, at one scale; ``stated`` adds what another
+    source states about the run (``_bloom_as_run``) and returns the names it derives."""
     out = []
     for line, ref in enumerate(refs, 1):
         row = base_row(source, arxiv(ref), ref, ref_file, line, accelerator)
@@ -383,8 +385,8 @@ def convert_single(source: str, accelerator: str, zero_stage: int | None,
             derived.append("zero_stage")  # FSDP = 3 by convention; "ZeRO-1" is printed
         precision = re.search(r"\b(BF16|FP16)\b", ref["strategy"] + " " + ref["notes"])
         row["precision"] = precision[1].lower() if precision else None
-        if source == "bloom2022":
-            derived += _bloom_as_run(row)
+        if stated is not None:
+            derived += stated(row)
         out.append(with_derived(row, *derived))
     return out
 
@@ -793,7 +795,7 @@ def _converted(ref_dir: Path) -> dict[str, list[Row]]:
         "palm2022.csv": convert_palm2022(r("palm2022.csv")),
         "opt2022.csv": convert_single("opt2022", "A100 80GB", 3, r("opt2022.csv"), "opt2022.csv"),
         "bloom2022.csv": convert_single("bloom2022", "A100 80GB", 1, r("bloom2022.csv"),
-                                        "bloom2022.csv"),
+                                        "bloom2022.csv", stated=_bloom_as_run),
         "torchtitan2024.csv": convert_torchtitan2024(r("torchtitan2024.csv")),
         "nvidia_dgxc2024.csv": convert_nvidia_dgxc2024(r("nvidia_dgxc2024.csv")),
         "ultrascale_playbook2025.csv": convert_playbook_figures(figures),
