@@ -86,8 +86,9 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
     (("llama-3-70b", "H100", "--n", "512", "--cluster", "dgx-h200"), "--cluster",
      "dgx-h200 is a cluster of H200-SXM-141GB, not H100-SXM5-80GB"),
     (("llama-3-70b", "H100", "--n", "512", "--layout", "tp=x"), "--layout", "tp='x'"),
-    (("llama-3-70b", "GB200", "--n", "576", "--cluster", "gb200-nvl72"),
-     "--global-batch-tokens", "does not split into dp x micro-batch"),
+    # 296 = 8 x 37: dp carries the 37 (pp cannot: 32 layers), which 128 sequences lack
+    (("llama-3-8b", "H100", "--n", "296", "--global-batch-tokens", "1048576"),
+     "--global-batch-tokens", "give a batch that is a multiple of 37 sequences (303,104 tokens)"),
     (("llama-3-70b", "H100", "--n", "512", "--framework", "jax"), "--framework",
      "'jax' is not one of megatron, fsdp, deepspeed, playbook"),
 ])
@@ -130,9 +131,36 @@ def test_the_batch_in_sequences_and_the_table_shows_batch_and_defaults():
     result = _plan("gpt3-175b", "A100-SXM4-80GB", "--n", "1536", "--layout",
                    "tp=8,pp=12,mb=1,gbs=1536", "--top", "1")
     assert result.exit_code == 0, result.stderr
-    assert "1,536 sequences x 2,048 tokens = 3,145,728 tokens per step" in result.stdout
+    assert "global batch per step: 1,536 sequences x 2,048 tokens = 3,145,728 tokens" \
+        in result.stdout
     assert "assumed: precision bf16" in result.stdout
     assert " m96 " in result.stdout  # 1536 / (dp 16 x mb 1) microbatches per pipeline
+
+
+@pytest.mark.parametrize("n", [24, 72, 576, 1000])
+def test_the_default_batch_splits_at_an_n_with_an_odd_factor(n):
+    # a power-of-two default batch has no layout at N = 24 or 72 whose dp = N / tp splits it:
+    # the default is a multiple of N's odd factor, stated per N
+    result = _plan("llama-3-8b", "H100", "--n", str(n), "--json", "--top", "3")
+    assert result.exit_code == 0, result.stderr
+    odd = n // (n & -n)
+    for row in json.loads(result.stdout):
+        assert row["global_batch_sequences"] % odd == 0
+        assert row["dp"] * row["micro_batch"] * row["microbatches"] \
+            == row["global_batch_sequences"]
+    text = _plan("llama-3-8b", "H100", "--n", str(n), "64", "--top", "1").stdout
+    assert f"tokens at N = {n:,}" in text and "odd factor of N" in text
+
+
+def test_a_given_batch_is_split_by_a_pp_that_takes_the_odd_factor():
+    # 128 sequences on 24 chips: dp must be a power of two, so pp takes the 3 (32 layers: 11,
+    # 11, 10 a stage)
+    result = _plan("llama-3-8b", "H100", "--n", "24", "--global-batch-tokens", str(128 * 8192),
+                   "--json", "--top", "20")
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert {r["global_batch_sequences"] for r in rows} == {128}
+    assert all(r["pp"] % 3 == 0 for r in rows)
 
 
 def test_without_pipeline_outputs_it_says_to_run_make_report(tmp_path):

@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.plan.batch import resolve_batch, resolve_seq_len
+import math
+
+from pipeline.plan.batch import default_sequences, odd_factor, resolve_batch, resolve_seq_len
 from pipeline.plan.request import LAYOUT_KEYS, PlanError, finite, parse_layout
 
 KEY = st.sampled_from(sorted(LAYOUT_KEYS) + ["x", "", "TP", "zero "])
@@ -54,6 +56,32 @@ def test_a_default_batch_is_a_power_of_two_and_stated():
     assert batch.sequences == 2048 and batch.assumed
     seq, assumed = resolve_seq_len(None, float("nan"), 4096)
     assert seq == 4096 and "theory.bounds.seq_len" in assumed[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**6), st.floats(1.0, 1e6))
+def test_the_default_batch_at_n_is_the_nearest_power_of_two_times_its_odd_factor(n, critical):
+    seqs = default_sequences(critical, n)
+    odd = odd_factor(n)
+    assert odd % 2 == 1 and n % odd == 0 and (n // odd) & (n // odd - 1) == 0
+    assert seqs % odd == 0 and (seqs // odd) & (seqs // odd - 1) == 0
+    # no other odd x 2^a (a >= 0) is nearer the critical batch in log2 (ties: either)
+    a = int(math.log2(seqs // odd))
+    for other in (a - 1, a + 1):
+        if other >= 0:
+            assert abs(math.log2(critical / (odd * 2 ** other))) \
+                >= abs(math.log2(critical / seqs)) - 1e-9
+    if odd == 1:  # a power-of-two N keeps the power-of-two rule
+        assert seqs == 2 ** int(round(math.log2(critical)))
+
+
+def test_a_default_batch_is_stated_per_n_where_it_differs():
+    batch = resolve_batch(None, None, 8192, 1.27e6, (8, 72))
+    assert batch.at(8).sequences == 128 and batch.at(72).sequences == 144
+    assert "128 sequences = 1,048,576 tokens at N = 8" in batch.assumed[0]
+    assert "144 sequences = 1,179,648 tokens at N = 72" in batch.assumed[0]
+    given_batch = resolve_batch(8192.0 * 100, None, 8192, None)
+    assert given_batch.at(72) is given_batch  # the user's batch is the same at every N
 
 
 def test_sequences_and_tokens_must_agree():

@@ -73,10 +73,9 @@ def answer(req: Request, ctx: PlanContext, batch: Batch, top: int,
     """Rows (N, layout) of the best ``top`` layouts per N."""
     for n in req.n_values:
         check_layout_divides(req.layout, n)
-    frames = [plan_for_n(req.model, req.accelerator, n, batch, req.layout, ctx, top)
-              for n in req.n_values]
+    frames = [plan_for_n(req.model, req.accelerator, n, batch.at(n), req.layout, ctx, top)
+              .assign(global_batch_sequences=batch.at(n).sequences) for n in req.n_values]
     out = pd.concat(frames, ignore_index=True)
-    out["global_batch_sequences"] = batch.sequences
     if train_tokens:
         tdp = ctx.step.catalog.hardware.loc[req.accelerator, "tdp_w"]
         if not pd.notna(tdp):
@@ -97,7 +96,7 @@ def answer_tokens(req: Request, ctx: PlanContext, batch_tokens: float | None,
                              settings(ctx.params, "theory").bounds.seq_len)
     default = (default_batch_tokens(ctx.params, req.model.active_params)
                if batch_tokens is None else None)
-    return answer(req, ctx, resolve_batch(batch_tokens, None, seq, default), top)
+    return answer(req, ctx, resolve_batch(batch_tokens, None, seq, default, req.n_values), top)
 
 
 def records(rows: pd.DataFrame) -> list[dict[str, Any]]:

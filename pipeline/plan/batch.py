@@ -3,14 +3,15 @@
 The batch a user gives is never changed. ``--global-batch-tokens`` must be a whole number of
 sequences (it is divided by ``--seq-len``); ``--layout gbs=`` gives it in sequences, as papers
 state it. Where neither is given the default is the theory's critical batch for a
-compute-optimal run of the model (``pipeline.plan.answer.default_batch_tokens``), rounded to a
-power-of-two number of sequences, and said so in the answer.
+compute-optimal run of the model (``pipeline.plan.answer.default_batch_tokens``), rounded per N
+to a power of two times the odd factor of N sequences (:func:`default_sequences`), and said so
+in the answer.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.plan.request import MAX_BATCH_TOKENS, MAX_SEQ_LEN, PlanError, finite
 
@@ -22,10 +23,39 @@ class Batch:
     sequences: int
     seq_len: int
     assumed: tuple[str, ...] = ()
+    #: the critical batch in sequences where the batch is the default (None: the user's batch,
+    #: the same at every N)
+    critical_sequences: float | None = None
 
     @property
     def tokens(self) -> int:
         return self.sequences * self.seq_len
+
+    def at(self, n: int) -> "Batch":
+        """The batch planned at N: the user's as given, the default rounded for this N."""
+        if self.critical_sequences is None:
+            return self
+        seqs = default_sequences(self.critical_sequences, n)
+        if seqs * self.seq_len > MAX_BATCH_TOKENS:
+            raise PlanError("--n", f"at N = {n:,} the default batch, {seqs:,} sequences (a "
+                            f"multiple of N's odd factor {odd_factor(n):,}), is above "
+                            f"{MAX_BATCH_TOKENS:g} tokens per step; give --global-batch-tokens")
+        return replace(self, sequences=seqs)
+
+
+def odd_factor(n: int) -> int:
+    """N without its factors of two (72 -> 9, 1024 -> 1)."""
+    return n // (n & -n)
+
+
+def default_sequences(critical_sequences: float, n: int) -> int:
+    """The default batch at N in sequences: o 2^a nearest the critical batch in log2 (a >= 0),
+    with o the odd factor of N. The searched tp and cp are powers of two, so dp carries N's odd
+    factor wherever pp does not: a power of two alone (o = 1) would leave N = 24 or 72 no layout
+    with dp = N / tp whose micro-batches split the batch. At a power-of-two N this is the
+    critical batch to a power of two sequences."""
+    o = odd_factor(int(n))
+    return o * 2 ** max(0, int(round(math.log2(max(critical_sequences, 1.0) / o))))
 
 
 def resolve_seq_len(given: float | None, model_seq: float, theory_default: float
@@ -46,9 +76,10 @@ def _shown(tokens: float) -> str:
 
 
 def resolve_batch(tokens: float | None, sequences: int | None, seq_len: int,
-                  default_tokens: float | None) -> Batch:
+                  default_tokens: float | None, ns: tuple[int, ...] = ()) -> Batch:
     """The step's batch (module docstring); ``default_tokens`` is used only when neither
-    ``tokens`` nor ``sequences`` is given."""
+    ``tokens`` nor ``sequences`` is given, rounded at each N of ``ns`` (stated in
+    ``assumed``; :meth:`Batch.at` gives the batch at an N)."""
     if tokens is not None:
         t = finite("--global-batch-tokens", tokens, 0, MAX_BATCH_TOKENS, low_open=True)
         seqs = t / seq_len
@@ -68,7 +99,20 @@ def resolve_batch(tokens: float | None, sequences: int | None, seq_len: int,
                             f"{MAX_BATCH_TOKENS:g} tokens per step")
         return Batch(int(sequences), seq_len)
     raw = max(float(default_tokens or seq_len) / seq_len, 1.0)
-    seqs = 2 ** int(round(math.log2(raw)))
-    return Batch(seqs, seq_len, (f"global batch {seqs} sequences = {seqs * seq_len:,} tokens "
-                                 f"(the theory's critical batch, {raw * seq_len:.3g} tokens, "
-                                 "to a power of two sequences; give --global-batch-tokens)",))
+    return Batch(default_sequences(raw, 1), seq_len, (_default_said(raw, seq_len, ns),),
+                 critical_sequences=raw)
+
+
+def _default_said(raw: float, seq_len: int, ns: tuple[int, ...]) -> str:
+    """The assumption a default batch states: its sequences (per N where they differ) and the
+    rule."""
+    by_seqs: dict[int, list[int]] = {}
+    for n in ns or (1,):
+        by_seqs.setdefault(default_sequences(raw, n), []).append(n)
+    said = "; ".join(f"{s:,} sequences = {s * seq_len:,} tokens"
+                     + (f" at N = {', '.join(f'{n:,}' for n in group)}" if len(by_seqs) > 1
+                        else "") for s, group in by_seqs.items())
+    rule = ("to a power of two sequences" if all(odd_factor(n) == 1 for n in ns) else
+            "to a power of two times the odd factor of N, in sequences")
+    return (f"global batch {said} (the theory's critical batch, {raw * seq_len:.3g} tokens, "
+            f"{rule}; give --global-batch-tokens)")

@@ -112,7 +112,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     default = (default_batch_tokens(params, req.model.active_params)
                if global_batch_tokens is None and "global_batch_sequences" not in fixed else None)
     batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
-                          default)
+                          default, ns)
     columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
                **node,
                **{k: v for k, v in kernels.items() if v is not None}}
@@ -228,13 +228,22 @@ def _envelope(rows: pd.DataFrame, measured: coverage.Measured, model_id: str, ac
     return rows
 
 
+def _batches(rows: pd.DataFrame, seq_len: int) -> str:
+    """The batch of the answer's rows: one, or one per N where a default batch differs."""
+    per_n = rows.groupby("n_accelerators", sort=True)["global_batch_sequences"].first()
+    said = {int(s): [int(n) for n in g.index] for s, g in per_n.groupby(per_n, sort=False)}
+    return "; ".join(f"{s:,} sequences x {seq_len:,} tokens = {s * seq_len:,} tokens"
+                     + (f" at N = {', '.join(f'{n:,}' for n in ns)}" if len(said) > 1 else "")
+                     for s, ns in said.items())
+
+
 def header(req: Request, rows: pd.DataFrame, batch: Batch, assumed: list[str]) -> str:
     fams = ", ".join(dict.fromkeys(rows["framework_family"]))
     lines = [f"{req.model.model_id} on {req.accelerator}, family {fams}"
              f", {rows['precision'].iat[0]}: best layouts that fit in memory (calibrated MFU, "
              "95% interval; memory per chip against HBM)",
-             f"global batch: {batch.sequences:,} sequences x {batch.seq_len:,} tokens = "
-             f"{batch.tokens:,} tokens per step (m = microbatches per step per pipeline)"]
+             f"global batch per step: {_batches(rows, batch.seq_len)} (m = microbatches per "
+             "step per pipeline)"]
     lines += [f"assumed: {a}" for a in assumed]
     return "\n".join(lines)
 

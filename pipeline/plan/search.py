@@ -2,8 +2,9 @@
 recompute) for N chips, those that fit in memory, ranked by the calibrated model's MFU.
 
 Searched (axes the request does not fix): powers of two for tp (up to the scale-up domain and
-dividing the heads), pp (up to the layers) and cp (while each rank keeps >= ``MIN_CP_TOKENS``
-tokens of a sequence), ep (MoE: dividing dp cp, up to the experts); micro-batches of 1, 2, 4, 8
+dividing the heads) and cp (while each rank keeps >= ``MIN_CP_TOKENS`` tokens of a sequence),
+every divisor of N for pp (up to the layers and ``MAX_PP``: at N = 72 pp 3 or 9 takes the odd
+factor that dp would otherwise carry), ep (MoE: dividing dp cp, up to the experts); micro-batches of 1, 2, 4, 8
 sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m is a multiple of pp and each
 chunk keeps a layer; ZeRO 0-3; recompute none, selective, full. A fixed axis takes any integer
 the request allows (``pipeline.plan.request.check_layout_fits_model``): pp that does not divide
@@ -69,17 +70,23 @@ def _powers(limit: float) -> list[int]:
     return [int(x) for x in 2 ** np.arange(int(np.floor(np.log2(max(limit, 1.0)))) + 1)]
 
 
+def _divisors(n: int, limit: float) -> list[int]:
+    """The divisors of n up to ``limit``, ascending (the powers of two where n is one)."""
+    top = int(min(max(limit, 1.0), n))
+    return [d for d in range(1, top + 1) if n % d == 0]
+
+
 def _axis(fixed: dict[str, Any], col: str, searched: list[int]) -> list[int]:
     return [int(fixed[col])] if col in fixed else searched
 
 
 def _grid(model: ModelShape, n: int, seq_len: float, domain: float, fixed: dict[str, Any]
           ) -> pd.DataFrame:
-    """(tp, pp, cp, dp, ep) with tp pp cp dp = N: powers of two searched, fixed axes as given
-    (any integer)."""
+    """(tp, pp, cp, dp, ep) with tp pp cp dp = N: tp and cp powers of two and pp the divisors
+    of N searched, fixed axes as given (any integer)."""
     heads = model.n_heads if np.isfinite(model.n_heads) else model.d_model / 128.0
     tp = _axis(fixed, "tp", [t for t in _powers(min(domain, n)) if heads % t == 0])
-    pp = _axis(fixed, "pp", _powers(min(model.n_layers, n, MAX_PP)))
+    pp = _axis(fixed, "pp", _divisors(n, min(model.n_layers, MAX_PP)))
     cp = _axis(fixed, "cp", _powers(min(seq_len / MIN_CP_TOKENS, n)))
     grid = [(t, p, c, n // (t * p * c)) for t in tp for p in pp for c in cp
             if n % (t * p * c) == 0]
@@ -148,12 +155,17 @@ def _interleave(g: pd.DataFrame, model: ModelShape, fixed: dict[str, Any]) -> pd
 
 
 def _no_split(g: pd.DataFrame, batch: Batch) -> str:
-    """Why no (dp, micro-batch) splits the batch: the divisibility that fails."""
-    shown = ", ".join(f"dp {d} x mb {b} = {d * b}" for d, b in
-                      g[["dp", "micro_batch"]].drop_duplicates().head(4).itertuples(index=False))
-    return (f"the global batch of {batch.sequences} sequences ({batch.tokens:,} tokens) does not "
-            f"split into dp x micro-batch: {shown} do not divide {batch.sequences}; change mb, "
-            "the layout or the batch")
+    """Why no (dp, micro-batch) splits the batch: the divisibility that fails (the smallest
+    products first), with the batch that would split at the smallest."""
+    pairs = sorted({(int(d) * int(b), int(d), int(b))
+                    for d, b in g[["dp", "micro_batch"]].itertuples(index=False)})
+    shown = ", ".join(f"dp {d:,} x mb {b} = {p:,}" for p, d, b in pairs[:4])
+    more = f" (and {len(pairs) - 4} more)" if len(pairs) > 4 else ""
+    least = pairs[0][0]
+    return (f"the global batch of {batch.sequences:,} sequences ({batch.tokens:,} tokens) does "
+            f"not split into dp x micro-batch: {shown}{more} do not divide "
+            f"{batch.sequences:,}; give a batch that is a multiple of {least:,} sequences "
+            f"({least * batch.seq_len:,} tokens), or change mb or the layout")
 
 
 def memory_of(layouts: pd.DataFrame, ctx: PlanContext) -> np.ndarray:
