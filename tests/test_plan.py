@@ -253,3 +253,13 @@ def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_acc
     assert result.exit_code == 0, result.stderr
     assert f"cluster {cluster}: 8 per node, 8 per NVLink domain, {per_accelerator_gbs} GB/s" \
         in result.stdout
+
+
+def test_names_are_read_in_any_case():
+    # FP8, Megatron and DGX-H100 are what users type; the answer is the lower-case name's
+    plain = _plan("llama-3-8b", "H100", "--n", "8", "--top", "1", "--json", "--precision", "fp8",
+                  "--framework", "megatron", "--cluster", "dgx-h100")
+    typed = _plan("llama-3-8b", "H100", "--n", "8", "--top", "1", "--json", "--precision", "FP8",
+                  "--framework", "Megatron", "--cluster", "DGX-H100")
+    assert plain.exit_code == typed.exit_code == 0, typed.stderr
+    assert json.loads(typed.stdout) == json.loads(plain.stdout)

@@ -75,7 +75,11 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
               framework: str | None, precision: str | None, kernels: dict[str, bool | None],
               moe: dict[str, float | None] | None = None, cluster: str | None = None
               ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
-    """The checked request, answered: rows, the request, the batch and the defaults assumed."""
+    """The checked request, answered: rows, the request, the batch and the defaults assumed.
+    Names of a precision, a framework family or a cluster are read in any case (FP8, Megatron,
+    GB200-NVL72), as accelerator names are."""
+    precision, framework, cluster = (v.strip().lower() if isinstance(v, str) else v
+                                     for v in (precision, framework, cluster))
     params = _params(paths.params, _stamp(paths.params))
     load_settings(params)
     finite("--train-tokens", train_tokens, 0, 1e16, low_open=True)
