@@ -322,3 +322,19 @@ def test_power_logs_read_by_worker_processes_give_the_same_records(tmp_path: Pat
         (r.path, r.fields, r.reason, r.meta) for r in one]
     powered = [r for r in one if r.meta.get("power")]
     assert len(powered) == 20 and all(r.fields["energy_j"] > 0 for r in powered)
+
+
+_PIECES = st.sampled_from([b'"key": ', b'"key":', b'"key":  ', b" ", b"\n", b'"', b"x",
+                           b"y_key\":", *(b'"' + k.encode() + b'"' for k in power.CONTROL_KEYS)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=40))
+def test_control_keys_are_found_where_key_stands_before_them(pieces) -> None:
+    # the pattern the finder stands for: "key": ?"<control key>" (one space at most)
+    import re
+    pattern = re.compile(rb'"key": ?"(' + b"|".join(k.encode() for k in power.CONTROL_KEYS)
+                         + rb')"')
+    data = b"".join(pieces)
+    expected = [(m.start(), m.end(), m.group(1).decode()) for m in pattern.finditer(data)]
+    assert power._control_keys(data) == expected  # noqa: SLF001

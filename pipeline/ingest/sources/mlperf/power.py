@@ -61,11 +61,14 @@ CONTROL_KEYS = ("power_measurement_start", "power_measurement_stop", "conversion
                 "interconnect_power_est")
 POWER_KEYS = frozenset(CONTROL_KEYS + ("power_reading",))
 _READING = b'"power_reading"'
-# A reading line as the MLLOG logger writes it (with or without spaces after separators).
+# A reading line as the MLLOG logger writes it (with or without spaces after separators). The
+# quantifiers are possessive (``*+``, ``?+``): each class excludes the character that follows
+# it, so giving back never matches more, and the engine does not try.
 _READING_RE = re.compile(
-    rb':::MLLOG \{"namespace": ?"[^"\n]*", ?"time_ms": ?(-?[0-9][0-9.eE+-]*), ?"event_type": ?'
-    rb'"POINT_IN_TIME", ?"key": ?"power_reading", ?"value": ?(-?[0-9][0-9.eE+-]*), ?"metadata"')
-_CONTROL_RE = re.compile(rb'"key": ?"(' + b"|".join(k.encode() for k in CONTROL_KEYS) + rb')"')
+    rb':::MLLOG \{"namespace": ?+"[^"\n]*+", ?+"time_ms": ?+(-?[0-9][0-9.eE+-]*+), ?+'
+    rb'"event_type": ?+"POINT_IN_TIME", ?+"key": ?+"power_reading", ?+"value": ?+'
+    rb'(-?[0-9][0-9.eE+-]*+), ?+"metadata"')
+_CONTROL_NAMES = tuple(b'"' + k.encode() + b'"' for k in CONTROL_KEYS)
 _KIND = {"power_reading": 0, "power_measurement_start": 1, "power_measurement_stop": 2,
          "conversion_eff": 3, "interconnect_power_est": 4}
 
@@ -110,14 +113,14 @@ def parse_power_bytes(data: bytes, path: str = "") -> PowerFile:
     if len(pairs) == n_readings:
         t_r = np.array([p[0] for p in pairs], dtype=np.float64) if pairs else np.empty(0)
         v_r = np.array([p[1] for p in pairs], dtype=np.float64) if pairs else np.empty(0)
-        for m in _CONTROL_RE.finditer(data):
-            ls = data.rfind(b"\n", 0, m.start()) + 1
-            le = data.find(b"\n", m.end())
+        for start, end, key in _control_keys(data):
+            ls = data.rfind(b"\n", 0, start) + 1
+            le = data.find(b"\n", end)
             line = data[ls:le if le >= 0 else len(data)]
             tok = line.rfind(mllog.TOKEN)
             ev = None if tok < 0 else mllog._decode_event(  # noqa: SLF001 - same decoder
                 line[tok + len(mllog.TOKEN):].split(b"\r", 1)[0].strip(), 0)
-            if ev is None or ev.key != m.group(1).decode():
+            if ev is None or ev.key != key:
                 out.n_bad += 1
                 continue
             _control(out, ev, controls, data.count(_READING, 0, ls))
@@ -141,6 +144,21 @@ def parse_power_bytes(data: bytes, path: str = "") -> PowerFile:
     idx = np.argsort(order, kind="stable")  # file order
     out.t_ms, out.kind, out.value = t_all[idx], kind[idx], value[idx]
     return out
+
+
+def _control_keys(data: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, key) of every ``"key": "<control key>"`` in file order: each key's name
+    found with ``bytes.find`` (in C, faster than one alternation over the file) and kept where
+    ``"key":`` (with or without a space) stands before it."""
+    found = []
+    for name, key in zip(_CONTROL_NAMES, CONTROL_KEYS):
+        i = data.find(name)
+        while i >= 0:
+            j = i - 1 if data[i - 1:i] == b" " else i
+            if j >= 6 and data[j - 6:j] == b'"key":':
+                found.append((j - 6, i + len(name), key))
+            i = data.find(name, i + 1)
+    return sorted(found)
 
 
 def _control(out: PowerFile, ev: mllog.Event, controls: list, before: int) -> None:
