@@ -122,6 +122,7 @@ _POSITIVE_INT = _Rule("int", low=1)
 HARDWARE_RULES: dict[str, _Rule] = {
     "accelerator": _text(unique=True),
     "family": _text(),
+    "architecture": _text(),
     "vendor": _text(),
     "year": _Rule("int", low=2010, high=2040),
     **{c: _POSITIVE_FLOAT for c in _HARDWARE_FLOAT_COLUMNS},
@@ -365,6 +366,10 @@ class Catalog:
     def family(self, accelerator_id: str) -> str:
         """Plot family of an accelerator id (``H100``, ``A100``, ``TPU-v5p``)."""
         return str(self._row(accelerator_id)["family"])
+
+    def architecture(self, accelerator_id: str) -> str:
+        """The vendor's name for the chip's generation (``Hopper`` for H100, H800 and H200)."""
+        return str(self._row(accelerator_id)["architecture"])
 
     def peak_flops_per_s(self, accelerator_id: str, precision: str
                          ) -> tuple[float | None, str | None]:

@@ -6,10 +6,12 @@ and on which accelerator family, for two uses.
   sweeps apart): the figures ``source_scores`` reports per source, cut by what the run is rather
   than who published it. The cuts overlap (an FP8 run on H100 is in ``fp8`` and in
   ``accelerator_H100``).
-- **Mondrian intervals.** :func:`interval_class` puts every run in ONE cell, ``<accelerator
-  family>/<kind>`` with ``kind`` (:func:`workload_kind`) the first of moe, long_context, fp8,
-  dense_bf16 that applies; :func:`class_chain` is the cell's fallback chain, cell -> kind ->
-  production, that the interval walks until a level has enough scores
+- **Mondrian intervals.** :func:`interval_class` puts every run in ONE cell, ``<architecture>/
+  <accelerator family>/<kind>`` with ``kind`` (:func:`workload_kind`) the first of moe,
+  long_context, fp8, dense_bf16 that applies; :func:`class_chain` is the cell's fallback chain,
+  family x kind -> architecture x kind (the catalog's ``architecture``: an H200 run falls back to
+  Hopper runs of its kind before runs of every chip) -> kind -> production, that the interval
+  walks until a level has enough scores
   (``pipeline/calibrate/intervals.py``, Mondrian conformal prediction: Vovk et al. 2005 §4.5,
   the quantile taken within the category of the case).
 """
@@ -37,17 +39,25 @@ def workload_kind(precision: np.ndarray, seq_len: np.ndarray, moe: np.ndarray) -
                       np.isin(prec, FP8_PRECISIONS)], list(KINDS[:3]), KINDS[3]).astype(object)
 
 
-def interval_class(accelerator_family: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """The Mondrian cell of each run: ``<accelerator family>/<kind>`` (``?`` for a chip the
-    catalog gives no family)."""
-    fam = [str(f) if isinstance(f, str) and f else "?" for f in accelerator_family]
-    return np.array([f"{f}/{k}" for f, k in zip(fam, kind)], dtype=object)
+def _named(values) -> list[str]:
+    return [str(v) if isinstance(v, str) and v else "?" for v in values]
+
+
+def interval_class(accelerator_family: np.ndarray, kind: np.ndarray,
+                   architecture: np.ndarray | None = None) -> np.ndarray:
+    """The Mondrian cell of each run: ``<architecture>/<accelerator family>/<kind>`` (``?`` for
+    a chip the catalog does not name)."""
+    fam = _named(accelerator_family)
+    arch = _named(np.full(len(fam), None) if architecture is None else architecture)
+    return np.array([f"{a}/{f}/{k}" for a, f, k in zip(arch, fam, kind)], dtype=object)
 
 
 def class_chain(cell: str) -> tuple[str, ...]:
-    """Interval keys from the finest to the coarsest: the cell, its kind, all production."""
-    kind = cell.split("/", 1)[-1]
-    return (CLASS_PREFIX + cell, CLASS_PREFIX + kind, "production")
+    """Interval keys from the finest to the coarsest: family x kind (``class:H200/dense_bf16``),
+    architecture x kind (``class:Hopper/dense_bf16``), kind, all production."""
+    arch, fam, kind = cell.split("/", 2)
+    return (f"{CLASS_PREFIX}{fam}/{kind}", f"{CLASS_PREFIX}{arch}/{kind}", CLASS_PREFIX + kind,
+            "production")
 
 
 def _cut(g: pd.DataFrame) -> dict:

@@ -298,18 +298,21 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     moe = (expert_fraction > 0) | (moe_cols["n_experts"] > 1)
     key, first = fam.distinct_rows(hw["accelerator"], hw["precision"], seq, moe)
     kind = workload_kind(hw["precision"][first], seq[first], moe[first])
-    cells = interval_class(_chip_family(hw["accelerator"][first], model.catalog), kind)[key]
+    chips = hw["accelerator"][first]
+    cells = interval_class(_chip_column(chips, model.catalog, "family"), kind,
+                           _chip_column(chips, model.catalog, "architecture"))[key]
     return Rows(config=cfg, machine=mach, family=family, source=_text(layouts, "source"), ok=ok,
                 n_accelerators=n, peak_flops_per_s=hw["peak"],
                 defaults=used + used_kernels + unknown_clusters,
                 interval_class=cells)
 
 
-def _chip_family(accelerator: np.ndarray, catalog: Catalog) -> np.ndarray:
-    """The catalog's accelerator family of each row's chip (None where it has none)."""
+def _chip_column(accelerator: np.ndarray, catalog: Catalog, column: str) -> np.ndarray:
+    """The catalog's ``column`` (family, architecture) of each row's chip (None where it has
+    none)."""
     hw = catalog.hardware
-    known = {a: hw.at[a, "family"] for a in set(accelerator.tolist())
-             if "family" in hw.columns and a in hw.index}
+    known = {a: hw.at[a, column] for a in set(accelerator.tolist())
+             if column in hw.columns and a in hw.index}
     return np.array([known.get(a) if isinstance(known.get(a), str) else None
                      for a in accelerator], dtype=object)
 
