@@ -263,3 +263,15 @@ def test_names_are_read_in_any_case():
                   "--framework", "Megatron", "--cluster", "DGX-H100")
     assert plain.exit_code == typed.exit_code == 0, typed.stderr
     assert json.loads(typed.stdout) == json.loads(plain.stdout)
+
+
+def test_layers_that_do_not_split_evenly_over_pp_are_said_and_priced_at_the_slowest_stage():
+    result = _plan("llama-3-70b", "GB200", "--n", "72", "--layout", "tp=8,pp=9", "--top", "1")
+    assert result.exit_code == 0, result.stderr
+    assert "~ 80 layers over pp 9: 8 stages of 9 and 1 of 8; the stage of 9 sets the pace" \
+        in result.stdout
+    assert "the embedding sits on the first stage and the output layer on the last" \
+        in result.stdout
+    even = _plan("gpt3-175b", "A100-SXM4-80GB", "--n", "1536", "--layout",
+                 "tp=8,pp=12,mb=1,gbs=1536", "--top", "1")
+    assert even.exit_code == 0 and "~" not in even.stdout  # 96 layers over 12 stages

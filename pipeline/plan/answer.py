@@ -129,6 +129,21 @@ _INTS = {"n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "mi
          "seq_len", "hbm_bytes", "accelerators_per_node"}
 
 
+def uneven_stages(n_layers: float, pp: int) -> str:
+    """Where ``pp`` does not divide the layers, how they split and what is priced (the slowest
+    stage: ``pipeline.calibrate.critical_path.stage_layers``); "" where it does."""
+    if not (np.isfinite(n_layers) and float(n_layers).is_integer() and pp > 1):
+        return ""
+    layers, pp = int(n_layers), int(pp)
+    small, extra = divmod(layers, pp)
+    if extra == 0:
+        return ""
+    return (f"{layers} layers over pp {pp}: {extra} stage{'s' if extra > 1 else ''} of "
+            f"{small + 1} and {pp - extra} of {small}; the stage of {small + 1} sets the pace "
+            "and is what the row prices; the embedding sits on the first stage and the output "
+            "layer on the last (not priced)")
+
+
 def table(rows: pd.DataFrame) -> str:
     """A plain-text table, one line per (N, layout), and its batch under each N."""
     head = (f"{'N':>7} {'family':<9} {'layout':<38} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
@@ -140,7 +155,8 @@ def table(rows: pd.DataFrame) -> str:
                   + f" mb{r.micro_batch} m{r.microbatches} z{r.zero_stage} {r.recompute}")
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         flag = ((" *" if r.outside_measured else "") + (" !" if r.above_measured_mfu else "")
-                + (" ^" if getattr(r, "above_measured_envelope", False) else ""))
+                + (" ^" if getattr(r, "above_measured_envelope", False) else "")
+                + (" ~" if uneven_stages(r.n_layers, r.pp) else ""))
         lines.append(f"{r.n_accelerators:>7} {r.framework_family:<9} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
                      f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}{flag}"

@@ -16,7 +16,8 @@ from pipeline.calibrate.families import KERNEL_DEFAULTS
 from pipeline.config import ConfigError, load_params, load_settings, settings
 from pipeline.frameworks import DEFAULT_FAMILY, FAMILIES, PRODUCTION_FAMILIES
 from pipeline.plan import coverage
-from pipeline.plan.answer import answer, default_batch_tokens, load_context, records, table
+from pipeline.plan.answer import (answer, default_batch_tokens, load_context, records, table,
+                                  uneven_stages)
 from pipeline.plan.batch import Batch, resolve_batch, resolve_seq_len
 from pipeline.plan.checks import check_finite, check_hardware, check_precision
 from pipeline.plan.request import (MAX_BATCH_TOKENS, PlanError, Request, check_layout_fits_model,
@@ -273,4 +274,9 @@ def footnotes(rows: pd.DataFrame) -> str:
         lines.append(f"^ above every MFU measured for this model at N = {int(n):,} on this "
                      f"accelerator family and precision: at most "
                      f"{first['measured_model_mfu']:.1%} ({first['measured_model_citation']})")
+    shape = rows if {"pp", "n_layers"} <= set(rows.columns) else rows.iloc[:0]
+    for pp in sorted(set(int(p) for p in shape.get("pp", []))):
+        said = uneven_stages(float(shape["n_layers"].iat[0]), pp)
+        if said:
+            lines.append(f"~ {said}")
     return "\n".join(lines)
