@@ -131,8 +131,9 @@ def _level_quantile(scores: np.ndarray, sources: np.ndarray, mask: np.ndarray, l
 
 def mondrian_quantiles(scores: np.ndarray, sources: np.ndarray, cells: np.ndarray,
                        chain, level: float, exclude: str | None = None) -> dict[str, float]:
-    """Per cell, the conformal quantile at the first level of ``chain(cell)`` (keys: the cell,
-    its kind, 'production'; pipeline/calibrate/classes.py) with enough scores from sources other
+    """Per cell, the conformal quantile at the first level of ``chain(cell)`` (keys: chip family
+    x kind, architecture x kind, kind, 'production'; pipeline/calibrate/classes.py; the kind is
+    the chain's next-to-last level) with enough scores from sources other
     than ``exclude`` (``MONDRIAN_MIN_SOURCES`` of them; the last level, all production, any);
     keyed by every level that has enough (a planner row walks the same chain). A kind without
     enough is an unseen class: :func:`unseen_kind_quantile`.

@@ -380,8 +380,9 @@ def _z_ratio(interval: float) -> float:
 def interval_half_width(model: StepModel, family: np.ndarray, interval: float,
                         cells: np.ndarray | None = None) -> np.ndarray:
     """Log half-width per row at ``interval``: a layout sweep's own; else the Mondrian
-    leave-source-out quantile of the row's class (its cell, else its kind: ``class:`` keys of
-    the calibration, pipeline/calibrate/classes.py), else its family's, else production's."""
+    leave-source-out quantile of the row's class (its chip family x kind, else its architecture
+    x kind, else its kind: ``class:`` keys of the calibration, pipeline/calibrate/classes.py),
+    else its family's, else production's."""
     q = model.interval_q
     base = q.get("production", np.nan)
     family = np.asarray(family, dtype=object)
