@@ -288,10 +288,8 @@ def plan(
     n: list[int] = typer.Option(..., "--n", help="accelerator counts (repeat or list: --n 512 "
                                                  "2048)"),
     global_batch_tokens: float | None = typer.Option(
-        None, help="tokens per optimizer step, never changed (default: the theory's critical "
-                   "batch for a compute-optimal run of the model, in sequences rounded at each "
-                   "N to a power of two times N's odd factor), e.g. --global-batch-tokens "
-                   "3145728"),
+        None, help="tokens per step, never changed (default: the theory's critical batch of the "
+                   "model, rounded at each N to 2^k x N's odd factor sequences), e.g. 3145728"),
     seq_len: float | None = typer.Option(None, help="tokens per sequence (default: the "
                                                     "model's, else theory.bounds.seq_len)"),
     layout: str | None = typer.Option(
