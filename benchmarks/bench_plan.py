@@ -24,7 +24,7 @@ from pipeline.plan.request import Request, resolve_accelerator, resolve_model
 
 N_VALUES = (512, 2048, 8192)
 # the whole command, fresh processes: the issues' requests (planner issue: 3 values of N; MoE
-# issue: Mixtral 8x7B at 64 and 128 H100, DeepSeek-V3 at 2,048 H800 in FP8)
+# issue: Mixtral 8x7B at 64 and 128 H100, DeepSeek-V3 at 2,048 H800 in FP8), and NVL72 racks
 COMMANDS = {
     "llama-3-70b H100, 3 N": ["llama-3-70b", "H100", "--n", *map(str, N_VALUES)],
     "gpt3-175b A100, 3 N": ["gpt3-175b", "A100-SXM4-80GB", "--n", "768", "1024", "1536",
@@ -32,6 +32,8 @@ COMMANDS = {
     "mixtral-8x7b H100, N 64 128": ["mixtral-8x7b", "H100", "--n", "64", "128"],
     "deepseek-v3 H800 fp8, N 2048": ["deepseek-v3", "H800", "--n", "2048", "--precision",
                                      "fp8"],
+    # N with odd factors: pp searched over their divisors, the default batch rounded per N
+    "llama-3-70b GB200, N 72 144 576": ["llama-3-70b", "GB200", "--n", "72", "144", "576"],
 }
 # a fresh process's CPU time varies by ~20% run to run on a shared machine: report the median
 RUNS = 3
