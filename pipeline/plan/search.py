@@ -4,8 +4,8 @@ recompute) for N chips, those that fit in memory, ranked by the calibrated model
 Searched (axes the request does not fix): powers of two for tp (up to the scale-up domain and
 dividing the heads) and cp (while each rank keeps >= ``MIN_CP_TOKENS`` tokens of a sequence),
 every divisor of N for pp (up to the layers and ``MAX_PP``: at N = 72 pp 3 or 9 takes the odd
-factor that dp would otherwise carry), ep (MoE: dividing dp cp, up to the experts); micro-batches of 1, 2, 4, 8
-sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m is a multiple of pp and each
+factor that dp would otherwise carry), ep (MoE: dividing dp cp, up to the experts);
+micro-batches of 1, 2, 4, 8 sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m is a multiple of pp and each
 chunk keeps a layer; ZeRO 0-3; recompute none, selective, full. A fixed axis takes any integer
 the request allows (``pipeline.plan.request.check_layout_fits_model``): pp that does not divide
 the layers (the stage with ceil(L / pp) layers sets the pace; the embedding sits on the first
