@@ -275,3 +275,24 @@ def test_layers_that_do_not_split_evenly_over_pp_are_said_and_priced_at_the_slow
     even = _plan("gpt3-175b", "A100-SXM4-80GB", "--n", "1536", "--layout",
                  "tp=8,pp=12,mb=1,gbs=1536", "--top", "1")
     assert even.exit_code == 0 and "~" not in even.stdout  # 96 layers over 12 stages
+
+
+@pytest.mark.parametrize("model, layers, accelerator, n", [
+    ("llama-3-70b", 80, "GB200", "72"), ("llama-3-70b", 80, "H100", "512"),
+    ("llama-3.1-405b", 126, "H100", "16384")])
+def test_searched_interleaving_splits_the_layers_into_whole_chunks(model, layers, accelerator, n):
+    # v is searched where pp v chunks divide the layers, or the layers and the embedding and
+    # output layers (Llama 3: 126 + 2 = 16 x 8); 80 layers over pp 9 is searched at v = 1
+    result = _plan(model, accelerator, "--n", n, "--seq-len", "8192", "--global-batch-tokens",
+                   str(16 * 2**20), "--json", "--top", "30")
+    assert result.exit_code == 0, result.stderr
+    for row in json.loads(result.stdout):
+        chunks = row["pp"] * row["virtual_pipeline"]
+        assert row["virtual_pipeline"] == 1 or layers % chunks == 0 or (layers + 2) % chunks == 0
+
+
+def test_llama3_405b_is_searched_at_its_published_interleaving():
+    fixed = _plan("llama-3.1-405b", "H100", "--n", "16384", "--layout", "tp=8,pp=16,cp=1",
+                  "--seq-len", "8192", "--global-batch-tokens", str(16 * 2**20), "--json",
+                  "--top", "1", "--framework", "fsdp")
+    assert json.loads(fixed.stdout)[0]["virtual_pipeline"] == 8  # 128 chunks: 126 layers + 2

@@ -5,15 +5,18 @@ Searched (axes the request does not fix): powers of two for tp (up to the scale-
 dividing the heads) and cp (while each rank keeps >= ``MIN_CP_TOKENS`` tokens of a sequence),
 every divisor of N for pp (up to the layers and ``MAX_PP``: at N = 72 pp 3 or 9 takes the odd
 factor that dp would otherwise carry), ep (MoE: dividing dp cp, up to the experts);
-micro-batches of 1, 2, 4, 8 sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m is a multiple of pp and each
-chunk keeps a layer; ZeRO 0-3; recompute none, selective, full. A fixed axis takes any integer
-the request allows (``pipeline.plan.request.check_layout_fits_model``): pp that does not divide
-the layers (the stage with ceil(L / pp) layers sets the pace; the embedding sits on the first
-stage and the output layer on the last, not priced), any micro-batch. dp = N / (tp pp cp), and
-the batch is never changed: a layout is kept only where dp x mb divides its sequences (m = B /
-(dp mb s) microbatches). Sequence parallelism as the layout's ``sp=`` says, else calibrate's
-default for a run that states none (on for the megatron family with tp > 1). Memory: :mod:`pipeline.theory.memory` with
-the theory stage's fitted overhead; step time: :func:`pipeline.calibrate.step.predict`.
+micro-batches of 1, 2, 4, 8 sequences; interleaving v in 1, 2, 4, 8 and L / pp where pp > 1, m
+is a multiple of pp and the chunks divide the layers (or the layers and the embedding and
+output layers); ZeRO 0-3; recompute none, selective,
+full. A fixed axis takes any integer the request allows
+(``pipeline.plan.request.check_layout_fits_model``): pp that does not divide the layers (the
+stage with ceil(L / pp) layers sets the pace; the embedding sits on the first stage and the
+output layer on the last, not priced), any micro-batch. dp = N / (tp pp cp), and the batch is
+never changed: a layout is kept only where dp x mb divides its sequences (m = B / (dp mb s)
+microbatches). Sequence parallelism as the layout's ``sp=`` says, else calibrate's default for a
+run that states none (on for the megatron family with tp > 1). Memory:
+:mod:`pipeline.theory.memory` with the theory stage's fitted overhead; step time:
+:func:`pipeline.calibrate.step.predict`.
 """
 
 from __future__ import annotations
@@ -141,7 +144,10 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch: Batch, domain
 def _interleave(g: pd.DataFrame, model: ModelShape, fixed: dict[str, Any]) -> pd.DataFrame:
     """v: the fixed one (any v with a layer per chunk, checked by the request), else 1, 2, 4,
     8 and one layer per chunk (L / pp) where pp > 1, m is a multiple of pp (Megatron-LM's
-    interleaved schedule) and each chunk keeps a layer."""
+    interleaved schedule) and the chunks divide the layers evenly: L a multiple of pp v, or L + 2
+    where the first and last chunk hold the embedding and the output layer (Llama 3's 126 layers
+    in 16 x 8 chunks, arXiv:2407.21783 §3.3.2); a searched v is one an interleaved schedule runs
+    as stated."""
     if "virtual_pipeline" in fixed:
         return g.assign(virtual_pipeline=int(fixed["virtual_pipeline"]))
     g = g.merge(pd.DataFrame({"virtual_pipeline": (*INTERLEAVE, 0)}), how="cross")
@@ -149,8 +155,12 @@ def _interleave(g: pd.DataFrame, model: ModelShape, fixed: dict[str, Any]) -> pd
     g["virtual_pipeline"] = np.where(g["virtual_pipeline"] == 0, most,
                                      g["virtual_pipeline"]).astype(int)
     v = g["virtual_pipeline"]
+    chunks = g["pp"] * v
     keep = (v == 1) | ((g["pp"] > 1) & (g["microbatches"] % g["pp"] == 0)
-                       & (model.n_layers / (g["pp"] * v) >= 1))
+                       & (((model.n_layers >= chunks)
+                           & np.isclose(np.mod(model.n_layers, chunks), 0.0))
+                          | ((model.n_layers + 2 >= chunks)
+                             & np.isclose(np.mod(model.n_layers + 2, chunks), 0.0))))
     return g[keep].drop_duplicates()
 
 
