@@ -244,6 +244,16 @@ def test_outside_the_measured_configurations_is_flagged_and_widened_by_the_famil
     assert width["out"] > width["in"] * 1.01
 
 
+def test_a_chip_no_family_ran_on_is_said_once_not_per_feature():
+    """No fitted run is on TPU v5p: that one reason stands for ZeRO-3 and bf16 there too."""
+    row = json.loads(_plan("llama-3-8b", "TPU-v5p", "--n", "256", "--layout",
+                           "tp=1,pp=1,zero=3", "--json", "--top", "1").stdout)[0]
+    reasons = row["outside_reasons"]
+    assert row["outside_measured"]
+    assert any("never measured a run on TPU-v5p" in why for why in reasons)
+    assert not any("ZeRO-3 on" in why or "bf16 on" in why for why in reasons)
+
+
 @pytest.mark.parametrize("accelerator, cluster, per_accelerator_gbs", [
     ("B300", "dgx-b300", 100), ("MI300X", "azure-nd-mi300x-v5", 50)])
 def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_accelerator_gbs):

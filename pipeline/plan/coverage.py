@@ -3,7 +3,8 @@
 A family's fitted values (pipeline/calibrate/families.py) apply to the configurations its runs
 measured. For a planned row, :func:`outside_reasons` lists each feature its family's fitted
 runs never had (ZeRO-3 on the accelerator family, a precision on an accelerator family, an
-accelerator family, pp / cp / ep > 1, a node size, a sequence longer than any fitted one). Such
+accelerator family, pp / cp / ep > 1, a node size, a sequence longer than any fitted one; an
+accelerator family it never ran on is said once, not again for ZeRO-3 and the precision). Such
 an answer transfers the family's values to a configuration it never saw; :func:`widen` widens its interval by what the
 data say about such a transfer: the spread of the step time between the production families'
 fitted values on the same row (the families are different software measured on different
@@ -85,16 +86,21 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
             seen = f" ({', '.join(others)} did)" if others else " (no fitted run did)"
             out.append(f"{fam} never measured {name}{seen}")
 
-    if row["zero_stage"] >= 3:  # ZeRO-3's gathers ride the accelerator family's interconnect
+    # a family that never ran on the accelerator family never ran ZeRO-3 or a precision there
+    # either: that one reason says it, the two it implies are not repeated
+    on_chip = _feature_present(own, "accelerator_family", lambda s: s == acc_family)
+    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    if on_chip and row["zero_stage"] >= 3:  # ZeRO-3's gathers ride the chip's interconnect
         check(f"ZeRO-3 on {acc_family}", "zero_stage",
               lambda s: (s >= 3) & (everyone["accelerator_family"].reindex(s.index) == acc_family))
     for axis in ("pp", "cp", "ep"):
         if row[axis] > 1:
             check(f"{axis} > 1", axis, lambda s: s > 1)
     prec = str(row.get("precision") or "bf16")
-    check(f"{prec} on {acc_family}", "precision",
-          lambda s: (s == prec) & (everyone["accelerator_family"].reindex(s.index) == acc_family))
-    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    if on_chip:
+        check(f"{prec} on {acc_family}", "precision",
+              lambda s: (s == prec) & (everyone["accelerator_family"].reindex(s.index)
+                                       == acc_family))
     node = row.get("accelerators_per_node")
     if node is not None and np.isfinite(node) and node != 8:
         check(f"{int(node)} accelerators per scale-up domain", "accelerators_per_node",
