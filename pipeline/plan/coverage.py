@@ -80,16 +80,18 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
     everyone = measured.fitted
     out = []
 
-    def check(name: str, col: str, test) -> None:
-        if not _feature_present(own, col, test):
-            others = sorted(set(everyone.loc[test(_col(everyone, col)), "family"]))
-            seen = f" ({', '.join(others)} did)" if others else " (no fitted run did)"
-            out.append(f"{fam} never measured {name}{seen}")
+    def check(name: str, col: str, test) -> bool:
+        """Whether the family measured the feature; a reason added where it did not."""
+        if _feature_present(own, col, test):
+            return True
+        others = sorted(set(everyone.loc[test(_col(everyone, col)), "family"]))
+        seen = f" ({', '.join(others)} did)" if others else " (no fitted run did)"
+        out.append(f"{fam} never measured {name}{seen}")
+        return False
 
     # a family that never ran on the accelerator family never ran ZeRO-3 or a precision there
     # either: that one reason says it, the two it implies are not repeated
-    on_chip = _feature_present(own, "accelerator_family", lambda s: s == acc_family)
-    check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
+    on_chip = check(f"a run on {acc_family}", "accelerator_family", lambda s: s == acc_family)
     if on_chip and row["zero_stage"] >= 3:  # ZeRO-3's gathers ride the chip's interconnect
         check(f"ZeRO-3 on {acc_family}", "zero_stage",
               lambda s: (s >= 3) & (everyone["accelerator_family"].reindex(s.index) == acc_family))
