@@ -186,6 +186,36 @@ def test_unfused_attention_and_synchronous_tp_are_inputs(base) -> None:
                                    "dp_comm_overlap=true"]
 
 
+def test_tp_traffic_leaving_the_scale_up_domain_is_never_hidden(base) -> None:
+    """TP 16 on 8-GPU A100 nodes: the TP traffic splits into the ring's in-domain share, which
+    the family hides by omega, and its scale-out share, exposed whole (comm+GEMM overlap runs
+    inside one NVLink domain only); TP 8 has no scale-out share; the ideal machine hides both."""
+    from pipeline.calibrate.critical_path import ring_parts, ring_time
+    row = _gpt3_tp8_row()
+    model = _model(base)
+    wide = row.assign(tp=16.0, dp=2.0, sequence_parallel=False)   # all-reduce
+    rows = rows_of(wide, model)
+    msg = np.array([1 * 2048.0 * 12288 * 2])         # tokens x d x 2 bytes per microbatch
+    inside, outside = ring_parts(rows.machine, "all_reduce", msg, np.array([16.0]),
+                                 np.array([1.0]))
+    assert outside[0] > 0 and inside[0] > 0
+    assert inside[0] + outside[0] == pytest.approx(
+        ring_time(rows.machine, "all_reduce", msg, np.array([16.0]), np.array([1.0]))[0])
+    _, none_out = ring_parts(rows_of(row, model).machine, "all_reduce", msg,
+                             np.array([8.0]), np.array([1.0]))
+    assert none_out[0] == 0.0
+    omega = TRUE_THETA["tp_overlap"]
+    m, layers, n_tp = 4 * 8 * 2048.0 / (2 * 2048.0), 96, 6.0   # full recompute: 6 ops
+    scale = m * layers * n_tp
+    got = predict(wide, model)["tp_comm_s"].iloc[0]
+    expect = scale * ((1 - omega) * inside[0] + outside[0])
+    assert got == pytest.approx(expect, rel=1e-9)
+    assert got > scale * (1 - omega) * (inside[0] + outside[0])   # omega alone hides more
+    # a synchronous framework exposes all of it
+    sync = predict(wide.assign(tp_comm_overlap=False), model)["tp_comm_s"].iloc[0]
+    assert sync == pytest.approx(scale * (inside[0] + outside[0]), rel=1e-9)
+
+
 def test_a_cluster_is_the_rows_not_the_sources(base) -> None:
     """A row's ``cluster`` picks its measured network (the Playbook's hf_playbook) whatever its
     source's id; an unmeasured name gets the default network and is named in the defaults."""

@@ -5,7 +5,8 @@ frontier search and the planner (``pipeline/calibrate/step.py`` wraps it for tab
 layouts). Vectorised: every field is an array over configurations. Derivation and sources:
 docs/theory.md §11.
 
-    t_stage  = t_comp / m + L_s k + (1 - omega) (t_TP + t_CP + t_EP) / m + t_p2p  (a microbatch)
+    t_stage  = t_comp / m + L_s k + ((1 - omega) (t_TP + t_CP + t_EP) + t_TP,out) / m + t_p2p
+                                                                             (a microbatch)
     t_pipe   = (m + (pp - 1) / v) t_stage                       (1F1B, v interleaved chunks)
     t_DP,exp = max(0, t_DP - phi W)          (W: the backward the gradient traffic can hide in)
     t_step   = t_pipe + t_DP,exp + t_opt + c0
@@ -30,7 +31,11 @@ docs/theory.md §11.
   combine all-to-all forward and backward of top_k tokens x d x w. omega: the share of these
   that the family's kernels overlap with compute; 0 where the framework has no such overlap
   (``Config.tp_comm_overlap`` False: Megatron-LM's synchronous TP all-reduce before
-  Transformer Engine's userbuffers).
+  Transformer Engine's userbuffers). t_TP,out: the TP traffic on the scale-out links, where
+  the TP group is larger than the scale-up domain (``ring_parts``); no family hides it, since
+  comm+GEMM overlap runs only inside one NVLink domain (Transformer Engine's userbuffers:
+  NVIDIA/TransformerEngine#1071, 2024, single-node TP only; #1470, 2025, multi-node NVLink).
+  The ideal machine hides it as it hides the rest.
 - t_p2p: one activation send forward and one gradient send backward per chunk boundary
   (v per stage), tokens x d x w / tp (scatter/gather over the TP ranks).
 - t_DP: ZeRO-0 an all-reduce of the local gradients, ZeRO-1/2 a reduce-scatter plus the
@@ -329,13 +334,16 @@ def _eff_out(mach: Machine, collective: str, nodes: np.ndarray) -> np.ndarray:
         lambda c: float(mach.network.out_efficiency(c, collective, np.ones(1))[0]))
 
 
-def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarray,
-              stride: np.ndarray, count: np.ndarray | float = 1.0) -> np.ndarray:
-    """``count`` collectives of ``nbytes`` each over a group, per rank: the alpha-beta ring
-    (Thakur, Rabenseifner & Gropp 2005) on the hierarchical byte split,
-    count (k (p-1) alpha + f(p_in) n / (e_up B_up) + f(p_out) n / p_in / (e_out B_out)),
+def ring_parts(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarray,
+               stride: np.ndarray, count: np.ndarray | float = 1.0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds inside the scale-up domain, seconds on the scale-out links) of ``count``
+    collectives of ``nbytes`` each over a group, per rank: the alpha-beta ring (Thakur,
+    Rabenseifner & Gropp 2005) on the hierarchical byte split,
+    count (f(p_in) n / (e_up B_up)) and count (k (p-1) alpha + f(p_out) n / p_in / (e_out B_out)),
     k = 2 and f = 2 (p-1)/p for all-reduce, k = 1 and f = (p-1)/p otherwise; alpha is the
-    scale-out step latency once the group leaves the domain. p2p: one send of n, one step."""
+    scale-out step latency once the group leaves the domain (then counted outside), the
+    scale-up one inside it. p2p: one send of n, one step, on the link it crosses."""
     size = np.maximum(_f(size), 1.0)
     p_in = _inside(size, _f(stride), _f(mach.domain))
     p_out = size / p_in
@@ -343,18 +351,28 @@ def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarr
     alpha_up = 0.0 if mach.ideal else mach.scaleup_latency_s
     alpha_out = (np.zeros(size.size) if mach.ideal
                  else mach.per_cluster(mach.network.hop_latency))
+    group, out = size > 1.0, p_out > 1.0
     if collective == "p2p":
-        out = p_out > 1.0
         e = np.where(out, _eff_out(mach, collective, np.full(size.size, 2.0)),
                      _eff_up(mach, collective))
         t = np.where(out, alpha_out + nbytes / (e * out_bw), alpha_up + nbytes / (e * up_bw))
-        return np.where(size > 1.0, count * t, 0.0)
+        return (np.where(group & ~out, count * t, 0.0), np.where(group & out, count * t, 0.0))
     k = 2.0 if collective == "all_reduce" else 1.0
     t_up = k * (p_in - 1.0) / p_in * nbytes / (_eff_up(mach, collective) * up_bw)
-    t_out = np.where(p_out > 1.0, k * (p_out - 1.0) / p_out * nbytes / p_in
+    t_out = np.where(out, k * (p_out - 1.0) / p_out * nbytes / p_in
                      / (_eff_out(mach, collective, p_out) * out_bw), 0.0)
-    alpha = k * (size - 1.0) * np.where(p_out > 1.0, alpha_out, alpha_up)
-    return np.where(size > 1.0, count * (alpha + t_up + t_out), 0.0)
+    alpha = k * (size - 1.0)
+    inside = np.where(group, count * (t_up + np.where(out, 0.0, alpha * alpha_up)), 0.0)
+    outside = np.where(group & out, count * (t_out + alpha * alpha_out), 0.0)
+    return inside, outside
+
+
+def ring_time(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndarray,
+              stride: np.ndarray, count: np.ndarray | float = 1.0) -> np.ndarray:
+    """Seconds per rank of ``count`` collectives over a group: the sum of
+    :func:`ring_parts` (inside the domain and on the scale-out links)."""
+    inside, outside = ring_parts(mach, collective, nbytes, size, stride, count)
+    return inside + outside
 
 
 def _gemm_rate(c: Config, mach: Machine) -> np.ndarray:
@@ -500,9 +518,10 @@ def _expert_overhead(c: Config, th: Theta, mach: Machine) -> np.ndarray | float:
 
 
 def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Seconds per microbatch on a stage of TP, CP and EP traffic, and of the pipeline's
-    point-to-point sends (module docstring)."""
+                          ) -> dict[str, np.ndarray]:
+    """Seconds per microbatch on a stage of TP traffic inside the scale-up domain
+    (``tp``) and on the scale-out links (``tp_out``: a TP group larger than the domain), of CP
+    and EP traffic, and of the pipeline's point-to-point sends (``p2p``; module docstring)."""
     w = c.bytes_per_value
     dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
     v = np.maximum(_f(c.virtual_pipeline), 1.0)
@@ -511,10 +530,11 @@ def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
     n_tp = 4.0 + np.where(_f(c.recompute) >= 2, 2.0, 0.0)
     msg = t_mb * d * w
     sp = np.asarray(c.sequence_parallel, bool)
-    ar = ring_time(mach, "all_reduce", msg, tp, np.ones_like(tp), n_tp)
-    ag_rs = (ring_time(mach, "all_gather", msg, tp, np.ones_like(tp), n_tp)
-             + ring_time(mach, "reduce_scatter", msg, tp, np.ones_like(tp), n_tp))
-    t_tp = layers_stage * np.where(sp, ag_rs, ar)
+    one = np.ones_like(tp)
+    ar = ring_parts(mach, "all_reduce", msg, tp, one, n_tp)
+    ag = ring_parts(mach, "all_gather", msg, tp, one, n_tp)
+    rs = ring_parts(mach, "reduce_scatter", msg, tp, one, n_tp)
+    t_tp_in, t_tp_out = (layers_stage * np.where(sp, ag[i] + rs[i], ar[i]) for i in (0, 1))
     # Context parallel: K and V chunks around the ring, forward once and backward twice.
     kv = 2.0 * t_mb * d * w / tp
     t_cp = layers_stage * ring_time(mach, "all_gather", kv * cp, cp, tp, 3.0)
@@ -523,7 +543,7 @@ def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
     pair = np.full(pp.shape, 2.0)
     t_p2p = np.where(pp > 1.0, ring_time(mach, "p2p", msg / tp, pair, tp * cp * dp, 2.0 * v),
                      0.0)
-    return t_tp, t_cp, t_ep, t_p2p
+    return dict(tp=t_tp_in, tp_out=t_tp_out, cp=t_cp, ep=t_ep, p2p=t_p2p)
 
 
 def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
@@ -588,14 +608,18 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_comp, model_flop, rate = _compute_time(c, mach, th, tokens)
     # the slowest stage's share of the compute (uneven layer split)
     t_comp = t_comp * layers_stage / (_f(c.n_layers) / pp)
-    t_tp_mb, t_cp_mb, t_ep_mb, t_p2p = _model_parallel_times(c, mach, layers_stage)
+    mp = _model_parallel_times(c, mach, layers_stage)
     hide = 1.0 - _f(th.tp_overlap)
     if c.tp_comm_overlap is not None and not np.all(c.tp_comm_overlap):
         hide = np.where(np.asarray(c.tp_comm_overlap, bool), hide, 1.0)
     ep_hide = _ep_exposed(c, hide)
+    # TP traffic that leaves the scale-up domain is not overlapped (module docstring)
+    out_hide = hide if mach.ideal else 1.0
+    t_tp_mb = hide * mp["tp"] + out_hide * mp["tp_out"]
     overhead = (layers_stage * _f(th.layer_overhead_s) + _score_time(c, mach, tokens) / m
                 + _elementwise_time(c, mach) + _expert_overhead(c, th, mach))
-    t_stage = t_comp / m + overhead + hide * (t_tp_mb + t_cp_mb) + ep_hide * t_ep_mb + t_p2p
+    t_stage = (t_comp / m + overhead + t_tp_mb + hide * mp["cp"] + ep_hide * mp["ep"]
+               + mp["p2p"])
     bubble = (pp - 1.0) / v * t_stage
     dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)
     shard = np.where(_f(c.zero_stage) >= 1, local / dp, local)
@@ -603,8 +627,9 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     fixed = np.broadcast_to(_f(th.fixed_s), t_comp.shape).astype(float)
 
     parts = {
-        "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * hide * t_tp_mb,
-        "cp_comm": m * hide * t_cp_mb, "ep_comm": m * ep_hide * t_ep_mb, "pp_p2p": m * t_p2p,
+        "compute": t_comp, "kernel_overhead": m * overhead, "tp_comm": m * t_tp_mb,
+        "cp_comm": m * hide * mp["cp"], "ep_comm": m * ep_hide * mp["ep"],
+        "pp_p2p": m * mp["p2p"],
         "bubble": bubble, "dp_comm": dp_exposed, "optimizer": t_opt, "fixed": fixed,
     }
     total = sum(parts.values())
