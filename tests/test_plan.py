@@ -261,7 +261,7 @@ def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_acc
     per 8 GPUs) are their accelerators' default clusters: 64 chips answer, and say so."""
     result = _plan("llama-3-70b", accelerator, "--n", "64", "--top", "1")
     assert result.exit_code == 0, result.stderr
-    assert f"cluster {cluster}: 8 per node, 8 per NVLink domain, {per_accelerator_gbs} GB/s" \
+    assert f"cluster {cluster}: 8 per node, 8 per scale-up domain, {per_accelerator_gbs} GB/s" \
         in result.stdout
 
 

@@ -109,7 +109,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     if cluster is None and priced is not None:
         assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
                        f" per node, {topology.table.loc[priced, 'scaleup_domain_size']:g} per "
-                       f"NVLink domain, {topology.table.loc[priced, 'scaleout_bytes_per_s'] / 1e9:g}"
+                       f"scale-up domain, {topology.table.loc[priced, 'scaleout_bytes_per_s'] / 1e9:g}"
                        " GB/s scale-out per accelerator (the accelerator's default in "
                        "data/catalog/clusters.csv; give --cluster)")
     seq, seq_assumed = resolve_seq_len(seq_len, req.model.seq_len,

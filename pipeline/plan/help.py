@@ -16,7 +16,7 @@ EXAMPLES = (
     ("batch and sequence length",
      "scalewall plan llama-3-70b H100 --n 512 --seq-len 8192 --global-batch-tokens 16777216"),
     ("precision", "scalewall plan llama-3-70b H100 --n 512 --precision fp8"),
-    ("cluster (node, NVLink domain, scale-out)",
+    ("cluster (node, scale-up domain: NVLink or TPU ICI, scale-out)",
      "scalewall plan llama-3-70b GB200 --n 512 --cluster gb200-nvl72"),
     ("kernel facts", "scalewall plan llama-3-70b H100 --n 512 --no-tp-comm-overlap "
                      "--no-dp-comm-overlap --fused-attention"),
