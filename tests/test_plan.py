@@ -254,6 +254,22 @@ def test_a_chip_no_family_ran_on_is_said_once_not_per_feature():
     assert not any("ZeRO-3 on" in why or "bf16 on" in why for why in reasons)
 
 
+def test_a_tp_group_beyond_the_scale_up_domain_is_outside_the_family_that_never_ran_one():
+    """TP 16 on 8-GPU H100 nodes: megatron's fitted runs keep TP inside a node (its fitted
+    overlap says nothing about scale-out TP traffic); TP 8 there carries no such reason, nor
+    does TP 16 inside a 72-GPU NVL72 domain (144 GPUs: two racks)."""
+    def reasons(accelerator, tp, n):
+        out = _plan("llama-3-70b", accelerator, "--n", str(n), "--layout", f"tp={tp}",
+                    "--framework", "megatron", "--json", "--top", "1")
+        assert out.exit_code == 0, out.stderr
+        return json.loads(out.stdout)[0]["outside_reasons"]
+    wide = reasons("H100", 16, 16)
+    assert any("megatron never measured TP groups larger than the scale-up domain" in r
+               for r in wide)
+    assert not any("scale-up domain" in r for r in reasons("H100", 8, 16))
+    assert not any("TP groups" in r for r in reasons("GB200", 16, 144))
+
+
 @pytest.mark.parametrize("accelerator, cluster, per_accelerator_gbs", [
     ("B300", "dgx-b300", 100), ("MI300X", "azure-nd-mi300x-v5", 50)])
 def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_accelerator_gbs):

@@ -331,6 +331,12 @@ def _topology(frame: pd.DataFrame, topology: Topology, hw: dict[str, np.ndarray]
     return domain[key], out[key]
 
 
+def scaleup_domain(frame: pd.DataFrame, model: StepModel) -> np.ndarray:
+    """Accelerators in each row's scale-up domain (NVLink, a TPU slice's ICI), as the step
+    model prices it (:func:`_topology`): NaN where the catalog has no figure."""
+    return _topology(frame, model.topology, _hardware(frame, model.catalog))[0]
+
+
 def _topology_rows(cluster: np.ndarray, per_node: np.ndarray, topology: Topology,
                    hw: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     clusters, named = topology.of_rows(cluster, hw["accelerator"])

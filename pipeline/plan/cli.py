@@ -202,7 +202,7 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     """Outside-the-measured flags with the widened interval, and the MFU-ceiling flag (for an
     MoE model, ``moe``, the highest MFU measured on MoE runs there, where the data hold one)."""
     acc_family = ctx.step.catalog.family(accelerator)
-    reasons = coverage.outside_reasons_of(rows, measured, acc_family)
+    reasons = coverage.outside_reasons_of(rows, measured, acc_family, ctx.step)
     outside = np.array([bool(r) for r in reasons])
     rows = coverage.widen(rows, ctx.step, outside)
     rows["outside_measured"] = outside

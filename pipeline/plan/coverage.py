@@ -3,7 +3,9 @@
 A family's fitted values (pipeline/calibrate/families.py) apply to the configurations its runs
 measured. For a planned row, :func:`outside_reasons` lists each feature its family's fitted
 runs never had (ZeRO-3 on the accelerator family, a precision on an accelerator family, an
-accelerator family, pp / cp / ep > 1, a node size, a sequence longer than any fitted one; an
+accelerator family, pp / cp / ep > 1, a node size, a TP group larger than the scale-up domain
+(its traffic on the scale-out links, which no family's fitted overlap hides), a sequence longer
+than any fitted one; an
 accelerator family it never ran on is said once, not again for ZeRO-3 and the precision). Such
 an answer transfers the family's values to a configuration it never saw; :func:`widen` widens its interval by what the
 data say about such a transfer: the spread of the step time between the production families'
@@ -25,19 +27,19 @@ import numpy as np
 import pandas as pd
 
 from pipeline import plausibility
-from pipeline.calibrate.step import StepModel, predict
+from pipeline.calibrate.step import StepModel, predict, scaleup_domain
 from pipeline.frameworks import PRODUCTION_FAMILIES
 from pipeline.io_parts import read_frame, read_schema
 
 FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
-                   "accelerators_per_node", "seq_len", "mfu", "status")
+                   "accelerators_per_node", "seq_len", "mfu", "status", "tp_out")
 
 TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # The runs.parquet columns the planner reads (the features above, the MoE record's citation): a
 # column read of 15 of its ~70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
-               "source", "citation", "model", "n_accelerators", "model_id")
+               "source", "citation", "model", "n_accelerators", "model_id", "tp", "cluster")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,21 @@ def load_measured(processed: Path, catalog_hw: pd.DataFrame | None = None) -> Me
     fitted = runs.merge(cal, on="run_id", how="inner")
     fitted["precision"] = fitted["precision"].fillna("bf16")
     return Measured(fitted, runs)
+
+
+def tp_leaves_domain(frame: pd.DataFrame, step: StepModel) -> np.ndarray:
+    """Per row, 1.0 where its TP group is larger than its scale-up domain as the step model
+    prices it (the row's cluster, else its accelerator's default), else 0.0."""
+    if frame.empty or "tp" not in frame:
+        return np.zeros(len(frame))
+    tp = pd.to_numeric(frame["tp"], errors="coerce").fillna(1.0).to_numpy(float)
+    return (tp > scaleup_domain(frame, step)).astype(float)
+
+
+def with_tp_domain(measured: Measured, step: StepModel) -> Measured:
+    """``measured`` with the fitted runs' ``tp_out`` (:func:`tp_leaves_domain`)."""
+    fitted = measured.fitted.assign(tp_out=tp_leaves_domain(measured.fitted, step))
+    return Measured(fitted, measured.runs)
 
 
 def _read_columns(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -103,6 +120,8 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
         check(f"{prec} on {acc_family}", "precision",
               lambda s: (s == prec) & (everyone["accelerator_family"].reindex(s.index)
                                        == acc_family))
+    if row.get("tp_out", 0.0) > 0:
+        check("TP groups larger than the scale-up domain", "tp_out", lambda s: s > 0)
     node = row.get("accelerators_per_node")
     if node is not None and np.isfinite(node) and node != 8:
         check(f"{int(node)} accelerators per scale-up domain", "accelerators_per_node",
@@ -117,12 +136,16 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
 
 # the row's columns :func:`outside_reasons` reads: rows equal in these get the same reasons
 REASON_KEYS = ("framework_family", "zero_stage", "pp", "cp", "ep", "precision",
-               "accelerators_per_node", "seq_len")
+               "accelerators_per_node", "seq_len", "tp_out")
 
 
-def outside_reasons_of(rows: pd.DataFrame, measured: Measured, acc_family: str
-                       ) -> list[list[str]]:
-    """:func:`outside_reasons` of each row, computed once per distinct ``REASON_KEYS``."""
+def outside_reasons_of(rows: pd.DataFrame, measured: Measured, acc_family: str,
+                       step: StepModel | None = None) -> list[list[str]]:
+    """:func:`outside_reasons` of each row, computed once per distinct ``REASON_KEYS``; with
+    ``step``, TP groups are checked against the scale-up domain too."""
+    if step is not None:
+        rows = rows.assign(tp_out=tp_leaves_domain(rows, step))
+        measured = with_tp_domain(measured, step)
     keys = [c for c in REASON_KEYS if c in rows.columns]
     known: dict[tuple, list[str]] = {}
     out = []
