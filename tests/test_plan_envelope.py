@@ -5,6 +5,7 @@ above it is flagged, one below is not, and a scale or model the data never measu
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from pipeline.plan import cli, coverage
@@ -39,3 +40,40 @@ def test_rows_above_the_record_are_flagged_and_others_not():
     assert out["measured_model_mfu"].iat[0] == 0.55 and np.isnan(out["measured_model_mfu"].iat[2])
     text = cli.footnotes(out.assign(outside_reasons=[()] * 3, above_measured_mfu=False))
     assert "^ above every MFU measured for this model at N = 1,024" in text and "55.0%" in text
+
+
+def _layout_runs() -> pd.DataFrame:
+    return _runs().assign(
+        tp=[8, 8, 8, 8, 8], pp=[4, 4, None, 4, 4], cp=[None, 1, 1, 1, 1],
+        zero_stage=[None, 3, None, None, None],
+        global_batch_tokens=[4e6, 4e6, 4e6, 4e6, 4e6])
+
+
+def test_a_run_measured_at_the_rows_layout_is_matched_on_n_tp_pp_cp_batch_and_stated_zero():
+    """Only runs on this exact chip and precision, with a stated layout, at the row's N, tp, pp,
+    cp and batch count; a run's ZeRO stage is matched where it states one; the median MFU of
+    the matches is given, with the first one's source."""
+    records = coverage.layout_mfu_records(_layout_runs(), "m", "A100-SXM4-80GB", "bf16")
+    assert sorted(records["source"]) == ["s1", "s2"]          # s3 fp8, s4 H100, s5 other
+    rows = pd.DataFrame({"n_accelerators": [1024, 1024, 1024, 512], "tp": [8, 8, 4, 8],
+                         "pp": [4, 4, 4, 4], "cp": [1, 1, 1, 1], "zero_stage": [3, 1, 3, 3],
+                         "global_batch_tokens": [4e6, 4e6, 4e6, 4e6]})
+    mfu, cited = coverage.measured_at_layout(rows, records)
+    assert mfu[0] == pytest.approx(0.475) and cited[0] == "s1: c1 and 1 more"  # s1 (any ZeRO), s2
+    assert mfu[1] == 0.40 and cited[1] == "s1: c1"                       # s2 states ZeRO-3
+    assert np.isnan(mfu[2:]).all() and cited[2:] == ["", ""]
+    wrong_batch = rows.assign(global_batch_tokens=2e6)
+    assert np.isnan(coverage.measured_at_layout(wrong_batch, records)[0]).all()
+
+
+def test_the_answer_says_whether_its_interval_holds_the_run_measured_at_its_layout():
+    rows = pd.DataFrame({"n_accelerators": [1024, 1024], "tp": [8, 8], "pp": [4, 4],
+                         "cp": [1, 1], "zero_stage": [1, 1], "global_batch_tokens": [4e6, 4e6],
+                         "mfu": [0.42, 0.60], "mfu_low": [0.30, 0.50], "mfu_high": [0.55, 0.70]})
+    out = cli._at_layout(rows, coverage.Measured(pd.DataFrame(), _layout_runs()), "m",
+                         "A100-SXM4-80GB", "bf16")
+    assert out["measured_layout_mfu"].tolist() == [0.40, 0.40]
+    assert out["measured_layout_inside"].tolist() == [True, False]
+    text = cli.footnotes(out.assign(outside_reasons=[()] * 2, above_measured_mfu=False))
+    assert "= measured at N = 1,024, tp8 pp4 cp1, this batch and ZeRO-1: 40.0%, inside" in text
+    assert "40.0%, OUTSIDE the row's interval (s1: c1)" in text

@@ -58,3 +58,11 @@ def test_at_1024_the_top_answer_is_inside_the_measured_envelope_or_flagged():
     if best["mfu"] > mine.max():  # flagged by the envelope at this N, with its record
         assert best["above_measured_envelope"]
         assert best["measured_model_mfu"] == pytest.approx(mine.max())
+
+
+@pytest.mark.parametrize("n", sorted(MEASURED_ZERO3))
+def test_zero3_rows_show_the_run_measured_at_their_layout_and_hold_it(n):
+    row = _plan(n, "tp=1,pp=1,zero=3").iloc[0]
+    assert row["measured_layout_mfu"] == pytest.approx(MEASURED_ZERO3[n], rel=1e-3)
+    assert row["measured_layout_inside"] is True
+    assert "megatron2021" in row["measured_layout_citation"]

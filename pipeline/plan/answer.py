@@ -27,7 +27,8 @@ KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "mic
         "sequence_parallel", "microbatches", "global_batch_tokens", "global_batch_sequences",
         "seq_len", "step_time_low_s", "step_time_high_s", "fits_memory", "framework_family",
         "precision", "accelerators_per_node", "outside_measured", "outside_reasons",
-        "above_measured_mfu", "above_measured_envelope", "assumed", "a2a_share", "train_time_s", "energy_mwh")
+        "above_measured_mfu", "above_measured_envelope", "measured_layout_mfu",
+        "measured_layout_inside", "assumed", "a2a_share", "train_time_s", "energy_mwh")
 OPTIONAL_KEYS = ("train_time_s", "energy_mwh")
 JOULES_PER_MWH = 3.6e9
 MAKE_FIRST = "run `make report` first (or `dvc repro`): the planner reads the pipeline's outputs"
@@ -156,6 +157,7 @@ def table(rows: pd.DataFrame) -> str:
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         flag = ((" *" if r.outside_measured else "") + (" !" if r.above_measured_mfu else "")
                 + (" ^" if getattr(r, "above_measured_envelope", False) else "")
+                + (" =" if np.isfinite(getattr(r, "measured_layout_mfu", np.nan)) else "")
                 + (" ~" if uneven_stages(r.n_layers, r.pp) else ""))
         lines.append(f"{r.n_accelerators:>7} {r.framework_family:<9} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "

@@ -130,6 +130,8 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
                  moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
     rows = _envelope(rows, measured, req.model.model_id, ctx.step.catalog.family(req.accelerator),
                      str(columns["precision"]))
+    rows = _at_layout(rows, measured, req.model.model_id, req.accelerator,
+                      str(columns["precision"]))
     check_finite(rows, req.accelerator)
     return rows, req, batch, [*seq_assumed, *batch.assumed, *assumed]
 
@@ -221,6 +223,21 @@ def _flag(rows: pd.DataFrame, ctx: PlanContext, measured: coverage.Measured, acc
     return rows
 
 
+def _at_layout(rows: pd.DataFrame, measured: coverage.Measured, model_id: str,
+               accelerator: str, precision: str) -> pd.DataFrame:
+    """The MFU measured for this model on this chip at the row's own N, tp, pp, cp, batch and
+    ZeRO stage (:func:`coverage.measured_at_layout`), and whether the row's interval holds it:
+    an answer that disagrees with a run measured at its layout says so."""
+    records = coverage.layout_mfu_records(measured.runs, model_id, accelerator, precision)
+    mfu, cited = coverage.measured_at_layout(rows, records)
+    rows = rows.copy()
+    rows["measured_layout_mfu"] = mfu
+    rows["measured_layout_citation"] = cited
+    inside = (mfu >= rows["mfu_low"].to_numpy(float)) & (mfu <= rows["mfu_high"].to_numpy(float))
+    rows["measured_layout_inside"] = np.where(np.isfinite(mfu), inside, None)
+    return rows
+
+
 def _envelope(rows: pd.DataFrame, measured: coverage.Measured, model_id: str, acc_family: str,
               precision: str) -> pd.DataFrame:
     """The measured-envelope flag: a row above the highest MFU measured for this model at its N
@@ -274,6 +291,15 @@ def footnotes(rows: pd.DataFrame) -> str:
         lines.append(f"^ above every MFU measured for this model at N = {int(n):,} on this "
                      f"accelerator family and precision: at most "
                      f"{first['measured_model_mfu']:.1%} ({first['measured_model_citation']})")
+    if "measured_layout_mfu" in rows:
+        for r in rows[np.isfinite(rows["measured_layout_mfu"].to_numpy(float))].itertuples():
+            where = "inside" if r.measured_layout_inside else "OUTSIDE"
+            said = (f"= measured at N = {int(r.n_accelerators):,}, tp{r.tp} pp{r.pp} cp{r.cp}, "
+                    f"this batch{'' if pd.isna(r.zero_stage) else f' and ZeRO-{int(r.zero_stage)}'}"
+                    f": {r.measured_layout_mfu:.1%}, {where} the row's interval "
+                    f"({r.measured_layout_citation})")
+            if said not in lines:
+                lines.append(said)
     shape = rows if {"pp", "n_layers"} <= set(rows.columns) else rows.iloc[:0]
     for pp in sorted(set(int(p) for p in shape.get("pp", []))):
         said = uneven_stages(float(shape["n_layers"].iat[0]), pp)

@@ -39,7 +39,8 @@ TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # column read of 15 of its ~70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
                "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
-               "source", "citation", "model", "n_accelerators", "model_id", "tp", "cluster")
+               "source", "citation", "model", "n_accelerators", "model_id", "tp", "cluster",
+               "global_batch_tokens")
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,48 @@ def model_mfu_records(runs: pd.DataFrame, model_id: str, acc_family: str, precis
         out[count] = (float(at.max()), f"{model_id} on {count:,} {best['accelerator']}, "
                                        f"{best['source']}: {best['citation']}")
     return out
+
+
+def layout_mfu_records(runs: pd.DataFrame, model_id: str, accelerator: str, precision: str
+                       ) -> pd.DataFrame:
+    """The measured runs of ``model_id`` on exactly ``accelerator`` at ``precision`` (bf16
+    where a run states none) that state their layout: N, tp, pp, the global batch in tokens and
+    MFU (cp 1 where unstated; ``zero_stage`` NaN where unstated). Empty where there are none."""
+    need = {"model_id", "accelerator", "precision", "mfu", "n_accelerators", "tp", "pp",
+            "global_batch_tokens", "source", "citation"}
+    if runs.empty or not need <= set(runs.columns):
+        return pd.DataFrame()
+    mine = runs[(runs["model_id"] == model_id) & (runs["accelerator"] == accelerator)
+                & (runs["precision"].fillna("bf16") == precision)].copy()
+    for col in ("mfu", "n_accelerators", "tp", "pp", "global_batch_tokens", "cp", "zero_stage"):
+        mine[col] = (pd.to_numeric(mine[col], errors="coerce") if col in mine
+                     else np.nan)
+    mine["cp"] = mine["cp"].fillna(1.0)
+    stated = mine[["mfu", "n_accelerators", "tp", "pp", "global_batch_tokens"]].notna().all(axis=1)
+    return mine[stated]
+
+
+def measured_at_layout(rows: pd.DataFrame, records: pd.DataFrame
+                       ) -> tuple[np.ndarray, list[str]]:
+    """Per planned row, the median MFU measured at its N, tp, pp, cp and global batch (and ZeRO
+    stage, where the run states one) among ``records`` (:func:`layout_mfu_records`), NaN where
+    none was; with the runs' source and citation ("" where none)."""
+    mfu = np.full(len(rows), np.nan)
+    cited = [""] * len(rows)
+    if records.empty or rows.empty:
+        return mfu, cited
+    for i, r in enumerate(rows.itertuples(index=False)):
+        at = records[(records["n_accelerators"] == r.n_accelerators) & (records["tp"] == r.tp)
+                     & (records["pp"] == r.pp) & (records["cp"] == r.cp)
+                     & (np.abs(records["global_batch_tokens"] / float(r.global_batch_tokens)
+                               - 1.0) < 1e-6)
+                     & (records["zero_stage"].isna() | (records["zero_stage"] == r.zero_stage))]
+        if len(at):
+            mfu[i] = float(at["mfu"].median())
+            first = at.iloc[0]
+            more = f" and {len(at) - 1} more" if len(at) > 1 else ""
+            cited[i] = f"{first['source']}: {first['citation']}{more}"
+    return mfu, cited
 
 
 def _covered(fitted: pd.DataFrame) -> set[tuple]:
