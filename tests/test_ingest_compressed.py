@@ -55,6 +55,11 @@ def test_looks_binary_one_threshold() -> None:
     assert looks_binary(bytes(range(256)) * 4)
     assert looks_binary(gzip.compress(text))  # a compressed file read raw is not text
     assert not looks_binary(b"")
+    # a U+FFFD the text holds is text; only bytes that do not decode are junk
+    assert not looks_binary("\ufffd\n".encode())
+    assert not looks_binary("loss \ufffd 2.31\n".encode() * 100)
+    assert looks_binary(b"\xff\xfe\xfd\n" * 100)
+    assert looks_binary(b"\xef" + "\ufffd".encode() + b"\xff" * 40 + b"\n")
 
 
 @settings(max_examples=200, deadline=None)

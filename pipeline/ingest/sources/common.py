@@ -237,7 +237,8 @@ def looks_binary(head: bytes) -> bool:
 
     Junk: NUL and control bytes other than ``\\b \\t \\n \\f \\r ESC``, and bytes that are not
     UTF-8. Text in latin-1 (MLPerf logs are read so) has isolated high bytes: far below 10 %.
-    A multi-byte character cut at the end of ``head`` is not junk.
+    A multi-byte character cut at the end of ``head`` is not junk, nor is a U+FFFD the text
+    itself holds (a log written after a lossy decode): only the decoder's replacements count.
     """
     if not head:
         return False
@@ -248,7 +249,8 @@ def looks_binary(head: bytes) -> bool:
         return False
     # An incremental decoder leaves a character cut at the end undecoded instead of replaced.
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=False)
-    return controls + text.count("\ufffd") > BINARY_FRACTION * len(head)
+    invalid = text.count("\ufffd") - head.count("\ufffd".encode("utf-8"))
+    return controls + invalid > BINARY_FRACTION * len(head)
 
 
 def shown_path(path: Path, root: Path = PROJ_ROOT, folders: dict | None = None) -> str:
