@@ -157,3 +157,12 @@ def test_excel_sep_line_and_header_spelling(tmp_path) -> None:
     bad = [r for r in records if r.path.endswith("b.csv")]
     assert bad[0].reason.startswith("malformed_row: header: Excel's 'sep=;' line: the table is "
                                     "delimited by ';'")
+
+
+def test_an_unbalanced_quote_in_the_header_is_reported_as_the_headers(tmp_path: Path) -> None:
+    """A quote at the very start makes the header swallow the next line: the reject on line 1
+    names the header (as a header with a bad column does), and no row is read against it."""
+    recs = _read(tmp_path, b'"' + _VALID)
+    assert recs[0].line == 1
+    assert recs[0].reason.startswith("malformed_row: header: unbalanced quote"), recs[0].reason
+    _check(recs)

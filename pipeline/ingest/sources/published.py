@@ -163,6 +163,8 @@ def _records(fh: Iterable[str], stem: str, rel: str) -> Iterator[Record]:
                 if "unbalanced quote" not in error and "runs past" not in error:
                     error = f"{error} (unbalanced quote?); this line rejected, reading resumes " \
                             "on the next"
+            if header is None:  # the header itself is damaged: say so, as _header's rejects do
+                error = f"header: {error}"
             yield Record.reject(stem, rel, start, _clean(lines[0] if lines else ""),
                                 "malformed_row", error)
             if header is None:
