@@ -281,6 +281,17 @@ def test_cited_clusters_price_jobs_beyond_one_node(accelerator, cluster, per_acc
         in result.stdout
 
 
+@pytest.mark.parametrize("accelerator, said", [
+    ("TPU-v5e", "cluster tpu-v5e-256: 8 per node, 256 per scale-up domain, 3.125 GB/s"),
+    ("TPU-v5p", "cluster tpu-v5p: 4 per node, 6144 per scale-up domain, 6.25 GB/s")])
+def test_tpu_slices_are_their_chips_default_clusters(accelerator, said):
+    """A TPU job is priced on its chip's slice (clusters.csv): the ICI domain is the slice (v5p:
+    the largest single-slice job, 6,144 chips, not the 8,960-chip pod) and the rest is DCN."""
+    result = _plan("llama-3-8b", accelerator, "--n", "512", "--top", "1")
+    assert result.exit_code == 0, result.stderr
+    assert said in result.stdout
+
+
 def test_names_are_read_in_any_case():
     # FP8, Megatron and DGX-H100 are what users type; the answer is the lower-case name's
     plain = _plan("llama-3-8b", "H100", "--n", "8", "--top", "1", "--json", "--precision", "fp8",

@@ -361,9 +361,9 @@ def ring_parts(mach: Machine, collective: str, nbytes: np.ndarray, size: np.ndar
     t_up = k * (p_in - 1.0) / p_in * nbytes / (_eff_up(mach, collective) * up_bw)
     t_out = np.where(out, k * (p_out - 1.0) / p_out * nbytes / p_in
                      / (_eff_out(mach, collective, p_out) * out_bw), 0.0)
-    alpha = k * (size - 1.0)
-    inside = np.where(group, count * (t_up + np.where(out, 0.0, alpha * alpha_up)), 0.0)
-    outside = np.where(group & out, count * (t_out + alpha * alpha_out), 0.0)
+    steps = k * (size - 1.0)  # ring steps, each paying the latency of the link it crosses
+    inside = np.where(group, count * (t_up + np.where(out, 0.0, steps * alpha_up)), 0.0)
+    outside = np.where(group & out, count * (t_out + steps * alpha_out), 0.0)
     return inside, outside
 
 

@@ -225,6 +225,14 @@ def moe_mfu_record(runs: pd.DataFrame, hardware: pd.DataFrame, accelerator: str,
                               f"{best['accelerator']}, MoE, {best['source']}: {best['citation']}")
 
 
+def _model_runs(runs: pd.DataFrame, model_id: str, precision: str, chip_column: str,
+                chip: str) -> pd.DataFrame:
+    """The runs of ``model_id`` whose ``chip_column`` (accelerator or its family) is ``chip``,
+    at ``precision`` (bf16 where a run states none)."""
+    return runs[(runs["model_id"] == model_id) & (runs[chip_column] == chip)
+                & (runs["precision"].fillna("bf16") == precision)]
+
+
 def model_mfu_records(runs: pd.DataFrame, model_id: str, acc_family: str, precision: str
                       ) -> dict[int, tuple[float, str]]:
     """Per N, the highest MFU measured on ``model_id`` on ``acc_family`` at ``precision`` (bf16
@@ -236,8 +244,7 @@ def model_mfu_records(runs: pd.DataFrame, model_id: str, acc_family: str, precis
             "citation", "accelerator"}
     if runs.empty or not need <= set(runs.columns):
         return {}
-    mine = runs[(runs["model_id"] == model_id) & (runs["accelerator_family"] == acc_family)
-                & (runs["precision"].fillna("bf16") == precision)]
+    mine = _model_runs(runs, model_id, precision, "accelerator_family", acc_family)
     mfu = pd.to_numeric(mine["mfu"], errors="coerce")
     n = pd.to_numeric(mine["n_accelerators"], errors="coerce")
     mine, mfu, n = mine[mfu.notna() & n.notna()], mfu[mfu.notna() & n.notna()], n[mfu.notna()
@@ -260,8 +267,7 @@ def layout_mfu_records(runs: pd.DataFrame, model_id: str, accelerator: str, prec
             "global_batch_tokens", "source", "citation"}
     if runs.empty or not need <= set(runs.columns):
         return pd.DataFrame()
-    mine = runs[(runs["model_id"] == model_id) & (runs["accelerator"] == accelerator)
-                & (runs["precision"].fillna("bf16") == precision)].copy()
+    mine = _model_runs(runs, model_id, precision, "accelerator", accelerator).copy()
     for col in ("mfu", "n_accelerators", "tp", "pp", "global_batch_tokens", "cp", "zero_stage"):
         mine[col] = (pd.to_numeric(mine[col], errors="coerce") if col in mine
                      else np.nan)
