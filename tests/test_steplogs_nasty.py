@@ -291,25 +291,35 @@ def test_every_file_under_the_logs_folder_is_a_run_or_a_reject(tmp_path):
     assert by_name["job.log"].reason.startswith("special_file")
 
 
-def test_text_step_values_are_a_reject_quoting_them(tmp_path):
+def _jsonl_records(tmp_path: Path, lines: list[str]) -> list:
+    """The records of one JSONL step log of ``lines`` on 8 H100 (a campaign folder and its
+    sidecar)."""
     camp = tmp_path / "c"
     camp.mkdir()
-    (camp / "s.jsonl").write_text("".join(
-        f'{{"step": {i}, "step_time_s": "1.0s", "tokens_per_s": 1000}}\n' for i in range(1, 11)))
+    (camp / "s.jsonl").write_text("".join(line + "\n" for line in lines))
     (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
-    records, _ = read_logs(tmp_path, PARAMS)
+    return read_logs(tmp_path, PARAMS)[0]
+
+
+def test_text_step_values_are_a_reject_quoting_them(tmp_path):
+    records = _jsonl_records(tmp_path, [
+        f'{{"step": {i}, "step_time_s": "1.0s", "tokens_per_s": 1000}}' for i in range(1, 11)])
     reason = records[0].reason
     assert reason.startswith('bad_value: step_time_s = \'"1.0s"\' at line 1 is not a number '
                              "(10 line(s))")
 
 
 def test_negative_step_times_are_named_negative(tmp_path):
-    camp = tmp_path / "c"
-    camp.mkdir()
-    (camp / "s.jsonl").write_text("".join(
-        f'{{"step": {i}, "step_time_s": {-1.0 if i % 2 else 1.0}, "tokens_per_s": 1000}}\n'
-        for i in range(1, 21)))
-    (camp / "run.yaml").write_text("accelerator: H100-SXM5-80GB\nn_accelerators: 8\n")
-    records, _ = read_logs(tmp_path, PARAMS)
+    records = _jsonl_records(tmp_path, [
+        f'{{"step": {i}, "step_time_s": {-1.0 if i % 2 else 1.0}, "tokens_per_s": 1000}}'
+        for i in range(1, 21)])
     assert "10 step(s) with a step time <= 0 or above 1e+06 s left out (10 negative: lines 1" \
         in records[0].fields["notes"]
+
+
+def test_a_printed_rate_near_the_largest_double_is_kept_for_the_range_checks(tmp_path):
+    """Two middle tokens/s of 1.7e308 once summed to inf in the median and the printed rate
+    was dropped as if absent; it is kept, and the row's derived MFU then rejects the run."""
+    records = _jsonl_records(tmp_path, [
+        f'{{"step": {i}, "step_time_s": 4.0, "tokens_per_s": 1.7e308}}' for i in range(1, 21)])
+    assert records[0].fields["tokens_per_s"] == 1.7e308
