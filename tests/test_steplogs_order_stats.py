@@ -1,4 +1,5 @@
-"""The step-log reduction's medians and quartiles are numpy's, bit for bit."""
+"""The step-log reduction's medians and quartiles are numpy's, bit for bit; a median of finite
+values is finite where numpy's overflows."""
 
 from __future__ import annotations
 
