@@ -5,8 +5,8 @@ above it is flagged, one below is not, and a scale or model the data never measu
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from pipeline.plan import cli, coverage
 

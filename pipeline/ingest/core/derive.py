@@ -80,7 +80,7 @@ def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelera
     from_peak = from_peak or uses_peak
     for name in ("mfu", "mfu_source_count"):  # ours, then the source's FLOP figure's
         if name in names and not row[name] <= 1.0:
-            raise Reject("out_of_range", f"derived mfu {row[name]:.6g} > 1" + (
+            raise Reject("out_of_range", f"derived mfu {_shown(row[name])} > 1" + (
                 " (the source's FLOP count)" if name != "mfu" else ""))
 
     # Hardware FLOP/s (recompute counted): the source's TFLOP/s per chip, else HFU times peak.
@@ -99,8 +99,18 @@ def derive_measures(row: dict[str, Any], peak: float | None, tflops_per_accelera
     for name in derived:
         value = row[name]
         if not (math.isfinite(value) and value > 0):
-            raise Reject("out_of_range", f"derived {name} = {value!r}")
+            raise Reject("out_of_range", f"derived {name} = {_shown(value)}")
     return derived, from_peak
+
+
+def _shown(value: float) -> str:
+    """A derived value for a reject: its digits, or why it has none (the inputs' product or
+    quotient left the doubles), never a bare 'inf' or 'nan'."""
+    if math.isfinite(value):
+        return f"{value:.6g}"
+    if math.isnan(value):
+        return "not a number (its inputs are 0/0 or inf - inf)"
+    return f"{'-' if value < 0 else ''}past 1.8e308 (the product of its inputs overflows)"
 
 
 def append_note(notes: str | None, note: str) -> str:
