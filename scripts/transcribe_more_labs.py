@@ -166,6 +166,37 @@ def framework_only(name: str) -> Callable[[list[Row]], list[Row]]:
     return apply
 
 
+# NVIDIA/dgxc-benchmarking, the Llama 3.1 70B pre-training recipe on H100: every release from
+# v25.01.1 to v25.04.02 (llama3.1/README_70b.md, then llama3.1/README.md's table) runs it at MBS 1
+# and GBS = 2 sequences per GPU (128 on 64 GPUs ... 4,096 on 2,048), BF16 and FP8 alike, whatever
+# its TP/PP/CP; later releases drop H100 from the recipe.
+DGXC_70B_SEQUENCES_PER_GPU = 2
+DGXC_70B_MICRO_BATCH = "1"
+
+
+def semianalysis(rows: list[Row]) -> list[Row]:
+    """SemiAnalysis' summary of NVIDIA DGXC recipe runs on H100. Its Llama 3 70B rows state TP,
+    PP, CP and the GPU count but no batch; the recipe they name states the batch and micro-batch,
+    the same in every H100 release of it (``DGXC_70B_*``), so both are filled from it (listed in
+    ``derived``). The GPT-3 175B rows state their batch (256 sequences) and keep the text."""
+    rows = framework_only("NeMo (NVIDIA DGXC recipes)")(rows)
+    for row in rows:
+        if "70B" not in row["model"] or row.get("global_batch_tokens"):
+            continue
+        n = int(row["n_accelerators"])
+        sequences = DGXC_70B_SEQUENCES_PER_GPU * n
+        row["global_batch_tokens"] = str(sequences * int(row["seq_len"]))
+        row["micro_batch"] = DGXC_70B_MICRO_BATCH
+        _derived(row, "global_batch_tokens", "micro_batch")
+        row["notes"] = (row.get("notes") or "").rstrip(". ")
+        _note(row, f"global_batch_tokens ({sequences} x {row['seq_len']}) and micro_batch 1 "
+                   "derived from the recipe the runs used: NVIDIA/dgxc-benchmarking Llama 3.1 "
+                   "70B on H100, GBS = 2 sequences per GPU and MBS 1 in every release that has "
+                   "H100 (v25.01.1-v25.04.02, llama3.1/README_70b.md and README.md), whatever "
+                   "its TP/PP/CP; the layout is the source's.")
+    return rows
+
+
 # Output file -> (reference file, the source's conversion).
 FILES: dict[str, Callable[[list[Row]], list[Row]]] = {
     "megascale2024.csv": megascale,
@@ -175,7 +206,7 @@ FILES: dict[str, Callable[[list[Row]], list[Row]]] = {
     "vtrain2024.csv": framework_only("Megatron-DeepSpeed"),
     "vtrain2024_single.csv": framework_only("Megatron-DeepSpeed"),
     "fmsfsdp2024.csv": framework_only("PyTorch FSDP (fms-fsdp)"),
-    "semianalysis2025.csv": framework_only("NeMo (NVIDIA DGXC recipes)"),
+    "semianalysis2025.csv": semianalysis,
 }
 
 

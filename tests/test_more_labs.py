@@ -24,6 +24,7 @@ CHANGED = {
     "kempnerforge2026.csv": {"citation", "notes", "n_layers", "d_model", "micro_batch",
                              "step_time_s"},
     "maxtext_tpu.csv": {"citation", "notes"},
+    "semianalysis2025.csv": {"global_batch_tokens", "micro_batch", "derived", "notes"},
 }
 A100_BF16_PEAK = 312e12  # FLOP/s, NVIDIA A100 datasheet (dense bf16), both memory variants
 
