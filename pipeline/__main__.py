@@ -320,8 +320,9 @@ def plan(
     json_out: bool = typer.Option(False, "--json", help="print a JSON array, one object per "
                                                         "(N, layout)"),
     framework: str | None = typer.Option(
-        None, help="framework family (megatron, fsdp, deepspeed, playbook; default megatron): "
-                   "its activation factor sizes memory, its calibrated parameters time steps"),
+        None, help="framework family (megatron, fsdp, deepspeed, megatron_deepspeed, playbook; "
+                   "default megatron): its activation factor sizes memory, its calibrated "
+                   "parameters time steps"),
     params_b: float | None = typer.Option(None, help="model shape: parameters, 1e9"),
     layers: int | None = typer.Option(None, help="model shape: layers"),
     d_model: int | None = typer.Option(None, help="model shape: hidden size"),

@@ -297,7 +297,7 @@ class BoundsSettings(_Group):
 
 
 # the framework families of pipeline/frameworks.py (kept literal here: config imports no pandas)
-FrameworkFamily = Literal["megatron", "fsdp", "deepspeed", "playbook"]
+FrameworkFamily = Literal["megatron", "fsdp", "deepspeed", "megatron_deepspeed", "playbook"]
 
 
 class MemorySettings(_Group):

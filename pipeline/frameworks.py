@@ -18,20 +18,26 @@ import numpy as np
 import pandas as pd
 
 PLAYBOOK = "playbook"
-PRODUCTION_FAMILIES = ("megatron", "fsdp", "deepspeed")
+# Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed, the fork BLOOM, MT-NLG and vTrain ran):
+# Megatron-LM's model code and tensor parallelism on DeepSpeed's engine, its pipeline schedule
+# and its ZeRO-1; a stack of its own, not DeepSpeed's ZeRO-3 data parallelism.
+MEGATRON_DEEPSPEED = "megatron_deepspeed"
+PRODUCTION_FAMILIES = ("megatron", "fsdp", "deepspeed", MEGATRON_DEEPSPEED)
 FAMILIES = (*PRODUCTION_FAMILIES, PLAYBOOK)
 # Source -> family, where the source says which software ran:
 # - megatron2021: Megatron-LM (arXiv:2104.04473); nvidia_dgxc2024: NeMo (Megatron core);
-# - bloom2022: Megatron-DeepSpeed with ZeRO-1 (arXiv:2211.05100);
+# - bloom2022: Megatron-DeepSpeed with ZeRO-1 (arXiv:2211.05100 §3.4);
 # - llama3: Meta's 4D stack with FSDP data parallelism (arXiv:2407.21783 §3.3), the stack
 #   torchtitan publishes (arXiv:2410.06511); torchtitan2024: torchtitan;
 # - ultrascale_playbook2025: nanotron on the Playbook's cluster.
 SOURCE_FAMILY = {"megatron2021": "megatron", "nvidia_dgxc2024": "megatron",
-                 "bloom2022": "deepspeed", "llama3": "fsdp", "torchtitan2024": "fsdp",
+                 "bloom2022": MEGATRON_DEEPSPEED, "llama3": "fsdp", "torchtitan2024": "fsdp",
                  "ultrascale_playbook2025": PLAYBOOK}
 # A row's ``framework`` text (published tables, MLPerf system descriptions, step-log formats)
 # comes before this mapping; the strategy text after it; default megatron.
+_MEGATRON_DEEPSPEED = re.compile(r"megatron[-_ ]?deepspeed", re.I)
 _STRATEGY_WORDS = ((re.compile(r"nanotron", re.I), PLAYBOOK),
+                   (_MEGATRON_DEEPSPEED, MEGATRON_DEEPSPEED),
                    (re.compile(r"deepspeed|\bzero-?[123]\b", re.I), "deepspeed"),
                    (re.compile(r"fsdp|torchtitan", re.I), "fsdp"),
                    (re.compile(r"megatron|nemo", re.I), "megatron"))
@@ -40,8 +46,9 @@ _DEEPSPEED = re.compile(r"deepspeed", re.I)
 
 
 def family_of(frame: pd.DataFrame) -> np.ndarray:
-    """Per row, the first that applies: ``framework_family`` where given; DeepSpeed named in
-    the strategy text; the ``framework`` the source names (the same words as the strategy
+    """Per row, the first that applies: ``framework_family`` where given; Megatron-DeepSpeed
+    named in the strategy text or the ``framework``; DeepSpeed named in the strategy text; the
+    ``framework`` the source names (the same words as the strategy
     text's); the source's family (``SOURCE_FAMILY``); the strategy text; ``DEFAULT_FAMILY``.
 
     So a new source of nanotron or torchtitan runs gets its family from its ``framework``
@@ -77,6 +84,10 @@ def _family_one(g: str | None, s: str | None, text: str | None, stack: str | Non
     named = next((f for pat, f in _STRATEGY_WORDS if pat.search(stack or "")), None)
     if g in FAMILIES:
         return g
+    if _MEGATRON_DEEPSPEED.search(text) or named == MEGATRON_DEEPSPEED:
+        # its strategy texts name DeepSpeed for the engine (MT-NLG: "Megatron TP8 + DeepSpeed
+        # PP35"), not for ZeRO-3 baselines
+        return MEGATRON_DEEPSPEED
     if _DEEPSPEED.search(text):
         # a source's DeepSpeed baselines ran DeepSpeed, whatever the source's own stack
         return "deepspeed"

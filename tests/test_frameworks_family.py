@@ -37,7 +37,8 @@ def _family(**columns: object) -> str:
     ("nanotron", PLAYBOOK), ("torchtitan", "fsdp"), ("Meta 4D parallelism (FSDP)", "fsdp"),
     ("Megatron-LM", "megatron"), ("NeMo 24.09", "megatron"), ("NVIDIA NeMo Framework Release 24.09",
                                                             "megatron"),
-    ("Megatron-DeepSpeed", "deepspeed"), ("NGC PyTorch Release 24.01 Deepspeed N8", "deepspeed"),
+    ("Megatron-DeepSpeed", "megatron_deepspeed"),
+    ("NGC PyTorch Release 24.01 Deepspeed N8", "deepspeed"),
 ])
 def test_a_new_source_gets_its_family_from_its_framework(framework: str, family: str) -> None:
     # a source id that no mapping knows, with a strategy text that names no software
@@ -50,6 +51,10 @@ def test_the_order_of_the_rules() -> None:
     # DeepSpeed named in the strategy: a source's DeepSpeed baselines ran DeepSpeed
     assert _family(source="x", framework="Megatron-LM",
                    strategy="ZeRO-3 (DeepSpeed) data parallel") == "deepspeed"
+    # Megatron-DeepSpeed's strategy texts name DeepSpeed for its engine, not ZeRO-3 baselines
+    assert _family(source="x", framework="Megatron-DeepSpeed",
+                   strategy="Megatron TP8 + DeepSpeed PP35") == "megatron_deepspeed"
+    assert _family(source="x", strategy="Megatron-DeepSpeed 3D + ZeRO-1") == "megatron_deepspeed"
     # the framework before the source's family
     assert _family(source="llama3", framework="nanotron") == PLAYBOOK
     # a framework text that names no family: the source's, then the strategy text, then default
@@ -120,7 +125,8 @@ def test_a_megatron_format_log_with_a_zero_stage_argument_is_megatron_deepspeed(
     (log.parent / "run.yaml").write_text((real / "run.yaml").read_text())
     fields, _ = read_one(log, tmp_path, LogsSettings(), {})
     assert isinstance(fields, dict) and fields["framework"] == "Megatron-DeepSpeed"
-    assert _family(**{k: fields.get(k) for k in ("source", "strategy", "framework")}) == "deepspeed"
+    assert _family(**{k: fields.get(k) for k in ("source", "strategy", "framework")}) == \
+        "megatron_deepspeed"
     plain, _ = read_one(real / "qwen2_0p5b_n2.log", LOGS, LogsSettings(), {})
     assert isinstance(plain, dict) and plain["framework"] == "Megatron-LM"
 

@@ -77,3 +77,27 @@ def test_the_answer_says_whether_its_interval_holds_the_run_measured_at_its_layo
     text = cli.footnotes(out.assign(outside_reasons=[()] * 2, above_measured_mfu=False))
     assert "= measured at N = 1,024, tp8 pp4 cp1, this batch and ZeRO-1: 40.0%, inside" in text
     assert "40.0%, OUTSIDE the row's interval (s1: c1)" in text
+
+
+def _fitted(family: str, n: int, zero: float, precision: str = "bf16", acc: str = "A100",
+            pp: float = 1.0) -> pd.DataFrame:
+    return pd.DataFrame({"family": [family] * n, "accelerator_family": [acc] * n,
+                         "precision": [precision] * n, "zero_stage": [zero] * n,
+                         "pp": [pp] * n, "cp": [1.0] * n})
+
+
+def test_the_default_family_on_a_tie_is_the_one_whose_runs_measured_the_features_most():
+    # fsdp has more fitted runs, but 4 of them ran ZeRO-3 on A100 in bf16 against deepspeed's 6
+    fitted = pd.concat([_fitted("fsdp", 4, 3.0), _fitted("fsdp", 20, 3.0, acc="H100"),
+                        _fitted("deepspeed", 6, 3.0), _fitted("megatron", 50, 1.0, pp=4.0)])
+    measured = coverage.Measured(fitted, pd.DataFrame())
+    rows = pd.DataFrame({"zero_stage": [3.0, 1.0], "pp": [1.0, 4.0], "cp": [1.0, 1.0],
+                         "precision": ["bf16", "bf16"]})
+    families = ("megatron", "fsdp", "deepspeed")
+    chosen = coverage.covering_family(rows, measured, "A100", families, "megatron")
+    assert chosen.tolist() == ["deepspeed", "megatron"]
+    # with more fsdp runs at those features, fsdp
+    more = pd.concat([fitted, _fitted("fsdp", 3, 3.0)])
+    chosen = coverage.covering_family(rows, coverage.Measured(more, pd.DataFrame()), "A100",
+                                      families, "megatron")
+    assert chosen.tolist() == ["fsdp", "megatron"]

@@ -398,7 +398,8 @@ def test_settings_give_hashable_per_family_constants():
     from pipeline.config import load_params
     from pipeline.theory.memory_fit import memory_constants
     const = memory_constants(load_params())
-    assert dict(const.loss_bytes_per_logit) == {"deepspeed": 4.0, "fsdp": 12.0, "megatron": 4.0}
+    assert dict(const.loss_bytes_per_logit) == {"deepspeed": 4.0, "fsdp": 12.0, "megatron": 4.0,
+                                                "megatron_deepspeed": 4.0}
     assert const.op_selective_families == ("fsdp",)
     hash(const)
 

@@ -17,7 +17,7 @@ import pandas as pd
 from pipeline.calibrate.hardware import DEFAULT_CLUSTER
 # the family mapping itself lives below the stages (pipeline/frameworks.py), shared with the
 # theory's memory model
-from pipeline.frameworks import PLAYBOOK
+from pipeline.frameworks import MEGATRON_DEEPSPEED, PLAYBOOK, family_of
 
 
 def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +84,8 @@ KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_ov
 # Data-parallel collective units (bytes at 2 B per value), the frameworks' defaults:
 # - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
 #   parameters, for the gradient reduce-scatter and the parameter all-gather alike;
-# - deepspeed: reduce_bucket_size = allgather_bucket_size = 5e8 elements, ZeRO-3
+# - deepspeed and megatron_deepspeed (DeepSpeed's engine reduces the fork's gradients):
+#   reduce_bucket_size = allgather_bucket_size = 5e8 elements, ZeRO-3
 #   stage3_prefetch_bucket_size = 5e7 elements (DeepSpeed configuration documentation);
 # - fsdp: one FSDP unit per transformer block (torchtitan wraps each block): NaN = per layer;
 # - playbook (nanotron on torch DDP): bucket_cap_mb = 25 MiB.
@@ -97,6 +98,7 @@ def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
             ) -> tuple[np.ndarray, np.ndarray]:
     """(gradient bucket bytes, parameter all-gather unit bytes) per row; NaN = one per layer."""
     megatron = np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_DP * dp) * w
+    family = np.where(np.asarray(family, dtype=object) == MEGATRON_DEEPSPEED, "deepspeed", family)
     reduce = np.select([family == "megatron", family == "deepspeed", family == PLAYBOOK],
                        [megatron, np.full(dp.shape, DEEPSPEED_BUCKET * w),
                         np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
@@ -163,17 +165,27 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
 # store_true, default False), so a row of it that states no kernel facts runs without them.
 PLAIN_MEGATRON_LM = "Megatron-LM"
 OPT_IN_OVERLAPS = ("tp_comm_overlap", "dp_comm_overlap")
+# Megatron-DeepSpeed runs its layers on DeepSpeed's pipeline engine, whose schedule reduces the
+# data-parallel gradients after the step's last backward (deepspeed/runtime/pipe/schedule.py,
+# TrainSchedule.steps: ReduceTiedGrads, ReduceGrads, OptimizerStep at the batch's last step;
+# the engine takes no ZeRO-2/3 with a pipeline): a row of it that states no DP overlap has none.
+AFTER_BACKWARD_FAMILIES = (MEGATRON_DEEPSPEED,)
 
 
-def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def kernels(frame: pd.DataFrame, family: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
     row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where stated
     (true/false), else ``KERNEL_DEFAULTS`` (the overlaps off on plain Megatron-LM rows,
-    ``OPT_IN_OVERLAPS``); and the defaults used."""
+    ``OPT_IN_OVERLAPS``; the DP overlap off on Megatron-DeepSpeed rows,
+    ``AFTER_BACKWARD_FAMILIES``; ``family``: each row's, else :func:`family_of`'s); and the
+    defaults used."""
     n = len(frame)
     out, used = [], []
     plain = (frame["framework"].astype(object).to_numpy() == PLAIN_MEGATRON_LM
              if "framework" in frame else np.zeros(n, dtype=bool))
+    family = family_of(frame) if family is None else np.asarray(family, dtype=object)
+    after = np.isin(family, AFTER_BACKWARD_FAMILIES) if n else np.zeros(0, dtype=bool)
     for name, default in KERNEL_DEFAULTS.items():
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
@@ -185,6 +197,10 @@ def kernels(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, li
         off = plain & ~stated if name in OPT_IN_OVERLAPS else np.zeros(n, dtype=bool)
         if off.any():
             used.append(f"{name}=false (Megatron-LM rows)")
+        late = after & ~stated & ~off if name == "dp_comm_overlap" else np.zeros(n, dtype=bool)
+        if late.any():
+            used.append(f"{name}=false (Megatron-DeepSpeed rows)")
+        off = off | late
         out.append(np.array([bool(x) if ok else default for x, ok in zip(raw[first], once)],
                             dtype=bool)[key] & ~off)
     return out[0], out[1], out[2], used

@@ -259,7 +259,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
     v = np.where(pp > 1, v, 1.0)
     expert_fraction = np.where(params > active, 1.0 - active / np.maximum(params, 1.0), 0.0)
     reduce_bucket, gather_bucket = fam.buckets(family, dp, zero)
-    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts)
+    fused, overlap, dp_overlap, used_kernels = fam.kernels(layouts, family)
     cluster, unknown_clusters = fam.cluster_of(layouts, model.network.clusters)
     moe_cols = _moe_columns(layouts, model.catalog, layers)
     cfg = Config(params=params, active_params=active, expert_fraction=expert_fraction,

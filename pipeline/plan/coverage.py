@@ -299,19 +299,26 @@ def measured_at_layout(rows: pd.DataFrame, records: pd.DataFrame
     return mfu, cited
 
 
-def _covered(fitted: pd.DataFrame) -> set[tuple]:
-    """The features a family's fitted runs measured (see :func:`covering_family`)."""
-    if fitted.empty:
-        return set()
-    out: set[tuple] = {("accelerator_family", a) for a in fitted["accelerator_family"].dropna()}
-    out |= {("precision@", (p, a)) for p, a in zip(fitted["precision"],
-                                                  fitted["accelerator_family"])}
-    zero3 = pd.to_numeric(fitted["zero_stage"], errors="coerce") >= 3
-    out |= {("zero3@", a) for a in fitted.loc[zero3, "accelerator_family"].dropna()}
-    for name, col, threshold in (("pp", "pp", 2), ("cp", "cp", 2)):
-        if (pd.to_numeric(fitted[col], errors="coerce") >= threshold).any():
-            out.add((name, True))
+def _run_features(fitted: pd.DataFrame) -> list[set[tuple]]:
+    """Per fitted run, the features it measured (see :func:`covering_family`)."""
+    zero = pd.to_numeric(fitted["zero_stage"], errors="coerce").to_numpy(float)
+    pp = pd.to_numeric(fitted["pp"], errors="coerce").to_numpy(float)
+    cp = pd.to_numeric(fitted["cp"], errors="coerce").to_numpy(float)
+    out = []
+    for a, p, z, pipe, ctx in zip(fitted["accelerator_family"], fitted["precision"], zero, pp, cp):
+        feats = {("precision@", (p, a))}
+        if isinstance(a, str):
+            feats.add(("accelerator_family", a))
+            if z >= 3:
+                feats.add(("zero3@", a))
+        feats |= {(name, True) for name, x in (("pp", pipe), ("cp", ctx)) if x >= 2}
+        out.append(feats)
     return out
+
+
+def _covered(runs: list[set[tuple]]) -> set[tuple]:
+    """The features a family's fitted runs measured, any of them."""
+    return set().union(*runs) if runs else set()
 
 
 def _features(zero: float, pp: float, cp: float, precision: str, acc_family: str
@@ -331,12 +338,15 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
                     families: tuple[str, ...], default: str) -> np.ndarray:
     """The planner's default family per row, a stated rule: the production family whose fitted
     runs measured the most of the row's features (ZeRO-3 on its accelerator family, pp > 1,
-    cp > 1, its precision on its accelerator family, the accelerator family), ``default`` on ties, then the family with more
-    fitted runs. So a ZeRO-3 layout is priced by a family that ran ZeRO-3 on that hardware."""
+    cp > 1, its precision on its accelerator family, the accelerator family); on ties
+    ``default``, then the family with more fitted runs that measured every one of the
+    features the family covers, then more fitted runs. So a ZeRO-3 layout is priced by the
+    family whose runs measured ZeRO-3 on that hardware at that precision the most often."""
     fitted = measured.fitted
     counts = fitted["family"].value_counts() if not fitted.empty else pd.Series(dtype=int)
     order = sorted(families, key=lambda f: (f != default, -int(counts.get(f, 0))))
-    covered = {f: _covered(fitted[fitted["family"] == f]) for f in order}
+    runs = {f: _run_features(fitted[fitted["family"] == f]) for f in order}
+    covered = {f: _covered(runs[f]) for f in order}
     # one choice per distinct (zero_stage, pp, cp, precision), then indexed
     keys = rows[["zero_stage", "pp", "cp", "precision"]]
     distinct = keys.drop_duplicates()
@@ -344,7 +354,13 @@ def covering_family(rows: pd.DataFrame, measured: Measured, acc_family: str,
     for key in distinct.itertuples(index=False):
         feats = _features(float(key[0]), float(key[1]), float(key[2]), str(key[3]), acc_family)
         score = {f: sum(x in covered[f] for x in feats) for f in order}
-        chosen.append(max(order, key=lambda f: score[f]))  # first of the best (order kept)
+        mine = {f: {x for x in feats if x in covered[f]} for f in order}
+        support = {f: sum(mine[f] <= r for r in runs[f]) for f in order}
+        best = max(score.values())
+        ties = [f for f in order if score[f] == best]
+        # first of the best (order kept): the default, else the most runs at those features
+        chosen.append(ties[0] if ties[0] == default else
+                      max(ties, key=lambda f: support[f]))
     at = keys.merge(distinct.assign(_choice=np.arange(len(distinct))), how="left",
                     on=list(keys.columns))["_choice"].to_numpy()
     return np.array(chosen + [None], dtype=object)[at] if len(keys) else np.array([], object)

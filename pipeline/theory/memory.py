@@ -109,7 +109,8 @@ class MemoryConstants:
     fsdp_prefetch_layers: float = 2.0
     fsdp_pipeline_keeps_weights: bool = True
     loss_bytes_per_logit: tuple[tuple[str, float], ...] = (("deepspeed", 4.0), ("fsdp", 12.0),
-                                                           ("megatron", 4.0))
+                                                           ("megatron", 4.0),
+                                                           ("megatron_deepspeed", 4.0))
     op_selective_families: tuple[str, ...] = ("fsdp",)
     pipeline_unsharded_grads_sources: tuple[str, ...] = ("torchtitan2024",)
     bf16_state_sources: tuple[str, ...] = ("nemo_automodel2025",)
