@@ -52,8 +52,8 @@ PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
 # data/ground_truth_single.csv: 1,440 layouts of 0.2-1.3B GPT shapes on 2-8 A100,
 # Megatron-DeepSpeed) runs 2-4 ms per layer and microbatch outside the GEMMs (its per-layer
 # overhead grows with tp), a launch-bound regime no production run is in; its 109 multi-node
-# runs (ground_truth_multi.csv) stay in the deepspeed family. Rows are told by their series
-# (the ingest's ``series_id``), their kernels and buckets by the software that ran them.
+# runs (ground_truth_multi.csv) stay in the megatron_deepspeed family. Rows are told by their
+# series (the ingest's ``series_id``), their kernels and buckets by the software that ran them.
 VTRAIN_SWEEP = "vtrain_sweep"
 SWEEP_FAMILIES = (PLAYBOOK, VTRAIN_SWEEP)
 _SWEEP_SERIES = ((re.compile(r"^vtrain2024/vtrain2024-single-"), VTRAIN_SWEEP),)
@@ -168,7 +168,9 @@ OPT_IN_OVERLAPS = ("tp_comm_overlap", "dp_comm_overlap")
 # Megatron-DeepSpeed runs its layers on DeepSpeed's pipeline engine, whose schedule reduces the
 # data-parallel gradients after the step's last backward (deepspeed/runtime/pipe/schedule.py,
 # TrainSchedule.steps: ReduceTiedGrads, ReduceGrads, OptimizerStep at the batch's last step;
-# the engine takes no ZeRO-2/3 with a pipeline): a row of it that states no DP overlap has none.
+# the engine takes no ZeRO-2/3 with a pipeline), and its ZeRO-1 has no backward hooks to overlap
+# with (deepspeedai/DeepSpeed#1246: "overlap and contiguous grads are meaningless in stage 1"):
+# a row of it that states no DP overlap has none.
 AFTER_BACKWARD_FAMILIES = (MEGATRON_DEEPSPEED,)
 
 
