@@ -101,3 +101,15 @@ def test_the_default_family_on_a_tie_is_the_one_whose_runs_measured_the_features
     chosen = coverage.covering_family(rows, coverage.Measured(more, pd.DataFrame()), "A100",
                                       families, "megatron")
     assert chosen.tolist() == ["fsdp", "megatron"]
+
+
+def test_megatron_deepspeed_is_searched_only_where_deepspeeds_pipeline_runs():
+    from pipeline.plan.search import runnable
+    cand = pd.DataFrame({
+        "framework_family": ["megatron_deepspeed"] * 4 + ["megatron"],
+        "pp": [8, 8, 8, 1, 8], "virtual_pipeline": [1, 2, 1, 1, 2],
+        "zero_stage": [1, 1, 3, 3, 3]})
+    # 1F1B and ZeRO <= 1 under a pipeline; without one, or in another family, anything
+    assert runnable(cand, {}).tolist() == [True, False, False, True, True]
+    # an axis the request fixed is priced as asked
+    assert runnable(cand, {"virtual_pipeline": 2, "zero_stage": 3}).all()

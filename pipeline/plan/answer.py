@@ -147,8 +147,10 @@ def uneven_stages(n_layers: float, pp: int) -> str:
 
 def table(rows: pd.DataFrame) -> str:
     """A plain-text table, one line per (N, layout), and its batch under each N."""
-    head = (f"{'N':>7} {'family':<9} {'layout':<38} {'MFU (95% interval)':<21} {'step s':>8} {'tokens/s':>10} "
-            f"{'GB/chip':>13} {'ceiling':>7}  binding")
+    # the family column as wide as its longest name (megatron_deepspeed), at least 9
+    fw = max([9] + [len(str(f)) for f in rows["framework_family"]]) if len(rows) else 9
+    head = (f"{'N':>7} {'family':<{fw}} {'layout':<38} {'MFU (95% interval)':<21} {'step s':>8} "
+            f"{'tokens/s':>10} {'GB/chip':>13} {'ceiling':>7}  binding")
     lines = [head, "-" * len(head)]
     for r in rows.itertuples():
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
@@ -159,7 +161,7 @@ def table(rows: pd.DataFrame) -> str:
                 + (" ^" if getattr(r, "above_measured_envelope", False) else "")
                 + (" =" if np.isfinite(getattr(r, "measured_layout_mfu", np.nan)) else "")
                 + (" ~" if uneven_stages(r.n_layers, r.pp) else ""))
-        lines.append(f"{r.n_accelerators:>7} {r.framework_family:<9} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
+        lines.append(f"{r.n_accelerators:>7} {r.framework_family:<{fw}} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
                      f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}{flag}"
                      + (f" (all-to-all {r.a2a_share:.0%})" if r.ep > 1 else ""))

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.calibrate.step import StepModel, predict
-from pipeline.frameworks import DEFAULT_FAMILY
+from pipeline.frameworks import DEFAULT_FAMILY, MEGATRON_DEEPSPEED
 from pipeline.plan.batch import Batch
 from pipeline.plan.request import ModelShape, PlanError
 from pipeline.theory.memory import RECOMPUTE, MemoryConstants, Overhead, fits_in, peak_memory
@@ -185,6 +185,22 @@ def memory_of(layouts: pd.DataFrame, ctx: PlanContext) -> np.ndarray:
     return ctx.overhead.apply(peak_memory(inputs, const))
 
 
+def runnable(cand: pd.DataFrame, fixed: dict[str, Any]) -> np.ndarray:
+    """Per candidate, whether its family's software runs it, on the axes the request left
+    free (a layout the user fixed is priced as asked). Megatron-DeepSpeed pipelines on
+    DeepSpeed's engine, whose schedule is plain 1F1B (deepspeed/runtime/pipe/schedule.py
+    TrainSchedule) and which takes no ZeRO-2/3 with a pipeline (its PipelineEngine asserts
+    ZeRO stage < 2): with pp > 1, v = 1 and ZeRO 0-1."""
+    mds = (cand["framework_family"].to_numpy(object) == MEGATRON_DEEPSPEED) & \
+        (cand["pp"].to_numpy(float) > 1)
+    ok = np.ones(len(cand), dtype=bool)
+    if "virtual_pipeline" not in fixed:
+        ok &= ~mds | (cand["virtual_pipeline"].to_numpy(float) <= 1)
+    if "zero_stage" not in fixed:
+        ok &= ~mds | (cand["zero_stage"].to_numpy(float) <= 1)
+    return ok
+
+
 def plan_for_n(model: ModelShape, accelerator: str, n: int, batch: Batch,
                fixed: dict[str, Any], ctx: PlanContext, top: int) -> pd.DataFrame:
     """The best ``top`` layouts for N that fit, by predicted MFU (highest first; on ties the
@@ -204,6 +220,7 @@ def plan_for_n(model: ModelShape, accelerator: str, n: int, batch: Batch,
     cand["accelerators_per_node"] = domain
     cand["framework_family"] = (ctx.framework if ctx.family_for is None
                                 else ctx.family_for(cand))
+    cand = cand[runnable(cand, fixed)].reset_index(drop=True)
     if "sequence_parallel" not in cand:
         # calibrate's default where a run states none (pipeline/calibrate/families.py
         # schedule): on for the megatron family with tp > 1, off elsewhere
