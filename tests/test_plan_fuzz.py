@@ -27,7 +27,7 @@ NS = (1, 3, 8, 24, 72, 96, 100, 144, 296, 512, 576, 1000, 1536, 6144, 16384, 100
 REQUEST = st.tuples(
     st.sampled_from(MODELS), st.sampled_from(ACCELERATORS), st.sampled_from(NS),
     st.sampled_from([None, "bf16", "fp8", "mxfp8", "FP16"]),
-    st.sampled_from([None, "megatron", "fsdp", "deepspeed"]),
+    st.sampled_from([None, "megatron", "fsdp", "deepspeed", "megatron_deepspeed"]),
     st.sampled_from([None, 2048, 8192, 131072]),
     st.sampled_from([None, 1048576, 3145728, 4194304]))
 
