@@ -60,6 +60,30 @@ def test_filters_golden() -> None:
     assert times(1.5) == "×1.50"
 
 
+def test_numpy_numbers_are_numbers_and_missing_is_said() -> None:
+    # an Int64 column's values are numpy.int64: they printed "n/a" ("measured MFU 38%-43% on
+    # n/a-n/a accelerators")
+    ints = pd.Series([8192, 16384], dtype="Int64")
+    assert num(ints.min()) == "8,192" and num(np.int32(7)) == "7" and pct(np.float32(0.5)) == "50%"
+    assert num(pd.NA) == num(None) == num(np.nan) == num(np.inf) == num(np.True_) == "n/a"
+
+
+def test_the_zero3_target_rows_say_met_or_missed() -> None:
+    from pipeline.report.calibration import zero3_target_rows
+    runs = pd.DataFrame({
+        "run_id": ["a", "b", "c", "d"], "model_id": ["gpt3-175b"] * 3 + ["other"],
+        "accelerator_family": ["A100"] * 4, "zero_stage": [3, 3, 1, 3], "tp": [1, 1, 1, 1],
+        "pp": [1, 1, 1, 1], "n_accelerators": pd.array([1536, 768, 512, 8], dtype="Int64"),
+        "mfu": [0.106, 0.212, 0.3, 0.4], "source": ["s"] * 4})
+    cal = pd.DataFrame({"run_id": ["a", "b", "c", "d"],
+                        "predicted_mfu": [0.104, 0.266, 0.3, 0.4]})
+    rows = zero3_target_rows(runs, cal)
+    assert [r[0].split(", ")[2].split(" (")[0] for r in rows] == ["768 A100", "1,536 A100"]
+    assert rows[0][2].endswith("(+25.5%); the planner target, within 25%: missed")
+    assert rows[1][2].endswith("(-1.9%); the planner target, within 25%: met")
+    assert zero3_target_rows(runs, pd.DataFrame()) == []
+
+
 def test_html_self_contained(out: dict) -> None:
     html = (out["reports"] / "report.html").read_text(encoding="utf-8")
     # scripts: the Vega libraries and the charts' specs, inline, none loaded from anywhere

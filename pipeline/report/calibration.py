@@ -133,6 +133,40 @@ def _llama3_measured(runs: pd.DataFrame | None) -> str:
             f"{num(n.min())}-{num(n.max())} accelerators")
 
 
+# The planner issue's ZeRO-3 target: GPT-3 175B on A100 with ZeRO-3 and no model parallelism,
+# priced within 25 % of the measured MFU (the planner prices a layout as calibrate does, a test
+# replans every fitted run: tests/test_plan_replan.py).
+ZERO3_TARGET = {"model_id": "gpt3-175b", "accelerator_family": "A100", "within": 0.25}
+
+
+def zero3_target_rows(runs: pd.DataFrame | None, calibrated: pd.DataFrame | None
+                      ) -> list[list[str]]:
+    """[measure, measured, compared with] per ZeRO-3 run of the target's model and chip with no
+    model parallelism: its calibrated MFU at its own layout beside the measured one, and
+    whether the target is met."""
+    need = {"run_id", "model_id", "accelerator_family", "zero_stage", "tp", "pp",
+            "n_accelerators", "mfu", "source"}
+    if runs is None or calibrated is None or calibrated.empty or not need <= set(runs.columns):
+        return []
+    t = ZERO3_TARGET
+    num_ = {c: pd.to_numeric(runs[c], errors="coerce") for c in ("zero_stage", "tp", "pp")}
+    mine = runs[(runs["model_id"] == t["model_id"]) & (runs["accelerator_family"] ==
+                t["accelerator_family"]) & (num_["zero_stage"] >= 3) & (num_["tp"] == 1)
+                & (num_["pp"] == 1)]
+    mine = mine.merge(calibrated[["run_id", "predicted_mfu"]], on="run_id").sort_values(
+        "n_accelerators", kind="mergesort")
+    rows = []
+    for r in mine.itertuples():
+        off = float(r.predicted_mfu) / float(r.mfu) - 1.0
+        met = "met" if abs(off) <= t["within"] else "missed"
+        rows.append([f"GPT-3 175B, ZeRO-3 without model parallelism, {num(r.n_accelerators)} "
+                     f"A100 ({r.source}): calibrated MFU at the run's layout",
+                     pct(r.predicted_mfu, 1),
+                     f"measured {pct(r.mfu, 1)} ({off:+.1%}); the planner target, within "
+                     f"{pct(t['within'])}: {met}"])
+    return rows
+
+
 def score_rows(m: dict, runs: pd.DataFrame | None = None) -> list[list[str]]:
     """The step model's held-out scores as this run measures them, each beside what it is
     judged against (a naive rule, a baseline ranking, the nominal coverage, a measured run):
@@ -224,7 +258,8 @@ def section(d: ReportData) -> dict[str, Any]:
         "decomposition": decomp, "lost_headers": [LOST_LABELS[c] for c in LOST], "tops": tops,
         "predictors": _predictor_rows(m), "by_source": _source_rows(m),
         "source_targets": [dict(source=s, **v) for s, v in sorted(src.items())],
-        "coverage": cov, "frontier": frontier, "scores": score_rows(m, d.runs),
+        "coverage": cov, "frontier": frontier,
+        "scores": score_rows(m, d.runs) + zero3_target_rows(d.runs, d.calibrated),
         "in_sample_by_source": [[s, num(v["n"]), pct(v["median_ape"], 1), pct(v["coverage"])]
                                 for s, v in sorted(ins.get("by_source", {}).items())],
     }

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import math
+import numbers
 import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 from markupsafe import Markup
 
 from pipeline.io import write_text
@@ -26,7 +28,9 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite real number: Python's or numpy's (an Int64 column's values are numpy.int64)."""
+    return (isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+            and math.isfinite(x))
 
 
 def pct(x: Any, digits: int = 0) -> str:
