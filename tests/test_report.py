@@ -82,6 +82,12 @@ def test_the_zero3_target_rows_say_met_or_missed() -> None:
     assert rows[0][2].endswith("(+25.5%); the planner target, within 25%: missed")
     assert rows[1][2].endswith("(-1.9%); the planner target, within 25%: met")
     assert zero3_target_rows(runs, pd.DataFrame()) == []
+    # a user's run of that shape without a measured or a predicted MFU breaks nothing
+    bad = runs.assign(mfu=[0.0, np.nan, 0.3, 0.4])
+    assert zero3_target_rows(bad, cal) == []
+    assert zero3_target_rows(runs.assign(mfu=pd.array([None, 0.2, 0.3, None],
+                                                      dtype="Float64")), cal)[0][1] == "26.6%"
+    assert zero3_target_rows(runs, cal.assign(predicted_mfu=np.nan)) == []
 
 
 def test_html_self_contained(out: dict) -> None:

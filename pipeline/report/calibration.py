@@ -155,8 +155,11 @@ def zero3_target_rows(runs: pd.DataFrame | None, calibrated: pd.DataFrame | None
                 & (num_["pp"] == 1)]
     mine = mine.merge(calibrated[["run_id", "predicted_mfu"]], on="run_id").sort_values(
         "n_accelerators", kind="mergesort")
+    meas, pred = (pd.to_numeric(mine[c], errors="coerce").astype("float64").to_numpy()
+                  for c in ("mfu", "predicted_mfu"))
+    ok = (meas > 0) & np.isfinite(meas) & np.isfinite(pred)
     rows = []
-    for r in mine.itertuples():
+    for r in mine[ok].itertuples():  # a run without both MFUs says nothing here
         off = float(r.predicted_mfu) / float(r.mfu) - 1.0
         met = "met" if abs(off) <= t["within"] else "missed"
         rows.append([f"GPT-3 175B, ZeRO-3 without model parallelism, {num(r.n_accelerators)} "
