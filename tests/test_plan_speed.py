@@ -115,6 +115,7 @@ def test_per_distinct_columns_are_the_per_row_ones():
 
     from pipeline.calibrate import families as fam
     from pipeline.calibrate.step import DEDUP_DISPATCHERS, _moe_columns
+    from pipeline.frameworks import family_of
     rng = np.random.default_rng(11)
     n = 400
     frame = pd.DataFrame({c: _mixed_column(rng, n) for c in (
@@ -122,16 +123,22 @@ def test_per_distinct_columns_are_the_per_row_ones():
         "moe_a2a_overlap", "moe_dispatcher", "cluster")})
     frame["recompute"] = rng.choice(np.array(["none", "full", "selective", None, "x"],
                                              dtype=object), n)
-    frame["framework"] = rng.choice(np.array(["Megatron-LM", "NeMo", None], dtype=object), n)
+    frame["framework"] = rng.choice(np.array(["Megatron-LM", "NeMo", "Megatron-DeepSpeed",
+                                              None], dtype=object), n)
     fused, tp_ov, dp_ov, _ = fam.kernels(frame)
+    stack = {"framework": frame["framework"].to_numpy(), "family": family_of(frame)}
     for got, name in ((fused, "fused_attention"), (tp_ov, "tp_comm_overlap"),
                       (dp_ov, "dp_comm_overlap")):
         raw = frame[name].to_numpy()
-        plain = frame["framework"].to_numpy() == fam.PLAIN_MEGATRON_LM
-        want = [bool(x) if isinstance(x, (bool, np.bool_))
-                else (fam.KERNEL_DEFAULTS[name] and not (p and name in fam.OPT_IN_OVERLAPS))
-                for x, p in zip(raw, plain)]
+        off = [any(stack[col][i] == value and name in names
+                   for col, value, _, names in fam.OVERLAPS_OFF_BY_DEFAULT) for i in range(n)]
+        want = [bool(x) if isinstance(x, (bool, np.bool_)) else (fam.KERNEL_DEFAULTS[name]
+                                                                 and not o)
+                for x, o in zip(raw, off)]
         assert got.tolist() == want
+    # both stacks are drawn: each rule is exercised, not only the defaults
+    assert not dp_ov[frame["framework"].eq("Megatron-DeepSpeed").to_numpy()
+                     & frame["dp_comm_overlap"].isna().to_numpy()].any()
     family = rng.choice(np.array(["megatron", "fsdp"], dtype=object), n)
     tp = rng.choice([1.0, 2.0], n)
     rec, _, sp, _ = fam.schedule(frame, family, tp)

@@ -159,35 +159,37 @@ def schedule(frame: pd.DataFrame, family: np.ndarray, tp: np.ndarray
     return rec, v, sp, used
 
 
-# Plain Megatron-LM (the framework named as such, not NeMo, Megatron-Bridge or a fork): its
-# communication overlaps are opt-in flags, off unless the command line sets them
-# (Megatron-LM megatron/training/arguments.py: --tp-comm-overlap and --overlap-grad-reduce are
-# store_true, default False), so a row of it that states no kernel facts runs without them.
+# Overlaps a stack leaves off unless a row states them, as (the column that tells its rows, the
+# value there, their label, the overlaps off):
+# - plain Megatron-LM (the framework named as such, not NeMo, Megatron-Bridge or a fork): its
+#   communication overlaps are opt-in flags, off unless the command line sets them
+#   (Megatron-LM megatron/training/arguments.py: --tp-comm-overlap and --overlap-grad-reduce are
+#   store_true, default False);
+# - Megatron-DeepSpeed runs its layers on DeepSpeed's pipeline engine, whose schedule reduces
+#   the data-parallel gradients after the step's last backward
+#   (deepspeed/runtime/pipe/schedule.py, TrainSchedule.steps: ReduceTiedGrads, ReduceGrads,
+#   OptimizerStep at the batch's last step; the engine takes no ZeRO-2/3 with a pipeline), and
+#   its ZeRO-1 has no backward hooks to overlap with (deepspeedai/DeepSpeed#1246: "overlap and
+#   contiguous grads are meaningless in stage 1").
 PLAIN_MEGATRON_LM = "Megatron-LM"
-OPT_IN_OVERLAPS = ("tp_comm_overlap", "dp_comm_overlap")
-# Megatron-DeepSpeed runs its layers on DeepSpeed's pipeline engine, whose schedule reduces the
-# data-parallel gradients after the step's last backward (deepspeed/runtime/pipe/schedule.py,
-# TrainSchedule.steps: ReduceTiedGrads, ReduceGrads, OptimizerStep at the batch's last step;
-# the engine takes no ZeRO-2/3 with a pipeline), and its ZeRO-1 has no backward hooks to overlap
-# with (deepspeedai/DeepSpeed#1246: "overlap and contiguous grads are meaningless in stage 1"):
-# a row of it that states no DP overlap has none.
-AFTER_BACKWARD_FAMILIES = (MEGATRON_DEEPSPEED,)
+OVERLAPS_OFF_BY_DEFAULT = (
+    ("framework", PLAIN_MEGATRON_LM, "Megatron-LM rows", ("tp_comm_overlap", "dp_comm_overlap")),
+    ("family", MEGATRON_DEEPSPEED, "Megatron-DeepSpeed rows", ("dp_comm_overlap",)),
+)
 
 
 def kernels(frame: pd.DataFrame, family: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """(fused attention core, TP collectives overlapped, DP gradient traffic overlapped) per
     row: the row's ``fused_attention`` / ``tp_comm_overlap`` / ``dp_comm_overlap`` where stated
-    (true/false), else ``KERNEL_DEFAULTS`` (the overlaps off on plain Megatron-LM rows,
-    ``OPT_IN_OVERLAPS``; the DP overlap off on Megatron-DeepSpeed rows,
-    ``AFTER_BACKWARD_FAMILIES``; ``family``: each row's, else :func:`family_of`'s); and the
+    (true/false), else ``KERNEL_DEFAULTS`` less the overlaps its stack leaves off
+    (``OVERLAPS_OFF_BY_DEFAULT``; ``family``: each row's, else :func:`family_of`'s); and the
     defaults used."""
     n = len(frame)
     out, used = [], []
-    plain = (frame["framework"].astype(object).to_numpy() == PLAIN_MEGATRON_LM
-             if "framework" in frame else np.zeros(n, dtype=bool))
-    family = family_of(frame) if family is None else np.asarray(family, dtype=object)
-    after = np.isin(family, AFTER_BACKWARD_FAMILIES) if n else np.zeros(0, dtype=bool)
+    who = {"framework": (frame["framework"].astype(object).to_numpy() if "framework" in frame
+                         else np.full(n, None, dtype=object)),
+           "family": family_of(frame) if family is None else np.asarray(family, dtype=object)}
     for name, default in KERNEL_DEFAULTS.items():
         raw = (frame[name].astype(object).to_numpy() if name in frame
                else np.full(n, None, dtype=object))
@@ -196,13 +198,13 @@ def kernels(frame: pd.DataFrame, family: np.ndarray | None = None
         stated = once[key]
         if not stated.all():
             used.append(f"{name}={str(default).lower()}")
-        off = plain & ~stated if name in OPT_IN_OVERLAPS else np.zeros(n, dtype=bool)
-        if off.any():
-            used.append(f"{name}=false (Megatron-LM rows)")
-        late = after & ~stated & ~off if name == "dp_comm_overlap" else np.zeros(n, dtype=bool)
-        if late.any():
-            used.append(f"{name}=false (Megatron-DeepSpeed rows)")
-        off = off | late
+        off = np.zeros(n, dtype=bool)
+        for column, value, label, names in OVERLAPS_OFF_BY_DEFAULT:
+            hit = ((who[column] == value) & ~stated & ~off if name in names
+                   else np.zeros(n, dtype=bool))
+            if hit.any():
+                used.append(f"{name}=false ({label})")
+            off |= hit
         out.append(np.array([bool(x) if ok else default for x, ok in zip(raw[first], once)],
                             dtype=bool)[key] & ~off)
     return out[0], out[1], out[2], used
