@@ -95,3 +95,16 @@ def test_kempner_states_four_gpus_per_node_and_consistent_step_times():
         assert row["accelerators_per_node"] == "4" and int(row["tp"]) == 4
         implied = float(row["global_batch_tokens"]) / float(row["step_time_s"])
         assert math.isclose(implied, float(row["tokens_per_s"]), rel_tol=0.01), row["citation"]
+
+
+def test_semianalysis_llama_rows_carry_the_batch_of_the_recipe_they_name():
+    """SemiAnalysis prints no batch for its Llama 3 70B DGXC runs; the recipe's every H100
+    release runs 2 sequences per GPU at MBS 1 (scripts/transcribe_more_labs.py semianalysis)."""
+    llama = [r for r in rows(PUBLISHED / "semianalysis2025.csv") if "70B" in r["model"]]
+    assert len(llama) == 4
+    for r in llama:
+        assert int(r["global_batch_tokens"]) == 2 * int(r["n_accelerators"]) * int(r["seq_len"])
+        assert r["micro_batch"] == "1"
+        assert {"global_batch_tokens", "micro_batch"} <= set(r["derived"].split(";"))
+        assert "NVIDIA/dgxc-benchmarking" in r["notes"]
+        assert (r["tp"], r["pp"], r["cp"]) == ("4", "2", "2")  # the source's layout, kept
