@@ -113,3 +113,22 @@ def test_megatron_deepspeed_is_searched_only_where_deepspeeds_pipeline_runs():
     assert runnable(cand, {}).tolist() == [True, False, False, True, True]
     # an axis the request fixed is priced as asked
     assert runnable(cand, {"virtual_pipeline": 2, "zero_stage": 3}).all()
+
+
+def test_interleaved_stages_a_family_never_ran_are_outside_its_measurements():
+    fitted = pd.concat([_fitted("megatron", 3, 1.0, pp=4.0).assign(virtual_pipeline=5.0),
+                        _fitted("megatron_deepspeed", 3, 1.0, pp=8.0).assign(
+                            virtual_pipeline=1.0)], ignore_index=True)
+    fitted = fitted.assign(accelerators_per_node=8.0, seq_len=2048.0, ep=1.0)
+    measured = coverage.Measured(fitted, pd.DataFrame())
+    row = pd.Series({"framework_family": "megatron_deepspeed", "zero_stage": 1.0, "pp": 8.0,
+                     "cp": 1.0, "ep": 1.0, "virtual_pipeline": 2.0, "precision": "bf16",
+                     "accelerators_per_node": 8.0, "seq_len": 2048.0})
+    assert coverage.outside_reasons(row, measured, "A100") == [
+        "megatron_deepspeed never measured interleaved stages (v > 1) (megatron did)"]
+    plain = row.copy()
+    plain["virtual_pipeline"] = 1.0
+    assert coverage.outside_reasons(plain, measured, "A100") == []
+    mega = row.copy()
+    mega["framework_family"] = "megatron"
+    assert coverage.outside_reasons(mega, measured, "A100") == []

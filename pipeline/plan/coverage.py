@@ -3,7 +3,8 @@
 A family's fitted values (pipeline/calibrate/families.py) apply to the configurations its runs
 measured. For a planned row, :func:`outside_reasons` lists each feature its family's fitted
 runs never had (ZeRO-3 on the accelerator family, a precision on an accelerator family, an
-accelerator family, pp / cp / ep > 1, a node size, a TP group larger than the scale-up domain
+accelerator family, pp / cp / ep > 1, interleaved pipeline stages (v > 1), a node size, a TP
+group larger than the scale-up domain
 (its traffic on the scale-out links, which no family's fitted overlap hides), a sequence longer
 than any fitted one; an
 accelerator family it never ran on is said once, not again for ZeRO-3 and the precision). Such
@@ -32,13 +33,15 @@ from pipeline.frameworks import PRODUCTION_FAMILIES
 from pipeline.io_parts import read_frame, read_schema
 
 FEATURE_COLUMNS = ("family", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
-                   "accelerators_per_node", "seq_len", "mfu", "status", "tp_out")
+                   "virtual_pipeline", "accelerators_per_node", "seq_len", "mfu", "status",
+                   "tp_out")
 
 TEXT_COLUMNS = ("precision", "accelerator_family", "family")
 # The runs.parquet columns the planner reads (the features above, the MoE record's citation): a
-# column read of 15 of its ~70 columns, not the whole table
+# column read of 22 of its 70 columns, not the whole table
 RUN_COLUMNS = ("run_id", "accelerator_family", "precision", "zero_stage", "pp", "cp", "ep",
-               "accelerators_per_node", "seq_len", "mfu", "status", "n_experts", "accelerator",
+               "virtual_pipeline", "accelerators_per_node", "seq_len", "mfu", "status",
+               "n_experts", "accelerator",
                "source", "citation", "model", "n_accelerators", "model_id", "tp", "cluster",
                "global_batch_tokens")
 
@@ -116,6 +119,8 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
     for axis in ("pp", "cp", "ep"):
         if row[axis] > 1:
             check(f"{axis} > 1", axis, lambda s: s > 1)
+    if row["pp"] > 1 and row.get("virtual_pipeline", 1) > 1:  # an interleaved schedule
+        check("interleaved stages (v > 1)", "virtual_pipeline", lambda s: s > 1)
     prec = str(row.get("precision") or "bf16")
     if on_chip:
         check(f"{prec} on {acc_family}", "precision",
@@ -136,8 +141,8 @@ def outside_reasons(row: pd.Series, measured: Measured, acc_family: str) -> list
 
 
 # the row's columns :func:`outside_reasons` reads: rows equal in these get the same reasons
-REASON_KEYS = ("framework_family", "zero_stage", "pp", "cp", "ep", "precision",
-               "accelerators_per_node", "seq_len", "tp_out")
+REASON_KEYS = ("framework_family", "zero_stage", "pp", "cp", "ep", "virtual_pipeline",
+               "precision", "accelerators_per_node", "seq_len", "tp_out")
 
 
 def outside_reasons_of(rows: pd.DataFrame, measured: Measured, acc_family: str,
