@@ -403,3 +403,11 @@ def test_fuzz_valid_rows_keep_stated_values_and_derive_consistently(values: dict
         assert row["tokens_per_s_per_accelerator"] * row["n_accelerators"] == pytest.approx(
             row["tokens_per_s"], rel=1e-12)
     assert row["mfu"] is None or 0 < row["mfu"] <= 1
+
+
+def test_a_derived_value_off_the_doubles_is_named_by_sign_never_a_bare_inf():
+    from pipeline.ingest.core.derive import _shown
+    assert _shown(2.5) == "2.5"
+    assert _shown(math.inf).startswith("past 1.8e308")
+    assert _shown(-math.inf).startswith("below -1.8e308")
+    assert _shown(math.nan).startswith("not a number")

@@ -110,7 +110,8 @@ def _shown(value: float) -> str:
         return f"{value:.6g}"
     if math.isnan(value):
         return "not a number (its inputs are 0/0 or inf - inf)"
-    return f"{'-' if value < 0 else ''}past 1.8e308 (the product of its inputs overflows)"
+    side = "below -1.8e308" if value < 0 else "past 1.8e308"
+    return f"{side} (the product of its inputs overflows)"
 
 
 def append_note(notes: str | None, note: str) -> str:
