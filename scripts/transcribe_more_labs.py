@@ -44,7 +44,8 @@ def _derived(row: Row, *names: str) -> None:
 
 
 def _note(row: Row, text: str) -> None:
-    row["notes"] = f"{row['notes']}. {text}" if row.get("notes") else text
+    """``text`` appended to the row's notes as a further sentence."""
+    row["notes"] = f"{row['notes'].rstrip('. ')}. {text}" if row.get("notes") else text
 
 
 def megascale(rows: list[Row]) -> list[Row]:
@@ -188,7 +189,6 @@ def semianalysis(rows: list[Row]) -> list[Row]:
         row["global_batch_tokens"] = str(sequences * int(row["seq_len"]))
         row["micro_batch"] = DGXC_70B_MICRO_BATCH
         _derived(row, "global_batch_tokens", "micro_batch")
-        row["notes"] = (row.get("notes") or "").rstrip(". ")
         _note(row, f"global_batch_tokens ({sequences} x {row['seq_len']}) and micro_batch 1 "
                    "derived from the recipe the runs used: NVIDIA/dgxc-benchmarking Llama 3.1 "
                    "70B on H100, GBS = 2 sequences per GPU and MBS 1 in every release that has "
