@@ -136,7 +136,7 @@ class Config:
     virtual_pipeline: np.ndarray
     sequence_parallel: np.ndarray
     reduce_bucket_bytes: np.ndarray   # gradient bucket of the framework (NaN: one per layer)
-    gather_bucket_bytes: np.ndarray   # parameter all-gather unit (NaN: one per layer)
+    gather_bucket_bytes: np.ndarray   # parameter all-gather unit (NaN: per layer, below)
     bytes_per_value: float = 2.0
     # the framework overlaps TP/CP/EP collectives with compute (None: every row does)
     tp_comm_overlap: np.ndarray | None = None
@@ -147,6 +147,10 @@ class Config:
     head_dim: np.ndarray | None = None          # d / heads (needed where not fused)
     # HSDP: ranks of the ZeRO-3 sharding group (None or NaN: the whole dp group)
     shard_group: np.ndarray | None = None
+    # ZeRO-3 gathers per layer where gather_bucket_bytes is NaN (None: 1) and the software's
+    # transfer rate of its gathers and reduce-scatters, bytes/s per rank (None or NaN: links)
+    gathers_per_layer: np.ndarray | None = None
+    zero3_bytes_per_s: np.ndarray | None = None
     # MoE (pipeline/calibrate/moe.py; None: the expert_fraction / top_k estimate alone)
     n_experts: np.ndarray | None = None
     expert_ffn_size: np.ndarray | None = None   # one routed expert's width (NaN: from counts)
@@ -546,6 +550,19 @@ def _model_parallel_times(c: Config, mach: Machine, layers_stage: np.ndarray
     return dict(tp=t_tp_in, tp_out=t_tp_out, cp=t_cp, ep=t_ep, p2p=t_p2p)
 
 
+def _at_rate(c: Config, mach: Machine, t: np.ndarray, nbytes: np.ndarray, size: np.ndarray
+             ) -> np.ndarray:
+    """``t``, the seconds of a ZeRO-3 pass (all-gather or reduce-scatter of ``nbytes`` over
+    ``size`` ranks), or the (size - 1) / size nbytes each rank moves at the software's
+    ``zero3_bytes_per_s`` where that is slower (``families.zero3_transfer``; not on the ideal
+    machine)."""
+    if c.zero3_bytes_per_s is None or mach.ideal:
+        return t
+    rate = _f(c.zero3_bytes_per_s)
+    slow = (size - 1.0) / size * nbytes / np.where(np.isfinite(rate), rate, np.inf)
+    return np.maximum(t, slow)
+
+
 def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
                 layers_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(exposed seconds of data-parallel traffic per step, parameters on the rank).
@@ -567,18 +584,21 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
     grad = local * c.bytes_per_value
     zero = _f(c.zero_stage)
     per_layer = grad / np.maximum(layers_stage, 1.0)
+    units = 1.0 if c.gathers_per_layer is None else np.maximum(_f(c.gathers_per_layer), 1.0)
     reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
                            per_layer)
     gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
-                           per_layer)
+                           per_layer / units)
     n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
     n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
     stride = tp * cp
     shard = (dp if c.shard_group is None
              else np.clip(np.where(_f(c.shard_group) >= 1, _f(c.shard_group), dp), 1.0, dp))
     t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
-    t_rs = ring_time(mach, "reduce_scatter", grad / n_reduce, shard, stride, n_reduce)
-    t_ag = ring_time(mach, "all_gather", grad / n_gather, shard, stride, n_gather)
+    t_rs = _at_rate(c, mach, ring_time(mach, "reduce_scatter", grad / n_reduce, shard, stride,
+                                       n_reduce), grad, shard)
+    t_ag = _at_rate(c, mach, ring_time(mach, "all_gather", grad / n_gather, shard, stride,
+                                       n_gather), grad, shard)
     t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
     phi = _f(th.dp_overlap)
     if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):

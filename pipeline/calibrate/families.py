@@ -90,8 +90,20 @@ KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_ov
 # - fsdp: one FSDP unit per transformer block (torchtitan wraps each block): NaN = per layer;
 # - playbook (nanotron on torch DDP): bucket_cap_mb = 25 MiB.
 MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_DP = 40e6, 1e6
-DEEPSPEED_BUCKET, DEEPSPEED_ZERO3_GATHER = 5e8, 5e7
+DEEPSPEED_BUCKET = 5e8
 TORCH_DDP_BUCKET_BYTES = 25.0 * 2**20
+
+# DeepSpeed's ZeRO-3 (the deepspeed family; its runs are megatron2021's, DeepSpeed of 2021)
+# gathers each submodule's parameters on its own (deepspeedai/DeepSpeed#5047; parameters below
+# stage3_param_persistence_threshold, 1e5 elements by default, stay whole: a transformer
+# layer's four weight matrices are gathered, 4 per layer) and moves them at a rate far below
+# its links. DeepSpeed#1174 (v0.3.16, one 8-A100 node, a 5.1B BERT): a ZeRO-3 forward of
+# 480 ms against ZeRO-2's 60 ms with 8.9 GB gathered per rank, 21.2 GB/s (derived) over 600 GB/s
+# NVLink; DeepSpeed#1188: its backward, 900 ms, about 23 GB/s for the gather and the
+# reduce-scatter, each all-gather followed by torch.cuda.synchronize(). Both collectives of a
+# ZeRO-3 deepspeed row are priced at no faster than this rate per rank.
+DEEPSPEED_ZERO3_BYTES_PER_S = 21.2e9
+DEEPSPEED_ZERO3_GATHERS_PER_LAYER = 4.0
 
 
 def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
@@ -102,10 +114,21 @@ def buckets(family: np.ndarray, dp: np.ndarray, zero: np.ndarray, w: float = 2.0
     reduce = np.select([family == "megatron", family == "deepspeed", family == PLAYBOOK],
                        [megatron, np.full(dp.shape, DEEPSPEED_BUCKET * w),
                         np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
-    gather = np.select([family == "megatron", family == "deepspeed", family == PLAYBOOK],
-                       [megatron, np.where(zero >= 3, DEEPSPEED_ZERO3_GATHER, DEEPSPEED_BUCKET) * w,
+    gather = np.select([family == "megatron", (family == "deepspeed") & (zero < 3),
+                        family == PLAYBOOK],
+                       [megatron, np.full(dp.shape, DEEPSPEED_BUCKET * w),
                         np.full(dp.shape, TORCH_DDP_BUCKET_BYTES)], np.nan)
     return reduce.astype(float), gather.astype(float)
+
+
+def zero3_transfer(family: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parameter gathers per layer, the software's ZeRO-3 transfer rate in bytes/s per rank;
+    NaN: as fast as the links) per row: DeepSpeed's ZeRO-3 rows (``family`` deepspeed, ZeRO 3)
+    gather per submodule at ``DEEPSPEED_ZERO3_BYTES_PER_S``; every other row one gather unit
+    per layer (FSDP) or its bucket, link-bound."""
+    ds = (np.asarray(family, dtype=object) == "deepspeed") & (np.asarray(zero, float) >= 3)
+    return (np.where(ds, DEEPSPEED_ZERO3_GATHERS_PER_LAYER, 1.0),
+            np.where(ds, DEEPSPEED_ZERO3_BYTES_PER_S, np.nan))
 
 
 def cluster_of(frame: pd.DataFrame, known: tuple[str, ...]) -> tuple[np.ndarray, list[str]]:

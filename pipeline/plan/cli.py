@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import typer
 
-from pipeline.calibrate.families import KERNEL_DEFAULTS
+from pipeline.calibrate.families import (DEEPSPEED_ZERO3_BYTES_PER_S, DEEPSPEED_ZERO3_GATHERS_PER_LAYER,
+                                         KERNEL_DEFAULTS)
 from pipeline.config import ConfigError, load_params, load_settings, settings
 from pipeline.frameworks import DEFAULT_FAMILY, FAMILIES, PRODUCTION_FAMILIES
 from pipeline.plan import coverage
@@ -126,6 +127,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
                   family_for=None if framework else _default_family(ctx, measured,
                                                                     req.accelerator))
     rows = answer(req, ctx, batch, top, train_tokens)
+    assumed += _family_facts(rows)
     rows = _flag(rows, ctx, measured, req.accelerator,
                  moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
     rows = _envelope(rows, measured, req.model.model_id, ctx.step.catalog.family(req.accelerator),
@@ -190,6 +192,18 @@ def _assumed(framework: str | None, precision: str | None, fixed: dict[str, Any]
             flag = name.replace("_", "-")
             out.append(f"{name}={str(default).lower()} (give --{flag} or --no-{flag})")
     return out
+
+
+def _family_facts(rows: pd.DataFrame) -> list[str]:
+    """What a row's family brings that no flag states: DeepSpeed's ZeRO-3 transfer rate."""
+    if not len(rows) or not ((rows["framework_family"] == "deepspeed")
+                             & (rows["zero_stage"] >= 3)).any():
+        return []
+    return [f"deepspeed ZeRO-3 moves parameters and gradients at no more than "
+            f"{DEEPSPEED_ZERO3_BYTES_PER_S / 1e9:g} GB/s per accelerator, "
+            f"{DEEPSPEED_ZERO3_GATHERS_PER_LAYER:g} gathers per layer (the DeepSpeed of the "
+            f"family's measured runs: DeepSpeed#1174, #1188, #5047; give --framework fsdp for "
+            f"FSDP's link-bound ZeRO-3)"]
 
 
 def _default_family(ctx: PlanContext, measured: coverage.Measured, accelerator: str):
