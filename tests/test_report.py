@@ -90,6 +90,41 @@ def test_the_zero3_target_rows_say_met_or_missed() -> None:
     assert zero3_target_rows(runs, cal.assign(predicted_mfu=np.nan)) == []
 
 
+def test_the_score_rows_say_which_source_and_class_targets_are_met() -> None:
+    from pipeline.report.calibration import score_rows
+    m = {"scores": {
+        "source_holdout": {
+            "lab_a": {"n": 6, "median_ape": 0.101, "coverage": 1.0, "median_width": 2.4},
+            "lab_b": {"n": 4, "median_ape": 0.30, "coverage": 1.0, "median_width": 2.4},
+            "lab_c": {"n": 9, "median_ape": 0.05, "coverage": 0.9, "median_width": 1.5},
+            "lab_c:sweep": {"n": 900, "median_ape": 0.40, "coverage": 0.3, "median_width": 1.5},
+            "ultrascale_playbook2025": {"n": 99, "median_ape": 0.5, "coverage": 0.2,
+                                        "median_width": 1.3},
+            "production": {"n": 19, "median_ape": 0.07, "coverage": 0.972,
+                           "median_width": 1.6}},
+        "by_class": {
+            "long_context": {"n": 10, "median_ape": 0.13, "coverage": 1.0, "median_width": 2.4},
+            "accelerator_B200": {"n": 36, "median_ape": 0.08, "coverage": 0.9722,
+                                 "median_width": 1.6},
+            "fp8": {"n": 9, "median_ape": np.nan, "coverage": 0.9, "median_width": 1.5}}}}
+    rows = {r[0]: r[2] for r in score_rows(m)}
+    src = "the target, at most 10% on a production source with at least 5 runs: "
+    assert rows["leave-source-out median APE, lab_a"].endswith(src + "missed")
+    assert rows["leave-source-out median APE, lab_c"].endswith(src + "met")
+    # too few runs, a sweep, the Playbook: no per-source target
+    for s in ("lab_b", "lab_c:sweep", "ultrascale_playbook2025"):
+        assert "the target" not in rows[f"leave-source-out median APE, {s}"]
+    assert rows["leave-source-out 95% intervals, production sources"].endswith(
+        "the target 85%-97%: missed")
+    # coverage printed to a tenth, so 97.2% reads as above 97%
+    assert rows["leave-source-out median APE, B200 runs"] == (
+        "95% intervals cover 97.2%, median width (high/low) 1.6; the target 85%-97%: missed")
+    assert rows["leave-source-out median APE, long context runs"].endswith(
+        "the target 85%-97%: missed; median APE at most 12%: missed")
+    assert rows["leave-source-out median APE, fp8 runs"].endswith(
+        "the target 85%-97%: met; median APE at most 12%: missed")
+
+
 def test_html_self_contained(out: dict) -> None:
     html = (out["reports"] / "report.html").read_text(encoding="utf-8")
     # scripts: the Vega libraries and the charts' specs, inline, none loaded from anywhere

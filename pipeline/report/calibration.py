@@ -139,6 +139,51 @@ def _llama3_measured(runs: pd.DataFrame | None) -> str:
 ZERO3_TARGET = {"model_id": "gpt3-175b", "accelerator_family": "A100", "within": 0.25}
 
 
+# The planner issue's per-source targets: leave-source-out median APE at most 10 % on each
+# production source with at least 5 runs, and the production intervals' coverage within
+# 85-97 %. The layout sweeps (the Playbook's source, and a source's ``:sweep`` rows) are not
+# production sources.
+SOURCE_TARGET = {"median_ape": 0.10, "min_runs": 5, "coverage": (0.85, 0.97)}
+LAYOUT_SWEEPS = ("ultrascale_playbook2025",)
+# ... and per class (calibrate.json scores.by_class): the same coverage, and median APE at most
+# 12 % on the long-context (>= 16K tokens per sequence) and FP8 runs
+CLASS_APE_TARGET = {"long_context": 0.12, "fp8": 0.12}
+
+
+def _source_target(source: str, v: dict) -> str:
+    """'; the target ...: met|missed' for a production source with enough runs, else ''."""
+    t = SOURCE_TARGET
+    if source in LAYOUT_SWEEPS or ":" in source or not v.get("n", 0) >= t["min_runs"]:
+        return ""
+    met = "met" if v.get("median_ape", np.inf) <= t["median_ape"] else "missed"
+    return (f"; the target, at most {pct(t['median_ape'])} on a production source with at "
+            f"least {t['min_runs']} runs: {met}")
+
+
+def _coverage_target(v: dict) -> str:
+    low, high = SOURCE_TARGET["coverage"]
+    met = "met" if low <= v.get("coverage", np.nan) <= high else "missed"
+    return f"; the target {pct(low)}-{pct(high)}: {met}"
+
+
+def class_rows(by_class: dict) -> list[list[str]]:
+    """[measure, measured, compared with] per class of the production runs (kind of run and
+    accelerator family), source left out, each with its targets met or missed."""
+    rows = []
+    for key, v in sorted(by_class.items()):
+        label = key.replace("accelerator_", "").replace("_", " ")
+        ape = CLASS_APE_TARGET.get(key)
+        target = ("" if ape is None else
+                  f"; median APE at most {pct(ape)}: "
+                  f"{'met' if v.get('median_ape', np.inf) <= ape else 'missed'}")
+        rows.append([f"leave-source-out median APE, {label} runs",
+                     f"{pct(v['median_ape'], 1)} over {num(v['n'])} run"
+                     f"{'s' if v['n'] != 1 else ''}",
+                     f"95% intervals cover {pct(v['coverage'], 1)}, median width (high/low) "
+                     f"{num(v['median_width'], 3)}{_coverage_target(v)}{target}"])
+    return rows
+
+
 def zero3_target_rows(runs: pd.DataFrame | None, calibrated: pd.DataFrame | None
                       ) -> list[list[str]]:
     """[measure, measured, compared with] per ZeRO-3 run of the target's model and chip with no
@@ -187,12 +232,14 @@ def score_rows(m: dict, runs: pd.DataFrame | None = None) -> list[list[str]]:
         rows.append([f"leave-source-out median APE, {s}", f"{pct(v['median_ape'], 1)} over "
                      f"{num(v['n'])} run{'s' if v['n'] != 1 else ''}",
                      f"{naive}95% intervals cover {pct(v['coverage'])}, median width "
-                     f"(high/low) {num(v['median_width'], 3)}"])
+                     f"(high/low) {num(v['median_width'], 3)}{_source_target(s, v)}"])
     prod = src.get("production")
     if prod:
         rows.append(["leave-source-out 95% intervals, production sources",
                      f"coverage {pct(prod['coverage'])}, median width (high/low) "
-                     f"{num(prod['median_width'], 3)}", "nominal coverage 95%"])
+                     f"{num(prod['median_width'], 3)}",
+                     f"nominal coverage 95%{_coverage_target(prod)}"])
+    rows += class_rows(t.get("by_class", {}))
     above = t.get("mfu_above_one", {})
     if above:
         n = above.get("calibrated", 0) + above.get("predictions", 0)
