@@ -85,8 +85,8 @@ KERNEL_DEFAULTS = {"fused_attention": True, "tp_comm_overlap": True, "dp_comm_ov
 # - megatron: Megatron-core DistributedDataParallelConfig, bucket_size = max(40e6, 1e6 dp)
 #   parameters, for the gradient reduce-scatter and the parameter all-gather alike;
 # - deepspeed and megatron_deepspeed (DeepSpeed's engine reduces the fork's gradients):
-#   reduce_bucket_size = allgather_bucket_size = 5e8 elements, ZeRO-3
-#   stage3_prefetch_bucket_size = 5e7 elements (DeepSpeed configuration documentation);
+#   reduce_bucket_size = allgather_bucket_size = 5e8 elements (DeepSpeed configuration
+#   documentation); deepspeed's ZeRO-3 parameter gathers per submodule (below);
 # - fsdp: one FSDP unit per transformer block (torchtitan wraps each block): NaN = per layer;
 # - playbook (nanotron on torch DDP): bucket_cap_mb = 25 MiB.
 MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PER_DP = 40e6, 1e6
