@@ -48,6 +48,14 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
         assert mfus == sorted(mfus, reverse=True)
 
 
+def test_json_rows_carry_the_defaults_the_text_prints(answer_70b):
+    text = _plan("llama-3-70b", "H100", "--n", "512", "--top", "1").stdout
+    printed = [line.removeprefix("assumed: ") for line in text.splitlines()
+               if line.startswith("assumed: ")]
+    assert printed and all(r["assumed"] == printed for r in answer_70b)
+    assert any(a.startswith("precision bf16") for a in printed)
+
+
 @pytest.mark.parametrize("args, field, quoted", [
     (("llama-3-7b", "H100", "--n", "512"), "MODEL", "'llama-3-7b'; closest catalog ids:"),
     (("llama-3-70b", "H999", "--n", "512"), "ACCELERATOR", "'H999'"),

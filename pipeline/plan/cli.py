@@ -62,8 +62,9 @@ def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_t
     except (PlanError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
-    if json_out:
-        typer.echo(json.dumps(records(rows), indent=1))
+    if json_out:  # each row carries the defaults it took, as the text's `assumed:` lines
+        typer.echo(json.dumps(records(rows.assign(assumed=[tuple(assumed)] * len(rows))),
+                              indent=1))
     else:
         typer.echo(header(req, rows, batch, assumed))
         typer.echo(table(rows))
