@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import typer
 
-from pipeline.calibrate.families import (DEEPSPEED_ZERO3_BYTES_PER_S, DEEPSPEED_ZERO3_GATHERS_PER_LAYER,
-                                         KERNEL_DEFAULTS)
+from pipeline.calibrate.families import (DEEPSPEED_ZERO3_BYTES_PER_S,
+                                         DEEPSPEED_ZERO3_GATHERS_PER_LAYER, KERNEL_DEFAULTS)
 from pipeline.config import ConfigError, load_params, load_settings, settings
 from pipeline.frameworks import DEFAULT_FAMILY, FAMILIES, PRODUCTION_FAMILIES
 from pipeline.plan import coverage

@@ -150,20 +150,29 @@ LAYOUT_SWEEPS = ("ultrascale_playbook2025",)
 CLASS_APE_TARGET = {"long_context": 0.12, "fp8": 0.12}
 
 
+def _figure(v: dict, key: str) -> float | None:
+    """v[key] as a finite float, or None (absent, NaN, not a number)."""
+    x = v.get(key)
+    return float(x) if isinstance(x, (int, float)) and np.isfinite(x) else None
+
+
 def _source_target(source: str, v: dict) -> str:
-    """'; the target ...: met|missed' for a production source with enough runs, else ''."""
-    t = SOURCE_TARGET
-    if source in LAYOUT_SWEEPS or ":" in source or not v.get("n", 0) >= t["min_runs"]:
+    """'; the target ...: met|missed' for a production source with enough runs and a median
+    APE, else ''."""
+    t, ape = SOURCE_TARGET, _figure(v, "median_ape")
+    if source in LAYOUT_SWEEPS or ":" in source or ape is None \
+            or not (_figure(v, "n") or 0) >= t["min_runs"]:
         return ""
-    met = "met" if v.get("median_ape", np.inf) <= t["median_ape"] else "missed"
     return (f"; the target, at most {pct(t['median_ape'])} on a production source with at "
-            f"least {t['min_runs']} runs: {met}")
+            f"least {t['min_runs']} runs: {'met' if ape <= t['median_ape'] else 'missed'}")
 
 
 def _coverage_target(v: dict) -> str:
-    low, high = SOURCE_TARGET["coverage"]
-    met = "met" if low <= v.get("coverage", np.nan) <= high else "missed"
-    return f"; the target {pct(low)}-{pct(high)}: {met}"
+    """'; the target 85%-97%: met|missed', or '' without a coverage."""
+    (low, high), cov = SOURCE_TARGET["coverage"], _figure(v, "coverage")
+    if cov is None:
+        return ""
+    return f"; the target {pct(low)}-{pct(high)}: {'met' if low <= cov <= high else 'missed'}"
 
 
 def class_rows(by_class: dict) -> list[list[str]]:
@@ -171,16 +180,17 @@ def class_rows(by_class: dict) -> list[list[str]]:
     accelerator family), source left out, each with its targets met or missed."""
     rows = []
     for key, v in sorted(by_class.items()):
+        if not isinstance(v, dict):
+            continue
         label = key.replace("accelerator_", "").replace("_", " ")
-        ape = CLASS_APE_TARGET.get(key)
-        target = ("" if ape is None else
-                  f"; median APE at most {pct(ape)}: "
-                  f"{'met' if v.get('median_ape', np.inf) <= ape else 'missed'}")
+        ape, limit = _figure(v, "median_ape"), CLASS_APE_TARGET.get(key)
+        target = ("" if limit is None or ape is None else
+                  f"; median APE at most {pct(limit)}: {'met' if ape <= limit else 'missed'}")
+        n = v.get("n")
         rows.append([f"leave-source-out median APE, {label} runs",
-                     f"{pct(v['median_ape'], 1)} over {num(v['n'])} run"
-                     f"{'s' if v['n'] != 1 else ''}",
-                     f"95% intervals cover {pct(v['coverage'], 1)}, median width (high/low) "
-                     f"{num(v['median_width'], 3)}{_coverage_target(v)}{target}"])
+                     f"{pct(v.get('median_ape'), 1)} over {num(n)} run{'' if n == 1 else 's'}",
+                     f"95% intervals cover {pct(v.get('coverage'), 1)}, median width (high/low) "
+                     f"{num(v.get('median_width'), 3)}{_coverage_target(v)}{target}"])
     return rows
 
 
