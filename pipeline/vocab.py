@@ -19,8 +19,8 @@ PRECISIONS = ("bf16", "fp16", "fp8", "fp32", "tf32")
 RECOMPUTE_MODES = ("none", "selective", "full")
 # Optional schedule columns of published tables and step-log sidecars (after the v1 columns;
 # empty = the source does not state it): recompute, virtual pipeline chunks per stage (v >= 1),
-# Megatron sequence parallelism (true/false).
-SCHEDULE_COLUMNS = ("recompute", "virtual_pipeline", "sequence_parallel")
+# Megatron sequence parallelism (true/false), pipeline schedules per optimizer step (>= 1).
+SCHEDULE_COLUMNS = ("recompute", "virtual_pipeline", "sequence_parallel", "pipeline_flushes")
 # Optional kernel facts of the software that ran a job, where it differs from today's kernels
 # (true/false; empty = not stated, the step model's default, pipeline/calibrate/families.py):
 # a fused (flash) attention core, TP collectives overlapped with compute, data-parallel gradient

@@ -1,5 +1,6 @@
-"""The schedule columns of a run record (recompute, virtual_pipeline, sequence_parallel) and
-its kernel facts (fused_attention, tp_comm_overlap, dp_comm_overlap): allowed forms, aliases, and a clear reject for anything else (fuzzed)."""
+"""The schedule columns of a run record (recompute, virtual_pipeline, sequence_parallel,
+pipeline_flushes) and its kernel facts (fused_attention, tp_comm_overlap, dp_comm_overlap):
+allowed forms, aliases, and a clear reject for anything else (fuzzed)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.ingest.core.derive import Reject
-from pipeline.ingest.core.schedule import (parse_flag, parse_recompute, parse_schedule,
-                                           parse_sequence_parallel, parse_virtual_pipeline)
+from pipeline.ingest.core.schedule import (parse_flag, parse_pipeline_flushes, parse_recompute,
+                                           parse_schedule, parse_sequence_parallel,
+                                           parse_virtual_pipeline)
 from pipeline.vocab import KERNEL_COLUMNS, RECOMPUTE_MODES
 
 
@@ -44,7 +46,8 @@ def test_interleaving_without_a_pipeline_is_rejected() -> None:
     row = {"pp": 8}
     parse_schedule({"virtual_pipeline": "4", "recompute": "full"}, row)
     assert row == {"pp": 8, "recompute": "full", "virtual_pipeline": 4, "sequence_parallel": None,
-                   "fused_attention": None, "tp_comm_overlap": None, "dp_comm_overlap": None}
+                   "pipeline_flushes": None, "fused_attention": None, "tp_comm_overlap": None,
+                   "dp_comm_overlap": None}
 
 
 def test_kernel_facts_are_true_false_or_rejected_by_name() -> None:
@@ -65,6 +68,8 @@ def test_fuzzed_schedule_text_is_parsed_or_rejected(text) -> None:
     for name, parse, ok in (
             ("recompute", parse_recompute, lambda v: v is None or v in RECOMPUTE_MODES),
             ("virtual_pipeline", parse_virtual_pipeline,
+             lambda v: v is None or (isinstance(v, int) and v >= 1)),
+            ("pipeline_flushes", parse_pipeline_flushes,
              lambda v: v is None or (isinstance(v, int) and v >= 1)),
             ("sequence_parallel", parse_sequence_parallel,
              lambda v: v is None or isinstance(v, bool)),

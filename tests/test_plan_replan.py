@@ -59,6 +59,8 @@ def _layout(r: pd.Series) -> str:
         parts.append(f"node={int(r.accelerators_per_node)}")
     if not pd.isna(r["sequence_parallel"]):
         parts.append(f"sp={str(bool(r.sequence_parallel)).lower()}")
+    if r.get("pipeline_flushes") is not None and not pd.isna(r["pipeline_flushes"]):
+        parts.append(f"flushes={int(r.pipeline_flushes)}")
     return ",".join(parts)
 
 

@@ -151,6 +151,10 @@ class Config:
     # transfer rate of its gathers and reduce-scatters, bytes/s per rank (None or NaN: links)
     gathers_per_layer: np.ndarray | None = None
     zero3_bytes_per_s: np.ndarray | None = None
+    # pipeline schedules per optimizer step, each paying the fill-and-drain bubble (None or
+    # NaN: 1, one schedule runs the step's microbatches; torchtitan and NeMo Automodel run one
+    # per gradient-accumulation step)
+    pipeline_flushes: np.ndarray | None = None
     # MoE (pipeline/calibrate/moe.py; None: the expert_fraction / top_k estimate alone)
     n_experts: np.ndarray | None = None
     expert_ffn_size: np.ndarray | None = None   # one routed expert's width (NaN: from counts)
@@ -618,6 +622,16 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
     return exposed, local
 
 
+def _flushes(c: Config, m: np.ndarray) -> np.ndarray | float:
+    """Pipeline schedules per optimizer step (``Config.pipeline_flushes``; 1 where not
+    stated), at most the step's microbatches: each schedule fills and drains the pipeline
+    (Narayanan et al. 2021 §2.2), so the bubble is paid once per schedule."""
+    if c.pipeline_flushes is None:
+        return 1.0
+    f = _f(c.pipeline_flushes)
+    return np.clip(np.where(np.isfinite(f), f, 1.0), 1.0, np.maximum(m, 1.0))
+
+
 def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray]:
     """Seconds per optimizer step by component (``COMPONENTS``, summing to ``step_time_s``),
     plus ``step_time_s``, ``model_flop_per_rank`` and ``gemm_efficiency``."""
@@ -640,7 +654,7 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
                 + _elementwise_time(c, mach) + _expert_overhead(c, th, mach))
     t_stage = (t_comp / m + overhead + t_tp_mb + hide * mp["cp"] + ep_hide * mp["ep"]
                + mp["p2p"])
-    bubble = (pp - 1.0) / v * t_stage
+    bubble = _flushes(c, m) * (pp - 1.0) / v * t_stage
     dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)
     shard = np.where(_f(c.zero_stage) >= 1, local / dp, local)
     t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)

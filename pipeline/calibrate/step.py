@@ -273,6 +273,7 @@ def rows_of(layouts: pd.DataFrame, model: StepModel) -> Rows:
                  dp_comm_overlap=dp_overlap,
                  fused_attention=fused, head_dim=_head_dim(layouts, model.catalog, d),
                  shard_group=_num(layouts, "shard_group"),
+                 pipeline_flushes=_num(layouts, "pipeline_flushes"),
                  **dict(zip(("gathers_per_layer", "zero3_bytes_per_s"),
                             fam.zero3_transfer(family, zero))),
                  **_mlp_shape(layouts, model.catalog),

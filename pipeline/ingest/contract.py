@@ -81,6 +81,10 @@ RUN_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("micro_batch", I, "sequences per microbatch"),
     ("recompute", S, "activation recomputation: none | selective | full (null: not stated)"),
     ("virtual_pipeline", I, "virtual pipeline chunks per stage, v >= 1 (null: not stated)"),
+    ("pipeline_flushes", I, "pipeline schedules per optimizer step, each filling and draining "
+                            "the pipeline: 1 where one schedule runs all of the step's "
+                            "microbatches (Megatron), the gradient-accumulation steps where each "
+                            "runs its own (torchtitan, NeMo Automodel) (null: not stated)"),
     ("sequence_parallel", B, "Megatron sequence parallelism on the TP group (null: not stated)"),
     ("fused_attention", B, "fused (flash) attention core (null: not stated)"),
     ("tp_comm_overlap", B, "TP collectives overlapped with compute (null: not stated)"),

@@ -24,7 +24,8 @@ from pipeline.theory.memory_fit import memory_constants, overhead_of
 KEYS = ("n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
         "zero_stage", "recompute", "mfu", "mfu_low", "mfu_high", "step_time_s", "tokens_per_s",
         "memory_bytes_per_accelerator", "hbm_bytes", "binding", "ceiling_mfu",
-        "sequence_parallel", "microbatches", "global_batch_tokens", "global_batch_sequences",
+        "sequence_parallel", "microbatches", "pipeline_flushes", "global_batch_tokens",
+        "global_batch_sequences",
         "seq_len", "step_time_low_s", "step_time_high_s", "fits_memory", "framework_family",
         "precision", "accelerators_per_node", "outside_measured", "outside_reasons",
         "above_measured_mfu", "above_measured_envelope", "measured_layout_mfu",
@@ -126,7 +127,8 @@ def records(rows: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 _INTS = {"n_accelerators", "tp", "pp", "dp", "cp", "ep", "virtual_pipeline", "micro_batch",
-         "zero_stage", "microbatches", "global_batch_tokens", "global_batch_sequences",
+         "zero_stage", "microbatches", "pipeline_flushes", "global_batch_tokens",
+         "global_batch_sequences",
          "seq_len", "hbm_bytes", "accelerators_per_node"}
 
 
@@ -155,7 +157,9 @@ def table(rows: pd.DataFrame) -> str:
     for r in rows.itertuples():
         layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
                   + (f" ep{r.ep}" if r.ep > 1 else "")
-                  + f" mb{r.micro_batch} m{r.microbatches} z{r.zero_stage} {r.recompute}")
+                  + f" mb{r.micro_batch} m{r.microbatches}"
+                  + (f"/{r.pipeline_flushes}" if getattr(r, "pipeline_flushes", 1) > 1 else "")
+                  + f" z{r.zero_stage} {r.recompute}")
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         flag = ((" *" if r.outside_measured else "") + (" !" if r.above_measured_mfu else "")
                 + (" ^" if getattr(r, "above_measured_envelope", False) else "")

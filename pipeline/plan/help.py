@@ -4,9 +4,12 @@ imports, so that the command line loads it for free)."""
 # One example per axis; tests/test_plan_help.py checks each axis is here and each example runs.
 EXAMPLES = (
     ("chip counts", "scalewall plan llama-3-70b H100 --n 512 2048 8192"),
-    ("layout keys (tp, pp, cp, dp, ep, v, mb, gbs, zero, shard, recompute, sp, node)",
+    ("layout keys (tp, pp, cp, dp, ep, v, mb, gbs, zero, shard, recompute, sp, node, flushes)",
      "scalewall plan gpt3-175b A100-SXM4-80GB --n 1536 --layout "
      "tp=8,pp=12,v=2,mb=1,gbs=1536,zero=1,recompute=selective,sp=true"),
+    ("pipeline schedules per step (torchtitan, Automodel: one per gradient-accumulation step)",
+     "scalewall plan llama-3-70b H100 --n 512 --framework fsdp --seq-len 8192 "
+     "--global-batch-tokens 16777216 --layout tp=8,pp=4,mb=1,flushes=2"),
     ("ZeRO-3 / HSDP sharding group",
      "scalewall plan gpt3-175b A100-SXM4-80GB --n 768 --global-batch-tokens 3145728 "
      "--layout tp=1,pp=1,zero=3,shard=64"),

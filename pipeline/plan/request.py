@@ -23,7 +23,7 @@ LAYOUT_KEYS = {"tp": "tp", "pp": "pp", "cp": "cp", "dp": "dp", "ep": "ep", "v": 
                "vp": "virtual_pipeline", "zero": "zero_stage", "mb": "micro_batch",
                "recompute": "recompute", "gbs": "global_batch_sequences",
                "sp": "sequence_parallel", "shard": "shard_group",
-               "node": "accelerators_per_node"}
+               "node": "accelerators_per_node", "flushes": "pipeline_flushes"}
 BOOL_WORDS = {"1": True, "true": True, "on": True, "yes": True,
               "0": False, "false": False, "off": False, "no": False}
 # The largest values taken: the ingest's unit limits (pipeline/ingest/lint.py) for parameters
@@ -267,6 +267,10 @@ def check_layout_fits_model(layout: dict[str, Any], model: ModelShape) -> None:
     v = layout.get("virtual_pipeline", 1)
     if v > 1 and pp == 1:
         raise PlanError("--layout", f"v={v} interleaves pipeline stages: it needs pp > 1")
+    flushes = layout.get("pipeline_flushes", 1)
+    if flushes > 1 and pp == 1:
+        raise PlanError("--layout", f"flushes={flushes} counts pipeline schedules per step: it "
+                        "needs pp > 1")
     if v * pp > model.n_layers + 2:
         raise PlanError("--layout", f"pp x v = {pp} x {v} = {pp * v} chunks exceed the "
                         f"{model.n_layers} layers and the embedding and output layers (each "

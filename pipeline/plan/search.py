@@ -44,7 +44,8 @@ RECOMPUTE_ORDER = {name: i for i, name in enumerate(RECOMPUTE)}
 # the columns that make one layout apart from its recompute policy (the rest of a candidate
 # row is the same for every row of one N)
 LAYOUT_AXES = ("tp", "pp", "cp", "dp", "ep", "micro_batch", "microbatches", "virtual_pipeline",
-               "zero_stage", "sequence_parallel", "shard_group", "framework_family")
+               "pipeline_flushes", "zero_stage", "sequence_parallel", "shard_group",
+               "framework_family")
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ def candidates(model: ModelShape, accelerator: str, n: int, batch: Batch, domain
     if not splits.any():
         raise PlanError("--layout" if fixed else "--global-batch-tokens", _no_split(g, batch))
     g = g[splits].assign(microbatches=(batch.sequences // per_step[splits]).astype(int))
+    g = _flushes(g, fixed)
     g = _interleave(g, model, fixed)
     g = g.merge(pd.DataFrame({"zero_stage": _axis(fixed, "zero_stage", list(ZERO_STAGES))}),
                 how="cross")
@@ -162,6 +164,22 @@ def _interleave(g: pd.DataFrame, model: ModelShape, fixed: dict[str, Any]) -> pd
                           | ((model.n_layers + 2 >= chunks)
                              & np.isclose(np.mod(model.n_layers + 2, chunks), 0.0))))
     return g[keep].drop_duplicates()
+
+
+def _flushes(g: pd.DataFrame, fixed: dict[str, Any]) -> pd.DataFrame:
+    """The pipeline schedules per step the request fixed (``flushes=``; 1, one schedule for
+    the step's microbatches, where it fixes none): only layouts whose microbatches split into
+    them, else the error names the divisibility that fails."""
+    f = int(fixed.get("pipeline_flushes", 1))
+    g = g.assign(pipeline_flushes=f)
+    if f == 1:
+        return g
+    ok = g["microbatches"] % f == 0
+    if not ok.any():
+        shown = ", ".join(f"m = {m:,}" for m in sorted({int(m) for m in g["microbatches"]})[:4])
+        raise PlanError("--layout", f"flushes={f} does not divide the microbatches per step "
+                        f"({shown}): each flush runs m / flushes of them")
+    return g[ok]
 
 
 def _no_split(g: pd.DataFrame, batch: Batch) -> str:

@@ -37,9 +37,9 @@ CONFIGURATION = (
     "source", "source_kind", "model", "model_id", "params", "active_params", "n_layers",
     "d_model", "seq_len", "accelerator", "n_accelerators", "accelerators_per_node", "precision",
     "peak_precision", "dp", "tp", "pp", "cp", "ep", "zero_stage", "micro_batch", "recompute",
-    "virtual_pipeline", "sequence_parallel", "fused_attention", "tp_comm_overlap",
-    "dp_comm_overlap", "global_batch_tokens", "strategy", "framework", "scaling", "system",
-    "cluster", "status", "peak_memory_bytes",
+    "virtual_pipeline", "pipeline_flushes", "sequence_parallel", "fused_attention",
+    "tp_comm_overlap", "dp_comm_overlap", "global_batch_tokens", "strategy", "framework",
+    "scaling", "system", "cluster", "status", "peak_memory_bytes",
 )
 MEASURES = ("step_time_s", "tokens_per_s", "tokens_per_s_per_accelerator", "model_flops_per_s",
             "mfu", "time_to_train_s")

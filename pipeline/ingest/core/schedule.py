@@ -1,5 +1,6 @@
 """The schedule columns of a run record: ``recompute``, ``virtual_pipeline``,
-``sequence_parallel`` (optional in published tables and step-log sidecars; empty = not stated),
+``sequence_parallel``, ``pipeline_flushes`` (optional in published tables and step-log
+sidecars; empty = not stated),
 and the kernel facts ``fused_attention``, ``tp_comm_overlap``, ``dp_comm_overlap`` (optional in
 published tables; true/false).
 
@@ -45,15 +46,26 @@ def parse_recompute(fields: Any) -> str | None:
     return key
 
 
-def parse_virtual_pipeline(fields: Any) -> int | None:
-    """Virtual pipeline chunks per stage: an integer >= 1, None when empty."""
-    text = _text(fields, "virtual_pipeline")
+def parse_pipeline_count(fields: Any, name: str) -> int | None:
+    """The count column ``name`` (an integer >= 1), None when empty."""
+    text = _text(fields, name)
     if text is None:
         return None
     try:  # the one number parser (pipeline.numbers): no float() spellings such as "1_0"
-        return parse_count(text, "virtual_pipeline", 1, 2**31 - 1)
+        return parse_count(text, name, 1, 2**31 - 1)
     except NumberError as exc:
         raise Reject(exc.code, str(exc)) from None
+
+
+def parse_virtual_pipeline(fields: Any) -> int | None:
+    """Virtual pipeline chunks per stage: an integer >= 1, None when empty."""
+    return parse_pipeline_count(fields, "virtual_pipeline")
+
+
+def parse_pipeline_flushes(fields: Any) -> int | None:
+    """Pipeline schedules per optimizer step (each fills and drains the pipeline): an integer
+    >= 1, None when empty."""
+    return parse_pipeline_count(fields, "pipeline_flushes")
 
 
 def parse_flag(fields: Any, name: str) -> bool | None:
@@ -77,13 +89,16 @@ def parse_sequence_parallel(fields: Any) -> bool | None:
 
 
 def parse_schedule(fields: Any, row: dict[str, Any]) -> None:
-    """Fill ``row``'s schedule and kernel columns from ``fields``; a virtual pipeline needs
-    pp > 1."""
+    """Fill ``row``'s schedule and kernel columns from ``fields``; a virtual pipeline and more
+    than one pipeline flush per step need pp > 1."""
     row["recompute"] = parse_recompute(fields)
     row["virtual_pipeline"] = parse_virtual_pipeline(fields)
     row["sequence_parallel"] = parse_sequence_parallel(fields)
+    row["pipeline_flushes"] = parse_pipeline_flushes(fields)
     for name in KERNEL_COLUMNS:
         row[name] = parse_flag(fields, name)
-    v, pp = row["virtual_pipeline"], row.get("pp")
-    if v is not None and v > 1 and pp is not None and pp <= 1:
-        raise Reject("out_of_range", f"virtual_pipeline={v} needs pp > 1 (pp={pp})")
+    pp = row.get("pp")
+    for name in ("virtual_pipeline", "pipeline_flushes"):
+        v = row[name]
+        if v is not None and v > 1 and pp is not None and pp <= 1:
+            raise Reject("out_of_range", f"{name}={v} needs pp > 1 (pp={pp})")

@@ -98,8 +98,9 @@ CHECKED = ("n_accelerators", "tp", "pp", "cp", "ep", "dp", "zero_stage", "seq_le
 RUN_KEYS = ("accelerator", "n_accelerators", "model", "params_b", "active_params_b", "n_layers",
             "d_model", "seq_len", "global_batch_tokens", "micro_batch", "dp", "tp", "pp", "cp",
             "ep", "zero_stage", "strategy", "precision", "scaling", "series", "status",
-            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "sequence_parallel",
-            "framework", *KERNEL_COLUMNS, "cluster", "n_experts", "top_k", "capacity_factor")
+            "accelerators_per_node", "system", "recompute", "virtual_pipeline", "pipeline_flushes",
+            "sequence_parallel", "framework", *KERNEL_COLUMNS, "cluster", "n_experts", "top_k",
+            "capacity_factor")
 # The software a log format is printed by (its format module's docstring cites the source); a
 # sidecar's ``framework:`` overrides it. The generic JSON Lines format names none. Megatron's
 # format is printed by its forks too: an argument dump with ``zero_stage`` is Megatron-DeepSpeed's

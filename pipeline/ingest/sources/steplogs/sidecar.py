@@ -38,7 +38,7 @@ from pipeline.yaml12 import CORE_NULL, first_duplicate
 
 INT_KEYS = ("n_accelerators", "n_layers", "d_model", "seq_len", "micro_batch", "dp", "tp", "pp",
             "cp", "ep", "zero_stage", "accelerators_per_node", "virtual_pipeline",
-            "n_experts", "top_k")
+            "pipeline_flushes", "n_experts", "top_k")
 FLOAT_KEYS = ("params_b", "active_params_b", "global_batch_tokens", "capacity_factor")
 STR_KEYS = ("source", "citation", "model", "accelerator", "strategy", "precision", "scaling",
             "series", "status", "notes", "system", "format", "recompute", "framework",

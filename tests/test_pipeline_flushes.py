@@ -1,0 +1,86 @@
+"""Pipeline schedules per optimizer step (``pipeline_flushes``): torchtitan and NeMo Automodel
+run one pipeline schedule per gradient-accumulation step, each filling and draining the
+pipeline, where Megatron runs one for the step's microbatches. The column is read from tables
+and sidecars, priced by the step model (the bubble once per schedule) and taken by
+``plan --layout flushes=``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.calibrate.critical_path import Theta, step_components
+from pipeline.calibrate.estimate import bare_model
+from pipeline.calibrate.step import rows_of
+from pipeline.ingest.core.derive import Reject
+from pipeline.ingest.core.schedule import parse_schedule
+from pipeline.ingest.sources.steplogs.sidecar import ALLOWED_KEYS
+from pipeline.plan.request import PlanError, check_layout_fits_model, parse_layout
+
+CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
+
+
+def test_tables_and_sidecars_state_it_as_a_count_with_a_pipeline() -> None:
+    row = {"pp": 4}
+    parse_schedule({"pipeline_flushes": "4"}, row)
+    assert row["pipeline_flushes"] == 4
+    assert "pipeline_flushes" in ALLOWED_KEYS
+    for bad in ("0", "-1", "1.5", "two"):
+        with pytest.raises(Reject, match="pipeline_flushes"):
+            parse_schedule({"pipeline_flushes": bad}, {"pp": 4})
+    with pytest.raises(Reject, match="pipeline_flushes=2 needs pp > 1"):
+        parse_schedule({"pipeline_flushes": "2"}, {"pp": 1})
+    row = {"pp": 1}
+    parse_schedule({"pipeline_flushes": "1"}, row)   # one schedule: says nothing wrong
+    assert row["pipeline_flushes"] == 1
+
+
+@pytest.fixture()
+def pipelined(catalog):
+    """GPT-3 175B at tp 8, pp 8 on 1,024 A100, 32 microbatches per step: one schedule, four,
+    and (more than the microbatches) 64."""
+    model = bare_model(catalog, CATALOG, {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6},
+                       True, 128.0)
+    frame = pd.DataFrame({"model_id": ["gpt3-175b"] * 4, "params": [1.75e11] * 4,
+                          "n_layers": [96] * 4, "d_model": [12288] * 4,
+                          "accelerator": ["A100-SXM4-80GB"] * 4, "n_accelerators": [1024] * 4,
+                          "tp": [8] * 4, "pp": [8] * 4, "seq_len": [2048] * 4,
+                          "global_batch_tokens": [2048 * 16 * 32] * 4, "micro_batch": [1] * 4,
+                          "pipeline_flushes": [np.nan, 1, 4, 64]})
+    return rows_of(frame, model)
+
+
+def test_the_bubble_is_paid_once_per_schedule(pipelined) -> None:
+    r = pipelined
+    assert r.config.microbatches.tolist() == [32.0] * 4
+    n = 4
+    theta = Theta(np.full(n, 0.8), np.full(n, 0.5), np.full(n, 0.5), np.zeros(n), np.zeros(n),
+                  np.ones(n))
+    parts = step_components(r.config, r.machine, theta)
+    bubble = parts["bubble"]
+    assert bubble[0] == bubble[1] > 0                      # not stated = one schedule
+    assert bubble[2] == pytest.approx(4 * bubble[1])
+    assert bubble[3] == pytest.approx(32 * bubble[1])      # at most one per microbatch
+    for name in ("compute", "tp_comm", "pp_p2p", "dp_comm"):
+        assert parts[name][2] == pytest.approx(parts[name][1])
+    # the ideal machine (the theory's ceiling) pays the same fills and drains
+    ideal = step_components(r.config, replace(r.machine, ideal=True), Theta.ideal(n))
+    assert ideal["bubble"][2] == pytest.approx(4 * ideal["bubble"][1])
+
+
+def test_plan_takes_it_as_a_layout_key() -> None:
+    assert parse_layout("tp=8,pp=4,flushes=2") == {"tp": 8, "pp": 4, "pipeline_flushes": 2}
+    with pytest.raises(PlanError, match="flushes=0 out of range"):
+        parse_layout("flushes=0")
+
+
+def test_plan_refuses_flushes_without_a_pipeline(catalog) -> None:
+    from pipeline.plan.request import resolve_model
+    model = resolve_model(catalog, "llama-3-70b", {}, None)
+    with pytest.raises(PlanError, match="needs pp > 1"):
+        check_layout_fits_model({"pp": 1, "pipeline_flushes": 2}, model)
+    check_layout_fits_model({"pp": 4, "pipeline_flushes": 2}, model)
