@@ -513,6 +513,24 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
             derived.append(name)
     check_shape(row["active_params"], row["n_layers"], row["d_model"])
     _check_moe(row)
+    _check_flushes(row)
+
+
+def _check_flushes(row: dict[str, Any]) -> None:
+    """Each pipeline schedule runs at least one microbatch: ``pipeline_flushes`` at most the
+    step's microbatches, global_batch_tokens / (seq_len x dp x micro_batch), where all four
+    are stated."""
+    flushes = row.get("pipeline_flushes")
+    given = [row.get(k) for k in ("global_batch_tokens", "seq_len", "dp", "micro_batch")]
+    if flushes is None or flushes <= 1 or any(x is None for x in given):
+        return
+    tokens, seq, dp, micro = given
+    microbatches = tokens / (seq * dp * micro)
+    if flushes > microbatches * (1.0 + 1e-9):
+        raise Reject("out_of_range", f"pipeline_flushes={flushes} exceeds the step's "
+                                     f"{microbatches:.4g} microbatches (global_batch_tokens / "
+                                     "(seq_len x dp x micro_batch)): each schedule runs one "
+                                     "at least")
 
 
 def _check_moe(row: dict[str, Any]) -> None:
