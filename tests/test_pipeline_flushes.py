@@ -96,3 +96,4 @@ def test_a_table_row_with_more_flushes_than_microbatches_is_rejected() -> None:
     with pytest.raises(Reject, match=r"pipeline_flushes=16 exceeds the step's 8 microbatches"):
         _check_flushes({**row, "pipeline_flushes": 16})
     _check_flushes({**row, "dp": None, "pipeline_flushes": 16})   # not computable: no verdict
+

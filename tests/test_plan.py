@@ -49,7 +49,7 @@ def test_json_has_every_key_for_every_n_and_layout(answer_70b):
 
 
 def test_json_rows_carry_the_defaults_the_text_prints(answer_70b):
-    text = _plan("llama-3-70b", "H100", "--n", "512", "--top", "1").stdout
+    text = _plan("llama-3-70b", "H100", "--n", "512", "2048", "8192", "--top", "3").stdout
     printed = [line.removeprefix("assumed: ") for line in text.splitlines()
                if line.startswith("assumed: ")]
     assert printed and all(r["assumed"] == printed for r in answer_70b)
@@ -343,3 +343,18 @@ def test_llama3_405b_is_searched_at_its_published_interleaving():
                   "--seq-len", "8192", "--global-batch-tokens", str(16 * 2**20), "--json",
                   "--top", "1", "--framework", "fsdp")
     assert json.loads(fixed.stdout)[0]["virtual_pipeline"] == 8  # 128 chunks: 126 layers + 2
+
+
+def test_a_pipelined_answer_says_it_took_one_schedule_per_step():
+    """The default (one pipeline schedule per step) is printed where a row pipelines and the
+    request fixed no flushes; not where it did, and not without a pipeline."""
+    def assumed(layout: str) -> list[str]:
+        out = _plan("llama-3-70b", "H100", "--n", "512", "--top", "1", "--seq-len", "8192",
+                    "--global-batch-tokens", "16777216", "--layout", layout).stdout
+        return [line for line in out.splitlines() if "pipeline schedule" in line]
+    assert assumed("tp=8,pp=4") == [
+        "assumed: one pipeline schedule per step for all of its microbatches (torchtitan and "
+        "NeMo Automodel run one per gradient-accumulation step, each filling and draining the "
+        "pipeline: give --layout flushes=)"]
+    assert assumed("tp=8,pp=4,flushes=2") == []
+    assert assumed("tp=8,pp=1") == []

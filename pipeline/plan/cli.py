@@ -128,7 +128,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
                   family_for=None if framework else _default_family(ctx, measured,
                                                                     req.accelerator))
     rows = answer(req, ctx, batch, top, train_tokens)
-    assumed += _family_facts(rows)
+    assumed += _family_facts(rows) + _flushes_assumed(rows, fixed)
     rows = _flag(rows, ctx, measured, req.accelerator,
                  moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
     rows = _envelope(rows, measured, req.model.model_id, ctx.step.catalog.family(req.accelerator),
@@ -205,6 +205,15 @@ def _family_facts(rows: pd.DataFrame) -> list[str]:
             f"{DEEPSPEED_ZERO3_GATHERS_PER_LAYER:g} gathers per layer (the DeepSpeed of the "
             f"family's measured runs: DeepSpeed#1174, #1188, #5047; give --framework fsdp for "
             f"FSDP's link-bound ZeRO-3)"]
+
+
+def _flushes_assumed(rows: pd.DataFrame, fixed: dict[str, Any]) -> list[str]:
+    """The pipeline schedules per step a pipelined answer took where the request fixed none."""
+    if "pipeline_flushes" in fixed or not len(rows) or not (rows["pp"] > 1).any():
+        return []
+    return ["one pipeline schedule per step for all of its microbatches (torchtitan and NeMo "
+            "Automodel run one per gradient-accumulation step, each filling and draining the "
+            "pipeline: give --layout flushes=)"]
 
 
 def _default_family(ctx: PlanContext, measured: coverage.Measured, accelerator: str):
