@@ -7,21 +7,16 @@ and sidecars, priced by the step model (the bubble once per schedule) and taken 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from pipeline.calibrate.critical_path import Theta, step_components
-from pipeline.calibrate.estimate import bare_model
-from pipeline.calibrate.step import rows_of
 from pipeline.ingest.core.derive import Reject
 from pipeline.ingest.core.schedule import parse_schedule
 from pipeline.ingest.sources.steplogs.sidecar import ALLOWED_KEYS
 from pipeline.plan.request import PlanError, check_layout_fits_model, parse_layout
-
-CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
+from tests.step_rows import gpt3_175b_rows
 
 
 def test_tables_and_sidecars_state_it_as_a_count_with_a_pipeline() -> None:
@@ -43,15 +38,9 @@ def test_tables_and_sidecars_state_it_as_a_count_with_a_pipeline() -> None:
 def pipelined(catalog):
     """GPT-3 175B at tp 8, pp 8 on 1,024 A100, 32 microbatches per step: one schedule, four,
     and (more than the microbatches) 64."""
-    model = bare_model(catalog, CATALOG, {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6},
-                       True, 128.0)
-    frame = pd.DataFrame({"model_id": ["gpt3-175b"] * 4, "params": [1.75e11] * 4,
-                          "n_layers": [96] * 4, "d_model": [12288] * 4,
-                          "accelerator": ["A100-SXM4-80GB"] * 4, "n_accelerators": [1024] * 4,
-                          "tp": [8] * 4, "pp": [8] * 4, "seq_len": [2048] * 4,
-                          "global_batch_tokens": [2048 * 16 * 32] * 4, "micro_batch": [1] * 4,
-                          "pipeline_flushes": [np.nan, 1, 4, 64]})
-    return rows_of(frame, model)
+    return gpt3_175b_rows(catalog, 4, n_accelerators=1024, tp=8, pp=8,
+                          global_batch_tokens=2048 * 16 * 32, micro_batch=1,
+                          pipeline_flushes=[np.nan, 1, 4, 64])
 
 
 def test_the_bubble_is_paid_once_per_schedule(pipelined) -> None:

@@ -358,3 +358,21 @@ def test_a_pipelined_answer_says_it_took_one_schedule_per_step():
         "pipeline: give --layout flushes=)"]
     assert assumed("tp=8,pp=4,flushes=2") == []
     assert assumed("tp=8,pp=1") == []
+
+
+def test_flushes_price_one_fill_and_drain_per_schedule():
+    """tp 8, pp 4 (v 1), 128 microbatches per step: one schedule pays a bubble of pp - 1 = 3
+    stage-times, four pay 12; the extra 9 stage-times are 9 / (128 + 3) of the one-schedule
+    step (the rest of the step is a few percent). The table shows m128/4."""
+    args = ("llama-3-70b", "H100", "--n", "512", "--framework", "fsdp", "--seq-len", "8192",
+            "--global-batch-tokens", "16777216", "--top", "1", "--layout")
+    layout = "tp=8,pp=4,v=1,mb=1,zero=1,recompute=none"
+    one = json.loads(_plan(*args, layout, "--json").stdout)[0]
+    four = json.loads(_plan(*args, layout + ",flushes=4", "--json").stdout)[0]
+    assert (one["pipeline_flushes"], four["pipeline_flushes"]) == (1, 4)
+    m = one["microbatches"]
+    assert m == four["microbatches"] == 128
+    stage = (four["step_time_s"] - one["step_time_s"]) / 9
+    assert stage * (m + 3) == pytest.approx(one["step_time_s"], rel=0.03)
+    assert four["mfu"] < one["mfu"]
+    assert " m128/4 " in _plan(*args, layout + ",flushes=4").stdout

@@ -6,18 +6,13 @@ machine (the theory's ceiling) never pays a software rate."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from pipeline.calibrate import families as fam
 from pipeline.calibrate.critical_path import Theta, step_components
-from pipeline.calibrate.estimate import bare_model
-from pipeline.calibrate.step import rows_of
-
-CATALOG = Path(__file__).resolve().parents[1] / "data" / "catalog"
+from tests.step_rows import gpt3_175b_rows
 
 
 def test_only_deepspeed_zero3_rows_carry_the_rate() -> None:
@@ -33,16 +28,9 @@ def test_only_deepspeed_zero3_rows_carry_the_rate() -> None:
 def gpt3_zero3(catalog):
     """GPT-3 175B with ZeRO-3 and no model parallelism on 768 A100 (megatron2021's layout):
     DeepSpeed, FSDP, and DeepSpeed at ZeRO-1."""
-    model = bare_model(catalog, CATALOG, {"kernel_latency_s": 3e-6, "scaleup_latency_s": 2e-6},
-                       True, 128.0)
-    frame = pd.DataFrame({"model_id": ["gpt3-175b"] * 3, "params": [1.75e11] * 3,
-                          "n_layers": [96] * 3, "d_model": [12288] * 3,
-                          "accelerator": ["A100-SXM4-80GB"] * 3, "n_accelerators": [768] * 3,
-                          "tp": [1] * 3, "pp": [1] * 3, "seq_len": [2048] * 3,
-                          "global_batch_tokens": [3145728] * 3, "micro_batch": [2] * 3,
-                          "zero_stage": [3, 3, 1],
-                          "framework_family": ["deepspeed", "fsdp", "deepspeed"]})
-    return rows_of(frame, model)
+    return gpt3_175b_rows(catalog, 3, n_accelerators=768, tp=1, pp=1,
+                          global_batch_tokens=3145728, micro_batch=2, zero_stage=[3, 3, 1],
+                          framework_family=["deepspeed", "fsdp", "deepspeed"])
 
 
 def test_deepspeed_zero3_moves_its_bytes_no_faster_than_the_rate(gpt3_zero3) -> None:

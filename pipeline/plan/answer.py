@@ -147,25 +147,33 @@ def uneven_stages(n_layers: float, pp: int) -> str:
             "layer on the last (not priced)")
 
 
+def _layout_text(r: Any) -> str:
+    """One row's layout as the table prints it: ``m128/2`` where its m microbatches run as 2
+    pipeline schedules."""
+    flushes = getattr(r, "pipeline_flushes", 1)
+    return (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
+            + (f" ep{r.ep}" if r.ep > 1 else "")
+            + f" mb{r.micro_batch} m{r.microbatches}" + (f"/{flushes}" if flushes > 1 else "")
+            + f" z{r.zero_stage} {r.recompute}")
+
+
 def table(rows: pd.DataFrame) -> str:
     """A plain-text table, one line per (N, layout), and its batch under each N."""
-    # the family column as wide as its longest name (megatron_deepspeed), at least 9
+    # the family and layout columns as wide as their longest entry, at least 9 and 38
     fw = max([9] + [len(str(f)) for f in rows["framework_family"]]) if len(rows) else 9
-    head = (f"{'N':>7} {'family':<{fw}} {'layout':<38} {'MFU (95% interval)':<21} {'step s':>8} "
-            f"{'tokens/s':>10} {'GB/chip':>13} {'ceiling':>7}  binding")
+    layouts = [_layout_text(r) for r in rows.itertuples()]
+    lw = max([38] + [len(t) for t in layouts])
+    head = (f"{'N':>7} {'family':<{fw}} {'layout':<{lw}} {'MFU (95% interval)':<21} "
+            f"{'step s':>8} {'tokens/s':>10} {'GB/chip':>13} {'ceiling':>7}  binding")
     lines = [head, "-" * len(head)]
-    for r in rows.itertuples():
-        layout = (f"tp{r.tp} pp{r.pp} v{r.virtual_pipeline} cp{r.cp} dp{r.dp}"
-                  + (f" ep{r.ep}" if r.ep > 1 else "")
-                  + f" mb{r.micro_batch} m{r.microbatches}"
-                  + (f"/{r.pipeline_flushes}" if getattr(r, "pipeline_flushes", 1) > 1 else "")
-                  + f" z{r.zero_stage} {r.recompute}")
+    for r, layout in zip(rows.itertuples(), layouts):
         mem = f"{r.memory_bytes_per_accelerator / 1e9:5.1f}/{r.hbm_bytes / 1e9:.1f}"
         flag = ((" *" if r.outside_measured else "") + (" !" if r.above_measured_mfu else "")
                 + (" ^" if getattr(r, "above_measured_envelope", False) else "")
                 + (" =" if np.isfinite(getattr(r, "measured_layout_mfu", np.nan)) else "")
                 + (" ~" if uneven_stages(r.n_layers, r.pp) else ""))
-        lines.append(f"{r.n_accelerators:>7} {r.framework_family:<{fw}} {layout:<38} {r.mfu:6.1%} [{r.mfu_low:5.1%}, "
+        lines.append(f"{r.n_accelerators:>7} {r.framework_family:<{fw}} {layout:<{lw}} "
+                     f"{r.mfu:6.1%} [{r.mfu_low:5.1%}, "
                      f"{r.mfu_high:5.1%}] {r.step_time_s:8.2f} {r.tokens_per_s:10.3g} "
                      f"{mem:>13} {r.ceiling_mfu:7.1%}  {r.binding}{flag}"
                      + (f" (all-to-all {r.a2a_share:.0%})" if r.ep > 1 else ""))
