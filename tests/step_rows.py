@@ -23,3 +23,14 @@ def gpt3_175b_rows(catalog, n: int, **columns) -> Rows:
     frame = pd.DataFrame({k: v if isinstance(v, list) else [v] * n
                           for k, v in {**base, **columns}.items()})
     return rows_of(frame, model)
+
+
+def deepseek_v3_rows(catalog, n: int, **columns) -> Rows:
+    """``n`` rows of DeepSeek-V3 (the catalog's shape: 61 layers, 58 with 256 routed experts of
+    width 2,048, top-8) on H100-SXM5-80GB at 4,096-token sequences; ``columns`` as above."""
+    model = bare_model(catalog, CATALOG, LATENCY, True, 128.0)
+    base = {"model_id": "deepseek-v3", "params": 6.71e11, "active_params": 3.7e10,
+            "n_layers": 61, "d_model": 7168, "accelerator": "H100-SXM5-80GB", "seq_len": 4096}
+    frame = pd.DataFrame({k: v if isinstance(v, list) else [v] * n
+                          for k, v in {**base, **columns}.items()})
+    return rows_of(frame, model)

@@ -567,9 +567,50 @@ def _at_rate(c: Config, mach: Machine, t: np.ndarray, nbytes: np.ndarray, size: 
     return np.maximum(t, slow)
 
 
+def _param_split(c: Config) -> tuple[np.ndarray, np.ndarray]:
+    """(non-routed parameters, routed-expert parameters) of the model: the routed experts from
+    the MoE columns (``moe.routed_total``), else from the counts as active^2 / params dense
+    (the estimate where a row states no experts); (params, 0) for dense rows."""
+    params, active = _f(c.params), _f(c.active_params)
+    estimate = params - active * (1.0 - _f(c.expert_fraction))
+    if c.n_experts is None:
+        routed = estimate
+    else:
+        total = moe.routed_total(c.n_experts, c.top_k, c.expert_ffn_size, c.moe_layers,
+                                 c.d_model, c.params, c.active_params)
+        routed = np.where(total > 0, total, estimate)
+    routed = np.clip(np.where(np.isfinite(routed), routed, 0.0), 0.0, params)
+    return params - routed, routed
+
+
+def _dp_collectives(c: Config, mach: Machine, grad: np.ndarray, layers_stage: np.ndarray,
+                    dp: np.ndarray, shard: np.ndarray, stride: np.ndarray
+                    ) -> tuple[np.ndarray, ...]:
+    """(all-reduce, reduce-scatter, all-gather, replica all-reduce) seconds per rank of
+    ``grad`` bytes over a data-parallel group of ``dp`` ranks ``stride`` apart, sharded over
+    ``shard`` of them, in the framework's buckets (one per layer where none is stated)."""
+    per_layer = grad / np.maximum(layers_stage, 1.0)
+    units = 1.0 if c.gathers_per_layer is None else np.maximum(_f(c.gathers_per_layer), 1.0)
+    reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
+                           per_layer)
+    gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
+                           per_layer / units)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_reduce = np.maximum(np.nan_to_num(np.ceil(grad / reduce_unit)), 1.0)
+        n_gather = np.maximum(np.nan_to_num(np.ceil(grad / gather_unit)), 1.0)
+    t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
+    t_rs = _at_rate(c, mach, ring_time(mach, "reduce_scatter", grad / n_reduce, shard, stride,
+                                       n_reduce), grad, shard)
+    t_ag = _at_rate(c, mach, ring_time(mach, "all_gather", grad / n_gather, shard, stride,
+                                       n_gather), grad, shard)
+    t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
+    return t_ar, t_rs, t_ag, t_rep
+
+
 def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
                 layers_stage: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(exposed seconds of data-parallel traffic per step, parameters on the rank).
+    """(exposed seconds of data-parallel traffic per step, parameters on the rank after
+    ZeRO's sharding).
 
     ZeRO 0: an all-reduce of the gradients behind the last microbatch's backward. ZeRO-1/2:
     the reduce-scatter behind the last backward and the parameter all-gather behind the next
@@ -581,29 +622,27 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
     backward compute. Under pipeline parallelism the parameters stay gathered through the
     step's microbatches: one gather behind the step's forwards and one reduce-scatter behind its
     backwards. HSDP (``shard_group`` < dp): the same over the shard group, and an
-    all-reduce of the gradient shard across the replicas behind the last backward."""
+    all-reduce of the gradient shard across the replicas behind the last backward.
+    MoE: the routed experts' gradients go over the expert data-parallel group, the
+    dp tp cp / (ep etp) ranks that hold the same experts (Megatron-Core's expert layers regroup
+    the ranks as expert-tp x ep x expert-dp, ``--expert-tensor-parallel-size``,
+    NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md; FSDP2 with EP shards them over
+    dp / ep), ep etp ranks apart; the other parameters over dp. The two run one after the
+    other on the same stream: their seconds add."""
     dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
-    dense = _f(c.active_params) * (1.0 - _f(c.expert_fraction))
-    local = dense / (tp * pp) + (_f(c.params) - dense) / (tp * pp * ep)
-    grad = local * c.bytes_per_value
-    zero = _f(c.zero_stage)
-    per_layer = grad / np.maximum(layers_stage, 1.0)
-    units = 1.0 if c.gathers_per_layer is None else np.maximum(_f(c.gathers_per_layer), 1.0)
-    reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
-                           per_layer)
-    gather_unit = np.where(np.isfinite(_f(c.gather_bucket_bytes)), _f(c.gather_bucket_bytes),
-                           per_layer / units)
-    n_reduce = np.maximum(np.ceil(grad / reduce_unit), 1.0)
-    n_gather = np.maximum(np.ceil(grad / gather_unit), 1.0)
+    etp = np.ones(np.shape(dp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
+    dense, routed = _param_split(c)
+    dense_local, expert_local = dense / (tp * pp), routed / (pp * ep * etp)
     stride = tp * cp
     shard = (dp if c.shard_group is None
              else np.clip(np.where(_f(c.shard_group) >= 1, _f(c.shard_group), dp), 1.0, dp))
-    t_ar = ring_time(mach, "all_reduce", grad / n_reduce, dp, stride, n_reduce)
-    t_rs = _at_rate(c, mach, ring_time(mach, "reduce_scatter", grad / n_reduce, shard, stride,
-                                       n_reduce), grad, shard)
-    t_ag = _at_rate(c, mach, ring_time(mach, "all_gather", grad / n_gather, shard, stride,
-                                       n_gather), grad, shard)
-    t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
+    edp = np.maximum(dp * tp * cp / (ep * etp), 1.0)
+    e_shard = np.clip(shard * tp * cp / (ep * etp), 1.0, edp)
+    parts = [_dp_collectives(c, mach, dense_local * c.bytes_per_value, layers_stage, dp, shard,
+                             stride),
+             _dp_collectives(c, mach, expert_local * c.bytes_per_value, layers_stage, edp,
+                             e_shard, ep * etp)]
+    t_ar, t_rs, t_ag, t_rep = (a + b for a, b in zip(*parts))
     phi = _f(th.dp_overlap)
     if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
         phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
@@ -615,11 +654,14 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
     per_mb = m * (np.maximum(0.0, t_ag - phi * fwd) + np.maximum(0.0, t_ag + t_rs - phi * bwd))
     per_step = (np.maximum(0.0, t_ag - phi * m * fwd) + np.maximum(0.0, t_rs - phi * m * bwd))
     zero3 = np.where((pp > 1.0) & (m > 1.0), per_step, per_mb) + np.maximum(0.0, t_rep - phi * bwd)
+    zero = _f(c.zero_stage)
     exposed = np.select(
         [zero >= 3, zero >= 1],
         [zero3, np.maximum(0.0, t_rs - phi * bwd) + np.maximum(0.0, t_ag - phi * fwd)],
         np.maximum(0.0, t_ar - phi * bwd))
-    return exposed, local
+    zero_on = _f(c.zero_stage) >= 1
+    on_rank = np.where(zero_on, dense_local / dp + expert_local / edp, dense_local + expert_local)
+    return exposed, on_rank
 
 
 def _flushes(c: Config, m: np.ndarray) -> np.ndarray | float:
@@ -655,9 +697,8 @@ def step_components(c: Config, mach: Machine, th: Theta) -> dict[str, np.ndarray
     t_stage = (t_comp / m + overhead + t_tp_mb + hide * mp["cp"] + ep_hide * mp["ep"]
                + mp["p2p"])
     bubble = _flushes(c, m) * (pp - 1.0) / v * t_stage
-    dp_exposed, local = _dp_exposed(c, mach, th, t_comp, m, layers_stage)
-    shard = np.where(_f(c.zero_stage) >= 1, local / dp, local)
-    t_opt = shard * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)
+    dp_exposed, on_rank = _dp_exposed(c, mach, th, t_comp, m, layers_stage)
+    t_opt = on_rank * OPTIMIZER_BYTES / _f(mach.hbm_bytes_per_s)
     fixed = np.broadcast_to(_f(th.fixed_s), t_comp.shape).astype(float)
 
     parts = {

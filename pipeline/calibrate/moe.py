@@ -150,6 +150,16 @@ def routed_params(n_experts, top_k, expert_ffn_size, moe_layers, d_model, params
     return np.where(moe, np.minimum(out, _f(active_params)), 0.0)
 
 
+def routed_total(n_experts, top_k, expert_ffn_size, moe_layers, d_model, params,
+                 active_params) -> np.ndarray:
+    """Parameters of all routed experts: P_r E / k (:func:`routed_params` holds k of the E
+    experts of every MoE layer); 0 for dense rows."""
+    e, k = _f(n_experts), np.maximum(_f(top_k), 1.0)
+    per_token = routed_params(n_experts, top_k, expert_ffn_size, moe_layers, d_model, params,
+                              active_params)
+    return np.where(e > 1, per_token * e / k, 0.0)
+
+
 def imbalance(capacity_factor, moe_imbalance) -> np.ndarray:
     """u: a stated imbalance, else the capacity factor of a token-dropping run, else 1.0."""
     u, cf = _f(moe_imbalance), _f(capacity_factor)
