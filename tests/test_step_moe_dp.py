@@ -79,3 +79,21 @@ def test_optimizer_state_shards_experts_over_their_own_group(catalog) -> None:
     _, whole = cp_._dp_exposed(plain.config, plain.machine, Theta(*(np.ones(1),) * 6),
                                np.ones(1), np.full(1, 8.0), cp_.stage_layers(plain.config))
     assert float(whole[0]) == pytest.approx(dense / 4 + DSV3_ROUTED / (4 * 64))
+
+
+def test_a_dense_model_pays_no_expert_collective(catalog) -> None:
+    """GPT-3 175B has no routed experts: no expert group, and a group with no bytes costs
+    nothing (not even the ring's latency over its ranks)."""
+    from tests.step_rows import gpt3_175b_rows
+    rows = gpt3_175b_rows(catalog, 1, tp=8, pp=8, dp=16, n_accelerators=1024, zero_stage=1)
+    dense, routed = cp_._param_split(rows.config)
+    assert float(routed[0]) == 0.0 and float(dense[0]) == pytest.approx(1.75e11)
+    layers = cp_.stage_layers(rows.config)
+    ranks = np.full(1, 1024.0)
+    for t in cp_._dp_collectives(rows.config, rows.machine, np.zeros(1), layers, ranks, ranks,
+                                 np.ones(1)):
+        assert float(t[0]) == 0.0
+    t_ar, t_rs, t_ag, t_rep = cp_._dp_collectives(rows.config, rows.machine, np.full(1, 1e9),
+                                                  layers, ranks, ranks, np.ones(1))
+    assert min(float(t_ar[0]), float(t_rs[0]), float(t_ag[0])) > 0.0
+    assert float(t_rep[0]) == 0.0  # shard = dp: no replicas to all-reduce across

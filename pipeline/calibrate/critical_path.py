@@ -588,7 +588,8 @@ def _dp_collectives(c: Config, mach: Machine, grad: np.ndarray, layers_stage: np
                     ) -> tuple[np.ndarray, ...]:
     """(all-reduce, reduce-scatter, all-gather, replica all-reduce) seconds per rank of
     ``grad`` bytes over a data-parallel group of ``dp`` ranks ``stride`` apart, sharded over
-    ``shard`` of them, in the framework's buckets (one per layer where none is stated)."""
+    ``shard`` of them, in the framework's buckets (one per layer where none is stated); 0 where
+    there are no bytes."""
     per_layer = grad / np.maximum(layers_stage, 1.0)
     units = 1.0 if c.gathers_per_layer is None else np.maximum(_f(c.gathers_per_layer), 1.0)
     reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
@@ -604,7 +605,8 @@ def _dp_collectives(c: Config, mach: Machine, grad: np.ndarray, layers_stage: np
     t_ag = _at_rate(c, mach, ring_time(mach, "all_gather", grad / n_gather, shard, stride,
                                        n_gather), grad, shard)
     t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
-    return t_ar, t_rs, t_ag, t_rep
+    moves = grad > 0.0  # no parameters in the group (a dense model's experts): no collective
+    return tuple(np.where(moves, t, 0.0) for t in (t_ar, t_rs, t_ag, t_rep))
 
 
 def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
@@ -638,11 +640,12 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
              else np.clip(np.where(_f(c.shard_group) >= 1, _f(c.shard_group), dp), 1.0, dp))
     edp = np.maximum(dp * tp * cp / (ep * etp), 1.0)
     e_shard = np.clip(shard * tp * cp / (ep * etp), 1.0, edp)
-    parts = [_dp_collectives(c, mach, dense_local * c.bytes_per_value, layers_stage, dp, shard,
-                             stride),
-             _dp_collectives(c, mach, expert_local * c.bytes_per_value, layers_stage, edp,
-                             e_shard, ep * etp)]
-    t_ar, t_rs, t_ag, t_rep = (a + b for a, b in zip(*parts))
+    t_ar, t_rs, t_ag, t_rep = _dp_collectives(c, mach, dense_local * c.bytes_per_value,
+                                              layers_stage, dp, shard, stride)
+    if np.any(expert_local > 0.0):
+        experts = _dp_collectives(c, mach, expert_local * c.bytes_per_value, layers_stage, edp,
+                                  e_shard, ep * etp)
+        t_ar, t_rs, t_ag, t_rep = (a + b for a, b in zip((t_ar, t_rs, t_ag, t_rep), experts))
     phi = _f(th.dp_overlap)
     if c.dp_comm_overlap is not None and not np.all(c.dp_comm_overlap):
         phi = np.where(np.asarray(c.dp_comm_overlap, bool), phi, 0.0)
