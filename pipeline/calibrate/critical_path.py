@@ -662,8 +662,8 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
         [zero >= 3, zero >= 1],
         [zero3, np.maximum(0.0, t_rs - phi * bwd) + np.maximum(0.0, t_ag - phi * fwd)],
         np.maximum(0.0, t_ar - phi * bwd))
-    zero_on = _f(c.zero_stage) >= 1
-    on_rank = np.where(zero_on, dense_local / dp + expert_local / edp, dense_local + expert_local)
+    on_rank = np.where(zero >= 1, dense_local / dp + expert_local / edp,
+                       dense_local + expert_local)
     return exposed, on_rank
 
 
