@@ -1,5 +1,5 @@
 """Data-parallel traffic and optimizer state of MoE rows (pipeline/calibrate/critical_path.py
-``_param_split``, ``_dp_exposed``): the routed experts' gradients go over the expert
+``Config.param_split``, ``_dp_exposed``): the routed experts' gradients go over the expert
 data-parallel group dp tp cp / (ep etp), the other parameters over dp."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_routed_parameters_of_deepseek_v3_by_hand() -> None:
 
 def test_param_split_takes_the_experts_from_the_moe_columns(catalog) -> None:
     rows = deepseek_v3_rows(catalog, 1, tp=1, pp=4, dp=64, ep=64, n_accelerators=256)
-    dense, routed = cp_._param_split(rows.config)
+    dense, routed = rows.config.param_split
     assert float(routed[0]) == pytest.approx(DSV3_ROUTED)
     assert float(dense[0]) == pytest.approx(6.71e11 - DSV3_ROUTED)
 
@@ -54,7 +54,7 @@ def test_expert_gradients_move_only_where_ranks_share_experts(catalog) -> None:
                                 params=[6.71e11, dense + DSV3_ROUTED / 2])
         half = replace(rows, config=replace(rows.config, expert_ffn_size=np.array(
             [2048.0, 1024.0])))
-        assert float(cp_._param_split(half.config)[0][1]) == pytest.approx(dense)
+        assert float(half.config.param_split[0][1]) == pytest.approx(dense)
         full, halved = _dp(half, 2)
         if moves:
             assert halved < 0.9 * full
@@ -86,7 +86,7 @@ def test_a_dense_model_pays_no_expert_collective(catalog) -> None:
     nothing (not even the ring's latency over its ranks)."""
     from tests.step_rows import gpt3_175b_rows
     rows = gpt3_175b_rows(catalog, 1, tp=8, pp=8, dp=16, n_accelerators=1024, zero_stage=1)
-    dense, routed = cp_._param_split(rows.config)
+    dense, routed = rows.config.param_split
     assert float(routed[0]) == 0.0 and float(dense[0]) == pytest.approx(1.75e11)
     layers = cp_.stage_layers(rows.config)
     ranks = np.full(1, 1024.0)
@@ -97,3 +97,7 @@ def test_a_dense_model_pays_no_expert_collective(catalog) -> None:
                                                   layers, ranks, ranks, np.ones(1))
     assert min(float(t_ar[0]), float(t_rs[0]), float(t_ag[0])) > 0.0
     assert float(t_rep[0]) == 0.0  # shard = dp: no replicas to all-reduce across
+    # unknown bytes are not read as none: NaN stays NaN (the row is then not costed)
+    unknown = cp_._dp_collectives(rows.config, rows.machine, np.full(1, np.nan), layers, ranks,
+                                  ranks, np.ones(1))
+    assert np.isnan(float(unknown[0][0])) and np.isnan(float(unknown[1][0]))

@@ -230,6 +230,24 @@ class Config:
         return np.where(np.asarray(self.fp8_linear, bool), FP8_CAST_BYTES * values, 0.0)
 
     @cached_property
+    def param_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """(non-routed parameters, routed-expert parameters) of the model: the routed experts
+        from the MoE columns (``moe.routed_total``), else from the counts as active^2 / params
+        dense (the estimate where a row states no experts); (params, 0) for dense rows. A
+        property of the configuration: worked out once, not on every step evaluation."""
+        params, active = _f(self.params), _f(self.active_params)
+        estimate = params - active * (1.0 - _f(self.expert_fraction))
+        if self.n_experts is None:
+            routed = estimate
+        else:
+            total = moe.routed_total(self.n_experts, self.top_k, self.expert_ffn_size,
+                                     self.moe_layers, self.d_model, self.params,
+                                     self.active_params)
+            routed = np.where(total > 0, total, estimate)
+        routed = np.clip(np.where(np.isfinite(routed), routed, 0.0), 0.0, params)
+        return params - routed, routed
+
+    @cached_property
     def mlp_activation_bytes_per_token(self) -> np.ndarray:
         """HBM bytes per token and layer on a rank of the dense MLP's activation
         (``MLP_BYTES``; forward twice under full recomputation) on its f / tp FFN elements;
@@ -567,29 +585,13 @@ def _at_rate(c: Config, mach: Machine, t: np.ndarray, nbytes: np.ndarray, size: 
     return np.maximum(t, slow)
 
 
-def _param_split(c: Config) -> tuple[np.ndarray, np.ndarray]:
-    """(non-routed parameters, routed-expert parameters) of the model: the routed experts from
-    the MoE columns (``moe.routed_total``), else from the counts as active^2 / params dense
-    (the estimate where a row states no experts); (params, 0) for dense rows."""
-    params, active = _f(c.params), _f(c.active_params)
-    estimate = params - active * (1.0 - _f(c.expert_fraction))
-    if c.n_experts is None:
-        routed = estimate
-    else:
-        total = moe.routed_total(c.n_experts, c.top_k, c.expert_ffn_size, c.moe_layers,
-                                 c.d_model, c.params, c.active_params)
-        routed = np.where(total > 0, total, estimate)
-    routed = np.clip(np.where(np.isfinite(routed), routed, 0.0), 0.0, params)
-    return params - routed, routed
-
-
 def _dp_collectives(c: Config, mach: Machine, grad: np.ndarray, layers_stage: np.ndarray,
                     dp: np.ndarray, shard: np.ndarray, stride: np.ndarray
                     ) -> tuple[np.ndarray, ...]:
     """(all-reduce, reduce-scatter, all-gather, replica all-reduce) seconds per rank of
     ``grad`` bytes over a data-parallel group of ``dp`` ranks ``stride`` apart, sharded over
     ``shard`` of them, in the framework's buckets (one per layer where none is stated); 0 where
-    there are no bytes."""
+    there are no bytes (NaN bytes stay NaN)."""
     per_layer = grad / np.maximum(layers_stage, 1.0)
     units = 1.0 if c.gathers_per_layer is None else np.maximum(_f(c.gathers_per_layer), 1.0)
     reduce_unit = np.where(np.isfinite(_f(c.reduce_bucket_bytes)), _f(c.reduce_bucket_bytes),
@@ -605,8 +607,8 @@ def _dp_collectives(c: Config, mach: Machine, grad: np.ndarray, layers_stage: np
     t_ag = _at_rate(c, mach, ring_time(mach, "all_gather", grad / n_gather, shard, stride,
                                        n_gather), grad, shard)
     t_rep = ring_time(mach, "all_reduce", grad / shard, dp / shard, stride * shard)
-    moves = grad > 0.0  # no parameters in the group (a dense model's experts): no collective
-    return tuple(np.where(moves, t, 0.0) for t in (t_ar, t_rs, t_ag, t_rep))
+    none = grad == 0.0  # no parameters in the group (a dense model's experts): no collective
+    return tuple(np.where(none, 0.0, t) for t in (t_ar, t_rs, t_ag, t_rep))
 
 
 def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.ndarray,
@@ -633,7 +635,7 @@ def _dp_exposed(c: Config, mach: Machine, th: Theta, t_comp: np.ndarray, m: np.n
     other on the same stream: their seconds add."""
     dp, tp, pp, cp, ep = (np.maximum(_f(x), 1.0) for x in (c.dp, c.tp, c.pp, c.cp, c.ep))
     etp = np.ones(np.shape(dp)) if c.etp is None else np.maximum(_f(c.etp), 1.0)
-    dense, routed = _param_split(c)
+    dense, routed = c.param_split
     dense_local, expert_local = dense / (tp * pp), routed / (pp * ep * etp)
     stride = tp * cp
     shard = (dp if c.shard_group is None
