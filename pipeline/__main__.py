@@ -297,7 +297,8 @@ def plan(
                    "ep=..,v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),"
                    "gbs=1536 (global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
                    "recompute=none|selective|full,sp=true|false,node=4 (accelerators per "
-                   "scale-up domain); e.g. --layout tp=8,pp=12,mb=1,gbs=1536"),
+                   "scale-up domain),flushes=2 (pipeline schedules per step); e.g. --layout "
+                   "tp=8,pp=12,mb=1,gbs=1536"),
     precision: str | None = typer.Option(
         None, help="bf16 (default), fp16, fp8 or mxfp8 (Blackwell); MFU is against the dense "
                    "peak at this precision, e.g. --precision fp8"),
@@ -314,6 +315,10 @@ def plan(
     dp_comm_overlap: bool | None = typer.Option(
         None, "--dp-comm-overlap/--no-dp-comm-overlap",
         help="DP gradient traffic overlapped with the backward (default: overlapped)"),
+    moe_dispatcher: str | None = typer.Option(
+        None, help="MoE token dispatcher: alltoall (default; one copy per routed expert), "
+                   "deepep or hybridep (one copy per destination rank and node), e.g. "
+                   "--moe-dispatcher deepep"),
     top: int = typer.Option(5, min=1, help="layouts shown per N"),
     train_tokens: float | None = typer.Option(None, help="also the time and energy (MWh, at "
                                                          "TDP) to train this many tokens"),
@@ -353,7 +358,7 @@ def plan(
                            "heads": heads},
                     processed=processed, catalog=catalog, theory_metrics=theory_metrics,
                     params_path=params, framework=framework, precision=precision,
-                    cluster=cluster,
+                    cluster=cluster, dispatcher=moe_dispatcher,
                     kernels={"fused_attention": fused_attention,
                              "tp_comm_overlap": tp_comm_overlap,
                              "dp_comm_overlap": dp_comm_overlap},

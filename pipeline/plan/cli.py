@@ -14,6 +14,7 @@ import typer
 
 from pipeline.calibrate.families import (DEEPSPEED_ZERO3_BYTES_PER_S,
                                          DEEPSPEED_ZERO3_GATHERS_PER_LAYER, KERNEL_DEFAULTS)
+from pipeline.calibrate.step import DEDUP_DISPATCHERS
 from pipeline.config import ConfigError, load_params, load_settings, settings
 from pipeline.frameworks import DEFAULT_FAMILY, FAMILIES, PRODUCTION_FAMILIES
 from pipeline.plan import coverage
@@ -51,14 +52,15 @@ def run_plan(*, model: str, accelerator: str, n: list[int] | str, global_batch_t
              json_out: bool, shape: dict[str, Any], processed: Path, catalog: Path,
              theory_metrics: Path, params_path: Path, framework: str | None = None,
              precision: str | None = None, kernels: dict[str, bool | None] | None = None,
-             moe: dict[str, float | None] | None = None, cluster: str | None = None) -> int:
+             moe: dict[str, float | None] | None = None, cluster: str | None = None,
+             dispatcher: str | None = None) -> int:
     paths = Paths(processed, catalog, theory_metrics, params_path)
     try:
         rows, req, batch, assumed = plan_rows(
             model=model, accelerator=accelerator, n=n, global_batch_tokens=global_batch_tokens,
             seq_len=seq_len, layout=layout, top=top, train_tokens=train_tokens, shape=shape,
             paths=paths, framework=framework, precision=precision, kernels=kernels or {},
-            moe=moe, cluster=cluster)
+            moe=moe, cluster=cluster, dispatcher=dispatcher)
     except (PlanError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         return 2
@@ -76,13 +78,15 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
               global_batch_tokens: float | None, seq_len: float | None, layout: str | None,
               top: int, train_tokens: float | None, shape: dict[str, Any], paths: Paths,
               framework: str | None, precision: str | None, kernels: dict[str, bool | None],
-              moe: dict[str, float | None] | None = None, cluster: str | None = None
+              moe: dict[str, float | None] | None = None, cluster: str | None = None,
+              dispatcher: str | None = None
               ) -> tuple[pd.DataFrame, Request, Batch, list[str]]:
     """The checked request, answered: rows, the request, the batch and the defaults assumed.
     Names of a precision, a framework family or a cluster are read in any case (FP8, Megatron,
     GB200-NVL72), as accelerator names are."""
-    precision, framework, cluster = (v.strip().lower() if isinstance(v, str) else v
-                                     for v in (precision, framework, cluster))
+    precision, framework, cluster, dispatcher = (
+        v.strip().lower() if isinstance(v, str) else v
+        for v in (precision, framework, cluster, dispatcher))
     params = _params(paths.params, _stamp(paths.params))
     load_settings(params)
     finite("--train-tokens", train_tokens, 0, 1e16, low_open=True)
@@ -108,6 +112,8 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     priced = check_hardware(cat, topology, req.accelerator, cluster, max(ns),
                             float({**node, **fixed}.get("accelerators_per_node", np.nan)))
     assumed = _assumed(framework, precision, fixed, kernels, cat, req.accelerator)
+    routing, routing_assumed = _dispatcher(dispatcher, req.model)
+    assumed += routing_assumed
     if cluster is None and priced is not None:
         assumed.append(f"cluster {priced}: {topology.table.loc[priced, 'accelerators_per_node']:g}"
                        f" per node, {topology.table.loc[priced, 'scaleup_domain_size']:g} per "
@@ -121,7 +127,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     batch = resolve_batch(global_batch_tokens, fixed.pop("global_batch_sequences", None), seq,
                           default, ns)
     columns = {"precision": precision or "bf16", **({"cluster": cluster} if cluster else {}),
-               **node,
+               **node, **routing,
                **{k: v for k, v in kernels.items() if v is not None}}
     measured = _measured(paths.processed, _stamp(paths.processed))
     ctx = replace(ctx, columns=columns,
@@ -193,6 +199,31 @@ def _assumed(framework: str | None, precision: str | None, fixed: dict[str, Any]
             flag = name.replace("_", "-")
             out.append(f"{name}={str(default).lower()} (give --{flag} or --no-{flag})")
     return out
+
+
+# MoE token dispatchers ``--moe-dispatcher`` names: Megatron's all-to-all (one copy of a token
+# per routed expert) and the deduplicating ones (one copy per destination rank and node:
+# pipeline/calibrate/moe.py ``dispatch_shares``)
+DISPATCHERS = ("alltoall", *DEDUP_DISPATCHERS)
+
+
+def _dispatcher(dispatcher: str | None, model) -> tuple[dict[str, str], list[str]]:
+    """(the ``moe_dispatcher`` column of every row, the default assumed): the named dispatcher
+    of an MoE model; an unknown name, or one for a dense model, is refused."""
+    moe = bool(np.isfinite(model.n_experts) and model.n_experts > 1)
+    if dispatcher is not None and dispatcher not in DISPATCHERS:
+        raise PlanError("--moe-dispatcher", f"{dispatcher!r} is not one of "
+                        f"{', '.join(DISPATCHERS)}")
+    if dispatcher is not None and not moe:
+        raise PlanError("--moe-dispatcher", f"{model.model_id} is dense (no n_experts in "
+                        "data/catalog/models.csv): it dispatches no tokens to experts")
+    if dispatcher is not None:
+        return {"moe_dispatcher": dispatcher}, []
+    if not moe:
+        return {}, []
+    return {}, ["MoE dispatcher alltoall: one copy of a token per routed expert (Megatron's "
+                "all-to-all; give --moe-dispatcher deepep for DeepEP's one copy per rank and "
+                "node)"]
 
 
 def _family_facts(rows: pd.DataFrame) -> list[str]:

@@ -30,6 +30,8 @@ EXAMPLES = (
                   "--heads 32 --experts 8 --top-k 2 --expert-ffn 14336 --shared-experts 0 "
                   "--active-params-b 12.9 --layout ep=8"),
     ("MoE model by name", "scalewall plan deepseek-v3 H800 --n 2048 --precision fp8"),
+    ("MoE token dispatcher (DeepEP: one copy per destination rank and node)",
+     "scalewall plan deepseek-v3 H100 --n 256 --layout ep=64 --moe-dispatcher deepep"),
     ("training time and energy", "scalewall plan llama-3-70b H100 --n 2048 --train-tokens 15e12"),
 )
 
