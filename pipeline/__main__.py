@@ -23,6 +23,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipeline.config import ConfigError, load_params, load_settings
+from pipeline.plan.help import DISPATCHER_HELP, LAYOUT_HELP
 from pipeline.plan.help import epilog as plan_epilog
 
 
@@ -292,13 +293,7 @@ def plan(
                    "model, rounded at each N to 2^k x N's odd factor sequences), e.g. 3145728"),
     seq_len: float | None = typer.Option(None, help="tokens per sequence (default: the "
                                                     "model's, else theory.bounds.seq_len)"),
-    layout: str | None = typer.Option(
-        None, help="fix axes, any integers whose product with dp is N: tp=8,pp=12,cp=1,dp=..,"
-                   "ep=..,v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),"
-                   "gbs=1536 (global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
-                   "recompute=none|selective|full,sp=true|false,node=4 (accelerators per "
-                   "scale-up domain),flushes=2 (pipeline schedules per step); e.g. --layout "
-                   "tp=8,pp=12,mb=1,gbs=1536"),
+    layout: str | None = typer.Option(None, help=LAYOUT_HELP),
     precision: str | None = typer.Option(
         None, help="bf16 (default), fp16, fp8 or mxfp8 (Blackwell); MFU is against the dense "
                    "peak at this precision, e.g. --precision fp8"),
@@ -315,10 +310,7 @@ def plan(
     dp_comm_overlap: bool | None = typer.Option(
         None, "--dp-comm-overlap/--no-dp-comm-overlap",
         help="DP gradient traffic overlapped with the backward (default: overlapped)"),
-    moe_dispatcher: str | None = typer.Option(
-        None, help="MoE token dispatcher: alltoall (default; one copy per routed expert), "
-                   "deepep or hybridep (one copy per destination rank and node), e.g. "
-                   "--moe-dispatcher deepep"),
+    moe_dispatcher: str | None = typer.Option(None, help=DISPATCHER_HELP),
     top: int = typer.Option(5, min=1, help="layouts shown per N"),
     train_tokens: float | None = typer.Option(None, help="also the time and energy (MWh, at "
                                                          "TDP) to train this many tokens"),

@@ -1,6 +1,17 @@
 """``plan --help``'s closing examples: one per axis a request can state (kept here, with no
 imports, so that the command line loads it for free)."""
 
+# ``--layout``'s and ``--moe-dispatcher``'s help lines (pipeline/__main__.py ``plan``)
+LAYOUT_HELP = ("fix axes, any integers whose product with dp is N: tp=8,pp=12,cp=1,dp=..,ep=..,"
+               "v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),gbs=1536 "
+               "(global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
+               "recompute=none|selective|full,sp=true|false,node=4 (accelerators per scale-up "
+               "domain),flushes=2 (pipeline schedules per step); e.g. --layout "
+               "tp=8,pp=12,mb=1,gbs=1536")
+DISPATCHER_HELP = ("MoE token dispatcher: alltoall (default; one copy per routed expert), "
+                   "deepep or hybridep (one copy per destination rank and node), e.g. "
+                   "--moe-dispatcher deepep")
+
 # One example per axis; tests/test_plan_help.py checks each axis is here and each example runs.
 EXAMPLES = (
     ("chip counts", "scalewall plan llama-3-70b H100 --n 512 2048 8192"),
