@@ -20,11 +20,22 @@ from pathlib import Path
 
 import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from pipeline.config import ConfigError, load_params, load_settings
 from pipeline.plan.help import DISPATCHER_HELP, LAYOUT_HELP
 from pipeline.plan.help import epilog as plan_epilog
+
+
+class PlainHelp(TyperCommand):
+    """A command whose ``--help`` is click's plain text, wrapped between words at any terminal
+    width (typer's rich panels cut option names and examples short with an ellipsis below
+    about 120 columns: ``--global-batch-…``). typer escapes the brackets of ``[default: ..]``
+    and ``[required]`` for rich markup even with markup off; the escape is undone here."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        formatter.buffer[:] = [part.replace("\\[", "[") for part in formatter.buffer]
 
 
 class Commands(TyperGroup):
@@ -61,6 +72,7 @@ class Commands(TyperGroup):
 # Tracebacks never print local variables: they may hold whole input files (a 280 KB traceback
 # for one hostile sidecar), and they are no help to a user.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_show_locals=False,
+                  rich_markup_mode=None,
                   cls=Commands,
                   help="scalewall: measured diminishing returns against data-movement limits.")
 
@@ -127,7 +139,7 @@ def _run_stage(module: str, params_path: Path, headline: tuple[str, Path | None]
             write_headline(headline[0], paths["metrics_path"], headline[1])
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def ingest(
     published: Path = typer.Option(Path("data/raw/published"), help="folder of format-v1 CSVs"),
     logs: list[str] = typer.Option(["data/raw/logs"], help="root of training step logs: a "
@@ -171,14 +183,14 @@ def _runner_command(stages: typer.Typer, name: str) -> None:
                    catalog_dir=catalog)
 
     command.__doc__ = stage.help
-    stages.command(name=name)(command)
+    stages.command(name=name, cls=PlainHelp)(command)
 
 
 def _stage_commands() -> typer.Typer:
     """The commands of the stages the runner runs (``fit``, ``theory``, ...), from their
     declarations (``pipeline.runner.STAGES``)."""
     from pipeline.runner import STAGES
-    stages = typer.Typer(pretty_exceptions_show_locals=False)
+    stages = typer.Typer(pretty_exceptions_show_locals=False, rich_markup_mode=None)
     stages.callback()(lambda: None)  # a group even with one stage
     for name, stage in STAGES.items():
         if stage.compute:
@@ -186,7 +198,7 @@ def _stage_commands() -> typer.Typer:
     return stages
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def release(
     processed: Path = PROCESSED,
     sources: Path = typer.Option(Path("data/catalog/sources.csv"), help="the sources catalog: "
@@ -203,7 +215,7 @@ def release(
                metrics_path=metrics)
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def report(
     processed: Path = PROCESSED,
     metrics_dir: Path = METRICS_DIR,
@@ -232,14 +244,14 @@ def _stop_on_special_files() -> None:
         raise typer.Exit(code=2)
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def preflight() -> None:
     """Stop (exit 2) if a FIFO, socket or device lies under a folder DVC hashes (``dvc repro``
     would hang on it); ``make report`` and ``.ci/run`` run this first."""
     _stop_on_special_files()
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def validate(
     target: Path = typer.Argument(..., help="a published table (format v1 CSV), a step log, "
                                             "or a folder of step logs"),
@@ -271,7 +283,7 @@ def validate(
     raise typer.Exit(code=1 if failed else 0)
 
 
-@app.command()
+@app.command(cls=PlainHelp)
 def metrics(headline_dir: Path = typer.Option(Path("reports/headline"), "--headline-dir",
                                               help="the stages' headline files")) -> None:
     """The headline figures of every stage (what ``dvc metrics show`` prints), each key with
@@ -280,7 +292,8 @@ def metrics(headline_dir: Path = typer.Option(Path("reports/headline"), "--headl
     typer.echo("\n".join(legend_lines(headline_dir)))
 
 
-@app.command(context_settings={"allow_extra_args": True}, epilog=plan_epilog())
+@app.command(cls=PlainHelp, context_settings={"allow_extra_args": True},
+             epilog=plan_epilog())
 def plan(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="catalog model id or alias (e.g. llama-3-70b), or a "

@@ -59,6 +59,23 @@ def test_help_prints_the_examples():
         assert what in result.output and command.split(" --")[0] in result.output
 
 
+def test_help_reads_whole_in_an_80_column_terminal():
+    """Every option's name and every example print whole at 80 columns: no ellipsis cuts
+    them (typer's rich panels did: ``--global-batch-…``), no command breaks at a hyphen, and
+    no markup escape shows (``\\[required]``)."""
+    result = CliRunner().invoke(app, ["plan", "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    out = result.output
+    assert "…" not in out and "\\[" not in out
+    for param in _plan_command().params:
+        for flag in (*param.opts, *param.secondary_opts):
+            if flag.startswith("--"):
+                assert flag in out, flag
+    lines = out.splitlines()
+    for _, command in EXAMPLES:
+        assert "    " + command in lines, command
+
+
 @pytest.mark.skipif(not all(p.exists() for p in OUTPUTS), reason="pipeline outputs absent")
 @pytest.mark.parametrize("what, command", EXAMPLES, ids=[w[:30] for w, _ in EXAMPLES])
 def test_each_example_runs(what, command):

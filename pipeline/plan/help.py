@@ -2,12 +2,12 @@
 imports, so that the command line loads it for free)."""
 
 # ``--layout``'s and ``--moe-dispatcher``'s help lines (pipeline/__main__.py ``plan``)
-LAYOUT_HELP = ("fix axes, any integers whose product with dp is N: tp=8,pp=12,cp=1,dp=..,ep=..,"
-               "v=3 (interleaved chunks per stage),mb=6 (micro-batch, sequences),gbs=1536 "
-               "(global batch, sequences),zero=0-3,shard=.. (HSDP sharding group),"
-               "recompute=none|selective|full,sp=true|false,node=4 (accelerators per scale-up "
-               "domain),flushes=2 (pipeline schedules per step); e.g. --layout "
-               "tp=8,pp=12,mb=1,gbs=1536")
+LAYOUT_HELP = ("fix axes, any integers whose product with dp is N: tp=8, pp=12, cp=1, dp=.., "
+               "ep=.., v=3 (interleaved chunks per stage), mb=6 (micro-batch, sequences), "
+               "gbs=1536 (global batch, sequences), zero=0-3, shard=.. (HSDP sharding group), "
+               "recompute=none|selective|full, sp=true|false, node=4 (accelerators per "
+               "scale-up domain), flushes=2 (pipeline schedules per step); joined by commas, "
+               "e.g. --layout tp=8,pp=12,mb=1,gbs=1536")
 DISPATCHER_HELP = ("MoE token dispatcher: alltoall (default; one copy per routed expert), "
                    "deepep or hybridep (one copy per destination rank and node), e.g. "
                    "--moe-dispatcher deepep")
@@ -48,7 +48,8 @@ EXAMPLES = (
 
 
 def epilog() -> str:
-    """The examples as help text: one paragraph each (typer's rich help prints a paragraph as
-    one line, click's plain help keeps them apart)."""
+    """The examples as help text: a title line and the command indented under it, each block
+    marked ``\\b`` so that click prints it as written (its wrapping breaks a command at
+    hyphens: ``--train-`` / ``tokens``)."""
     return "\n\n".join(["Examples, one per axis:"]
-                       + [f"{what}: {command}" for what, command in EXAMPLES])
+                       + [f"\b\n{what}:\n  {command}" for what, command in EXAMPLES])
