@@ -201,8 +201,9 @@ class FrontierSettings(_Group):
     """``theory.frontier``: the compute grid and the knee/wall refinement. ``points``,
     ``refine_rounds`` and ``refine_points`` are bounded: each point is a full layout search,
     evaluated at once. With every grid and search bound at its maximum (points 401, 8 rounds
-    of 64 points, max_log2_degree 30, 1024 microbatches, 16 dp steps per octave) one scenario
-    peaked at 1.04 GB and 6.1 s CPU (measured 2026-12-01); 1001 points took 2.3 GB."""
+    of 64 points, max_log2_degree 30, 1024 microbatches, 16 dp steps per octave) the baseline
+    scenario peaked at 1.07 GB and 16 s CPU (1001 points: 2.5 GB) and the MoE scenario, the
+    heaviest, at 4.4 GB and 92-98 s CPU (docs/architecture.md)."""
 
     min_flop: Annotated[float, Field(gt=0, le=1e60)]
     max_flop: Annotated[float, Field(gt=0, le=1e60)]

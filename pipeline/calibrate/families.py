@@ -42,9 +42,12 @@ def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return key, first
 
 
-# Repeat noise of the Playbook sweep: 15 configurations measured twice differ by a log-sd of
-# 0.60, so one measurement carries 0.60 / sqrt(2) = 0.42 (the family's residual sd floor).
-PLAYBOOK_NOISE_FLOOR = 0.60 / np.sqrt(2.0)
+# Repeat noise of the Playbook sweep (the family's residual sd floor): 15 configurations measured
+# more than once (13 twice, 2 three times: 17 degrees of freedom) have a pooled log-sd of 0.60
+# about their means. A sample sd of repeats already estimates one measurement's sd; it is not
+# divided by sqrt(2) (that is for the sd of a difference of two). tests/test_playbook_noise.py
+# recomputes it from runs.parquet.
+PLAYBOOK_NOISE_FLOOR = 0.60
 
 # Layout sweeps: one team's configurations of small models on one machine, each fitted apart as
 # its own family (with the Playbook's; never in the production population or its intervals)
