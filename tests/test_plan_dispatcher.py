@@ -6,7 +6,6 @@ name the model does not know, or a dispatcher for a dense model, is refused nami
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,7 @@ import pytest
 
 from pipeline.config import PROJ_ROOT
 from pipeline.plan.cli import Paths, _dispatcher, plan_rows
-from pipeline.plan.request import PlanError
+from pipeline.plan.request import ModelShape, PlanError
 
 PROCESSED = PROJ_ROOT / "data/processed"
 OUTPUTS = (PROCESSED / "calibration.parquet", PROCESSED / "calibrated.parquet",
@@ -22,8 +21,10 @@ OUTPUTS = (PROCESSED / "calibration.parquet", PROCESSED / "calibrated.parquet",
 
 
 def test_a_named_dispatcher_is_a_column_and_the_default_is_said() -> None:
-    moe, dense = (SimpleNamespace(model_id=m, n_experts=e)
-                  for m, e in (("deepseek-v3", 256.0), ("llama-3-70b", np.nan)))
+    moe, dense = (ModelShape(model_id=m, params=p, active_params=a, n_layers=61,
+                             d_model=7168, n_experts=e)
+                  for m, p, a, e in (("deepseek-v3", 6.71e11, 3.7e10, 256.0),
+                                     ("llama-3-70b", 7.06e10, 7.06e10, np.nan)))
     assert _dispatcher("deepep", moe) == ({"moe_dispatcher": "deepep"}, [])
     columns, assumed = _dispatcher(None, moe)
     assert columns == {} and len(assumed) == 1 and "--moe-dispatcher deepep" in assumed[0]

@@ -136,7 +136,7 @@ def plan_rows(*, model: str, accelerator: str, n: list[int] | str,
     rows = answer(req, ctx, batch, top, train_tokens)
     assumed += _family_facts(rows) + _flushes_assumed(rows, fixed)
     rows = _flag(rows, ctx, measured, req.accelerator,
-                 moe=bool(np.isfinite(req.model.n_experts) and req.model.n_experts > 1))
+                 moe=req.model.is_moe)
     rows = _envelope(rows, measured, req.model.model_id, ctx.step.catalog.family(req.accelerator),
                      str(columns["precision"]))
     rows = _at_layout(rows, measured, req.model.model_id, req.accelerator,
@@ -210,7 +210,7 @@ DISPATCHERS = ("alltoall", *DEDUP_DISPATCHERS)
 def _dispatcher(dispatcher: str | None, model) -> tuple[dict[str, str], list[str]]:
     """(the ``moe_dispatcher`` column of every row, the default assumed): the named dispatcher
     of an MoE model; an unknown name, or one for a dense model, is refused."""
-    moe = bool(np.isfinite(model.n_experts) and model.n_experts > 1)
+    moe = model.is_moe
     if dispatcher is not None and dispatcher not in DISPATCHERS:
         raise PlanError("--moe-dispatcher", f"{dispatcher!r} is not one of "
                         f"{', '.join(DISPATCHERS)}")

@@ -63,6 +63,11 @@ class ModelShape:
     shared_experts: float = np.nan
     moe_dense_layers: float = np.nan
 
+    @property
+    def is_moe(self) -> bool:
+        """Routed experts (more than one): a mixture of experts, else dense."""
+        return bool(np.isfinite(self.n_experts) and self.n_experts > 1)
+
 
 @dataclass(frozen=True)
 class Request:
@@ -117,7 +122,7 @@ def with_moe(model: ModelShape, moe: dict[str, float | None] | None) -> ModelSha
     if out.active_params > out.params:
         raise PlanError("--active-params-b", f"{out.active_params / 1e9:g} B is more than the "
                         f"model's {out.params / 1e9:g} B parameters")
-    if np.isfinite(out.n_experts) and out.n_experts > 1 and out.active_params >= out.params:
+    if out.is_moe and out.active_params >= out.params:
         raise PlanError("--active-params-b", "an MoE model needs its active parameters (below "
                         "the total): FLOP count only the top-k experts a token uses")
     return out
@@ -276,7 +281,7 @@ def check_layout_fits_model(layout: dict[str, Any], model: ModelShape) -> None:
                         f"{model.n_layers} layers and the embedding and output layers (each "
                         "chunk needs one; Llama 3 gave the first and last chunk to those two)")
     ep = layout.get("ep", 1)
-    moe = np.isfinite(model.n_experts) and model.n_experts > 1
+    moe = model.is_moe
     if ep > 1 and not moe:
         raise PlanError("--layout", f"ep={ep} shards experts, but {model.model_id} is dense "
                         "(no n_experts in data/catalog/models.csv)")

@@ -97,8 +97,7 @@ def _grid(model: ModelShape, n: int, seq_len: float, domain: float, fixed: dict[
     g = pd.DataFrame(grid, columns=["tp", "pp", "cp", "dp"], dtype=int)
     if "dp" in fixed:
         g = g[g["dp"] == int(fixed["dp"])]
-    moe = np.isfinite(model.n_experts) and model.n_experts > 1
-    eps = _axis(fixed, "ep", _powers(model.n_experts) if moe else [1])
+    eps = _axis(fixed, "ep", _powers(model.n_experts) if model.is_moe else [1])
     g = g.merge(pd.DataFrame({"ep": eps}), how="cross")
     return g[(g["dp"] * g["cp"]) % g["ep"] == 0]
 
