@@ -77,7 +77,8 @@ def test_plan_refuses_flushes_without_a_pipeline(catalog) -> None:
 
 def test_a_table_row_with_more_flushes_than_microbatches_is_rejected() -> None:
     """A step of 524,288 tokens at seq_len 4,096, dp 16 and micro-batch 1 has 8 microbatches:
-    8 schedules are possible, 16 are not; the reject names the field and the count."""
+    8 or 4 schedules are possible, 16 and 3 are not (the planner's rule: each schedule runs
+    m / flushes); the reject names the field and the count."""
     from pipeline.ingest.core.normalize import _check_flushes
     row = {"global_batch_tokens": 4096.0 * 16 * 8, "seq_len": 4096, "dp": 16, "micro_batch": 1,
            "pipeline_flushes": 8}
@@ -85,4 +86,7 @@ def test_a_table_row_with_more_flushes_than_microbatches_is_rejected() -> None:
     with pytest.raises(Reject, match=r"pipeline_flushes=16 exceeds the step's 8 microbatches"):
         _check_flushes({**row, "pipeline_flushes": 16})
     _check_flushes({**row, "dp": None, "pipeline_flushes": 16})   # not computable: no verdict
+    _check_flushes({**row, "pipeline_flushes": 4})
+    with pytest.raises(Reject, match=r"pipeline_flushes=3 does not divide the step's 8 "):
+        _check_flushes({**row, "pipeline_flushes": 3})
 

@@ -36,6 +36,7 @@ import pandas as pd
 from pipeline.bounded import short
 from pipeline.plausibility import above_record
 from pipeline.plausibility import check_mfu as check_mfu_limit
+from pipeline.shapes import microbatches
 from pipeline.ingest.core.derive import Reject, derive_measures, strategy_family
 from pipeline.ingest.core.derive import append_note as _note
 from pipeline.ingest.core.plausible import (check_layout, check_mfu, check_params, check_scale,
@@ -517,20 +518,25 @@ def _model(row: dict[str, Any], catalog: CatalogCache, params_b: float | None,
 
 
 def _check_flushes(row: dict[str, Any]) -> None:
-    """Each pipeline schedule runs at least one microbatch: ``pipeline_flushes`` at most the
-    step's microbatches, global_batch_tokens / (seq_len x dp x micro_batch), where all four
-    are stated."""
+    """Each pipeline schedule runs the same number of microbatches, at least one (a
+    gradient-accumulation step each, as the planner's ``flushes=`` requires): ``pipeline_flushes``
+    at most the step's microbatches, global_batch_tokens / (seq_len x dp x micro_batch), and a
+    divisor of them (``pipeline.shapes.microbatches``), where all four are stated."""
     flushes = row.get("pipeline_flushes")
     given = [row.get(k) for k in ("global_batch_tokens", "seq_len", "dp", "micro_batch")]
     if flushes is None or flushes <= 1 or any(x is None for x in given):
         return
     tokens, seq, dp, micro = given
-    microbatches = tokens / (seq * dp * micro)
-    if flushes > microbatches * (1.0 + 1e-9):
+    exact = tokens / (seq * dp * micro)
+    m = int(microbatches(tokens, dp, micro, seq))
+    if flushes > exact * (1.0 + 1e-9):
         raise Reject("out_of_range", f"pipeline_flushes={flushes} exceeds the step's "
-                                     f"{microbatches:.4g} microbatches (global_batch_tokens / "
+                                     f"{exact:.4g} microbatches (global_batch_tokens / "
                                      "(seq_len x dp x micro_batch)): each schedule runs one "
                                      "at least")
+    if m % flushes:
+        raise Reject("out_of_range", f"pipeline_flushes={flushes} does not divide the step's "
+                                     f"{m} microbatches: each schedule runs m / flushes of them")
 
 
 def _check_moe(row: dict[str, Any]) -> None:
