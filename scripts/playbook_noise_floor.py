@@ -21,20 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.calibrate.families import PLAYBOOK_NOISE_FLOOR  # noqa: E402
-from pipeline.calibrate.ranking import MIN_LAYOUTS  # noqa: E402
+from pipeline.calibrate.ranking import ranked_groups  # noqa: E402
 
 SOURCE = "ultrascale_playbook2025"
 DRAWS = 200
 
 
 def groups() -> list[np.ndarray]:
-    """Log measured MFU of each (model, N) group the ranking scores (``ranking_table``)."""
+    """Log measured MFU of each (model, N) group the ranking scores (``ranked_groups``)."""
     c = pd.read_parquet(ROOT / "data/processed/calibrated.parquet")
     runs = pd.read_parquet(ROOT / "data/processed/runs.parquet")
-    c = c[c["source"] == SOURCE].merge(runs[["run_id", "model", "status"]], on="run_id")
-    c = c[(c["status"] == "ok") & (c["measured_mfu"] > 0) & c["predicted_mfu"].notna()]
     return [np.log(g["measured_mfu"].to_numpy(float))
-            for _, g in c.groupby(["model", "n_accelerators"], sort=True) if len(g) >= MIN_LAYOUTS]
+            for _, g in ranked_groups(c, runs, SOURCE)]
 
 
 def main() -> None:

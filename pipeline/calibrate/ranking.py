@@ -19,17 +19,23 @@ def _regret(measured: np.ndarray, score: np.ndarray) -> float:
     return float(np.max(measured) / measured[pick] - 1.0)
 
 
-def ranking_table(calibrated: pd.DataFrame, runs: pd.DataFrame, source: str,
-                  min_layouts: int = MIN_LAYOUTS) -> pd.DataFrame:
-    """One row per (model, N) group with >= ``min_layouts`` measured layouts of ``source``:
-    spearman_<ranker> and regret_<ranker> for every ranker."""
+def ranked_groups(calibrated: pd.DataFrame, runs: pd.DataFrame, source: str,
+                  min_layouts: int = MIN_LAYOUTS):
+    """The (model, N) groups of ``source`` that are ranked: ((model, N), its finished runs with
+    a measured and a predicted MFU), each with >= ``min_layouts`` of them."""
     cols = ["run_id", "model", "tp", "pp", "status"]
     c = calibrated[calibrated["source"] == source].merge(runs[cols], on="run_id", how="left")
     c = c[(c["status"] == "ok") & (c["measured_mfu"] > 0) & c["predicted_mfu"].notna()]
+    return [(key, g) for key, g in c.groupby(["model", "n_accelerators"], sort=True)
+            if len(g) >= min_layouts]
+
+
+def ranking_table(calibrated: pd.DataFrame, runs: pd.DataFrame, source: str,
+                  min_layouts: int = MIN_LAYOUTS) -> pd.DataFrame:
+    """One row per (model, N) group with >= ``min_layouts`` measured layouts of ``source``
+    (:func:`ranked_groups`): spearman_<ranker> and regret_<ranker> for every ranker."""
     rows = []
-    for (model, n), g in c.groupby(["model", "n_accelerators"], sort=True):
-        if len(g) < min_layouts:
-            continue
+    for (model, n), g in ranked_groups(calibrated, runs, source, min_layouts):
         measured = g["measured_mfu"].to_numpy(float)
         rule = -(g["pp"].astype(float).to_numpy() * 1e6 + g["tp"].astype(float).to_numpy())
         scores = {"calibrated": g["predicted_mfu"].to_numpy(float),
